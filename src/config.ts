@@ -1,0 +1,70 @@
+/**
+ * Environment → typed configuration, validated once at start-up.
+ * Every knob of API-CONTRACT.md section 9 lives here; nothing else reads process.env.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+
+const count = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
+
+const EnvSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  DATABASE_URL: z.string().min(1).optional(),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  WEB_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(1),
+  TRUST_PROXY: z.string().min(1).optional(),
+  RATE_LIMIT_AUTH_PER_MINUTE: count(30),
+  RATE_LIMIT_PER_MINUTE: count(1200),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  CORS_ORIGINS: z.string().optional(),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10_000),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  webConcurrency: number;
+  /** Value for Express's `trust proxy` setting, or false. */
+  trustProxy: boolean | number | string;
+  rateLimitAuthPerMinute: number;
+  rateLimitPerMinute: number;
+  logLevel: z.infer<typeof EnvSchema>['LOG_LEVEL'];
+  /** Origins allowed by CORS; empty means CORS is off. */
+  corsOrigins: string[];
+  shutdownTimeoutMs: number;
+  /** scrypt cost parameter N for new password hashes (a power of two). */
+  passwordHashCost: number;
+}
+
+function parseTrustProxy(value: string | undefined): Config['trustProxy'] {
+  if (value === undefined || value === '' || value === 'false') return false;
+  if (value === 'true') return true;
+  if (/^\d+$/.test(value)) return Number(value);
+  return value;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: path.resolve(e.DATA_DIR),
+    webConcurrency: e.WEB_CONCURRENCY,
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    rateLimitAuthPerMinute: e.RATE_LIMIT_AUTH_PER_MINUTE,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    logLevel: e.LOG_LEVEL,
+    corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    passwordHashCost: 1 << 15,
+  };
+}

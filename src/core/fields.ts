@@ -1,0 +1,91 @@
+/**
+ * Field schemas shared by every procedure's input. They encode the wire rules of
+ * API-CONTRACT.md §1: lengths in code points, no NUL or lone surrogates, integers
+ * that are never coerced from strings, timestamps as whole seconds.
+ */
+import { z } from 'zod';
+import { MUST_BE_SET, type ErrorCode } from './errors.js';
+
+/** Largest accepted timestamp: 9999-12-31T23:59:59Z. */
+export const MAX_TIMESTAMP = 253_402_300_799;
+/** Ids are PostgreSQL integers. */
+export const MAX_ID = 2_147_483_647;
+
+/**
+ * trpc-to-openapi switches `coerce` on for every number in a REST input, body included, and
+ * does so on the shared schema object. Body numbers must stay strict ("5", null and true are
+ * `invalid`), so their `coerce` flag is pinned off.
+ */
+function strict<T extends z.ZodType>(schema: T): T {
+  Object.defineProperty(schema._zod.def, 'coerce', {
+    get: () => false,
+    set: () => undefined,
+    enumerable: true,
+    configurable: false,
+  });
+  return schema;
+}
+
+export function codePointLength(value: string): number {
+  let n = 0;
+  for (const _ of value) n++;
+  return n;
+}
+
+interface TextRule {
+  min?: number;
+  max: number;
+  /** Code for a value shorter than `min`. */
+  tooShort?: ErrorCode;
+  pattern?: RegExp;
+  patternDetail?: string;
+  what: string;
+}
+
+/** A string checked in code points, reporting every broken rule with its own code. */
+export function text(rule: TextRule) {
+  const { min = 0, max, tooShort = 'invalid', pattern, patternDetail, what } = rule;
+  const schema = z.string().superRefine((value, ctx) => {
+    const issue = (code: ErrorCode, message: string) =>
+      ctx.addIssue({ code: 'custom', message, params: { code } });
+    if (value.includes('\u0000') || !value.isWellFormed()) {
+      issue('invalid', `${what} must not contain NUL characters or unpaired surrogates.`);
+    } else if (pattern && value.length > 0 && !pattern.test(value)) {
+      issue('invalid', patternDetail ?? `${what} has an invalid format.`);
+    }
+    const length = codePointLength(value);
+    if (length > max) issue('too_long', `${what} is too long (at most ${max} characters).`);
+    if (length < min) {
+      issue(tooShort, min === 1 ? `${what} must not be empty.` : `${what} is too short (at least ${min} characters).`);
+    }
+  });
+  return schema.meta({ minLength: min, maxLength: max, ...(pattern ? { pattern: pattern.source } : {}) });
+}
+
+/** A whole number in the body: never coerced from a string. */
+export function integer(min: number, max: number) {
+  return strict(z.int().min(min).max(max));
+}
+
+/** A Unix timestamp in whole seconds. */
+export function timestamp() {
+  return integer(0, MAX_TIMESTAMP).meta({ description: 'Unix time in whole seconds (UTC).' });
+}
+
+/** Id of a record referenced in a body. */
+export function recordId() {
+  return integer(1, MAX_ID);
+}
+
+/** The `id` path parameter: the REST adapter coerces it from the path. */
+export const pathId = z.int().min(1).max(MAX_ID);
+
+/** The `page` query parameter. */
+export const pageParam = z.int().min(1).max(MAX_ID).default(1).meta({ description: 'Page number, from 1.' });
+
+/** The `state` member of a state change: a string, `must_be_set` when absent. */
+export function stateField<T extends string>(values: readonly [T, ...T[]]) {
+  return z
+    .string({ error: (iss) => (iss.input === undefined ? MUST_BE_SET : 'Expected a string.') })
+    .meta({ enum: [...values] });
+}

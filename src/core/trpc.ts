@@ -1,0 +1,111 @@
+/**
+ * tRPC is initialised here, once. Other files build only on what this one exports:
+ * `router`, `publicProcedure` and `authedProcedure` (whose context has a non-null user).
+ *
+ * Every procedure runs behind one error middleware that turns zod input failures and
+ * database outages into domain errors, so both doors (REST and /trpc) report the same
+ * codes; the error formatter puts the envelope's `errors` into tRPC's error data.
+ */
+import { initTRPC, TRPCError, type TRPC_ERROR_CODE_KEY } from '@trpc/server';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import superjson from 'superjson';
+import type { OpenApiMeta } from 'trpc-to-openapi';
+import type { Clock } from './clock.js';
+import { DomainError, fromZodError, type ErrorCode } from './errors.js';
+import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
+import { hashAccessToken, tokenFromHeader } from '../users/credentials.js';
+
+export interface AppMeta extends OpenApiMeta {
+  /** REST success status when not 200. */
+  successStatus?: 201 | 204;
+  /** The record a path id names; a bad id is `record_not_found` on it. */
+  resource?: 'project' | 'task';
+  /** Input members that come from the query string. */
+  queryParameters?: string[];
+  /** Request-specific codes the operation can answer with (documented in openapi.json). */
+  errorCodes?: ErrorCode[];
+}
+
+/** What a procedure may use; built without HTTP for tests (`createCaller`). */
+export interface Context {
+  em: SqlEntityManager;
+  clock: Clock;
+  /** The raw Authorization header. */
+  authorization: string | undefined;
+  /** Scheme and host the client used, for absolute links. */
+  baseUrl: string;
+  passwordHashCost: number;
+}
+
+export interface AuthedUser {
+  id: number;
+  username: string;
+}
+
+const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
+  400: 'BAD_REQUEST',
+  401: 'UNAUTHORIZED',
+  404: 'NOT_FOUND',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  422: 'UNPROCESSABLE_CONTENT',
+  429: 'TOO_MANY_REQUESTS',
+  503: 'SERVICE_UNAVAILABLE',
+};
+
+export function toTRPCError(error: DomainError): TRPCError {
+  return new TRPCError({ code: STATUS_TO_TRPC[error.status] ?? 'INTERNAL_SERVER_ERROR', message: error.message, cause: error });
+}
+
+const t = initTRPC
+  .context<Context>()
+  .meta<AppMeta>()
+  .create({
+    transformer: superjson,
+    isDev: false,
+    errorFormatter({ shape, error }) {
+      const response = toErrorResponse(error);
+      const first = response.errors[0]!;
+      return {
+        code: shape.code,
+        message: first.detail,
+        data: { code: first.code, httpStatus: response.status, path: shape.data.path, errors: response.errors },
+      };
+    },
+  });
+
+export const router = t.router;
+export const createCallerFactory = t.createCallerFactory;
+
+const errorConversion = t.middleware(async ({ next, getRawInput, meta }) => {
+  const result = await next();
+  if (result.ok) return result;
+  const { error } = result;
+  if (error.cause instanceof DomainError) {
+    if (error.code === 'INTERNAL_SERVER_ERROR') throw toTRPCError(error.cause);
+    return result;
+  }
+  if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
+    const rawInput = await getRawInput().catch(() => undefined);
+    throw toTRPCError(
+      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters }),
+    );
+  }
+  if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable());
+  return result;
+});
+
+export const publicProcedure = t.procedure.use(errorConversion);
+
+export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
+  const token = tokenFromHeader(ctx.authorization);
+  if (!token) throw toTRPCError(DomainError.unauthorized());
+  const rows = await ctx.em.execute<{ id: number; username: string }[]>(
+    `select u.id, u.username from access_tokens t join users u on u.id = t.user_id
+      where t.token_hash = ? and t.expires_at > ?`,
+    [hashAccessToken(token), ctx.clock.now()],
+  );
+  const user = rows[0];
+  if (!user) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  return next({ ctx: { user: user as AuthedUser, tokenHash: hashAccessToken(token) } });
+});

@@ -1,0 +1,56 @@
+/**
+ * Where the service's data lives: the PostgreSQL named by DATABASE_URL, or else an
+ * embedded one under DATA_DIR. Opens the ORM on it and brings the schema up to date.
+ */
+import { MikroORM } from '@mikro-orm/postgresql';
+import type { Logger } from '../core/logger.js';
+import { startEmbeddedDatabase, type EmbeddedDatabase } from './embedded.js';
+import { ormConfig } from './orm-config.js';
+
+export const EMBEDDED_DATABASE_NAME = 'planning';
+
+export interface DatabaseHandle {
+  url: string;
+  /** Human description for the start-up log line, without secrets. */
+  description: string;
+  embedded: EmbeddedDatabase | null;
+  stop(): Promise<void>;
+}
+
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable DATABASE_URL)';
+  }
+}
+
+export async function openDatabase(options: { databaseUrl?: string; dataDir: string; logger: Logger }): Promise<DatabaseHandle> {
+  if (options.databaseUrl) {
+    return {
+      url: options.databaseUrl,
+      description: `PostgreSQL at ${redactUrl(options.databaseUrl)}`,
+      embedded: null,
+      stop: async () => undefined,
+    };
+  }
+  const embedded = await startEmbeddedDatabase({
+    dataDir: options.dataDir,
+    log: (m) => options.logger.debug({ component: 'postgres' }, m),
+  });
+  await embedded.ensureDatabase(EMBEDDED_DATABASE_NAME);
+  return {
+    url: embedded.urlFor(EMBEDDED_DATABASE_NAME),
+    description: `embedded PostgreSQL in ${options.dataDir} (127.0.0.1:${embedded.port})`,
+    embedded,
+    stop: () => embedded.stop(),
+  };
+}
+
+export async function openOrm(clientUrl: string, options: { poolSize?: number; migrate: boolean }): Promise<MikroORM> {
+  const orm = await MikroORM.init(ormConfig({ clientUrl, poolSize: options.poolSize }));
+  if (options.migrate) await orm.migrator.up();
+  return orm;
+}

@@ -1,0 +1,10 @@
+/**
+ * Every migration, in order. Listed explicitly so the compiled service, the tests and the
+ * MikroORM CLI run the same set without globbing the file system. A new migration file
+ * (`npx mikro-orm migration:create`) must be added here.
+ */
+import { Migration20261122000000_initial } from './Migration20261122000000_initial.js';
+
+export const migrationsList = [
+  { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+];

@@ -1,0 +1,47 @@
+/**
+ * The one MikroORM configuration, used by the service, the tests, and the MikroORM CLI
+ * (through mikro-orm.config.ts at the root).
+ */
+import { defineConfig, type Options } from '@mikro-orm/postgresql';
+import { Migrator } from '@mikro-orm/migrations';
+import { AccessToken } from '../users/access-token.entity.js';
+import { User } from '../users/user.entity.js';
+import { Project } from '../projects/project.entity.js';
+import { Task } from '../tasks/task.entity.js';
+import { migrationsList } from './migrations/index.js';
+
+export const entities = [User, AccessToken, Project, Task];
+
+export interface OrmSettings {
+  clientUrl: string;
+  /** Overrides the database named in clientUrl. */
+  dbName?: string;
+  /** Connections this process may hold. */
+  poolSize?: number;
+  debug?: boolean;
+}
+
+export function ormConfig(settings: OrmSettings): Options {
+  return defineConfig({
+    clientUrl: settings.clientUrl,
+    ...(settings.dbName ? { dbName: settings.dbName } : {}),
+    entities,
+    extensions: [Migrator],
+    debug: settings.debug ?? false,
+    // The schema is owned by the migrations; never let the ORM guess it at run time.
+    ensureDatabase: false,
+    discovery: { checkDuplicateTableNames: true },
+    pool: { min: 0, max: settings.poolSize ?? 10, idleTimeoutMillis: 30_000 },
+    driverOptions: { connectionTimeoutMillis: 5_000, statement_timeout: 15_000, query_timeout: 20_000 },
+    migrations: {
+      migrationsList,
+      path: 'src/db/migrations',
+      pathTs: 'src/db/migrations',
+      snapshot: false,
+      transactional: true,
+      allOrNothing: true,
+      disableForeignKeys: false,
+      silent: true,
+    },
+  });
+}

@@ -1,0 +1,141 @@
+/**
+ * The Express application: request ids and logs, health, the OpenAPI document and its
+ * docs page, the tRPC door at /trpc, the REST door under /api, and the error envelope for
+ * everything that falls through.
+ */
+import { randomUUID } from 'node:crypto';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { createExpressMiddleware } from '@trpc/server/adapters/express';
+import swaggerUi from 'swagger-ui-express';
+import type { Clock } from '../core/clock.js';
+import { apiError } from '../core/errors.js';
+import { toErrorResponse } from '../core/failures.js';
+import type { Logger } from '../core/logger.js';
+import type { Context } from '../core/trpc.js';
+import { buildOpenApiDocument } from '../openapi/document.js';
+import { appRouter } from '../router.js';
+import { restHandlers, sendErrorResponse } from './rest.js';
+
+export interface AppDependencies {
+  orm: MikroORM;
+  clock: Clock;
+  logger: Logger;
+  trustProxy: boolean | number | string;
+  passwordHashCost: number;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const requestId: RequestHandler = (req, res, next) => {
+  const incoming = req.headers['x-request-id'];
+  const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+  res.setHeader('X-Request-Id', id);
+  next();
+};
+
+function requestLog(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      logger.info(
+        {
+          reqId: res.getHeader('x-request-id'),
+          method: req.method,
+          url: req.originalUrl,
+          status: res.statusCode,
+          ms: Number(process.hrtime.bigint() - started) / 1e6,
+        },
+        'request',
+      );
+    });
+    next();
+  };
+}
+
+export function createApp(deps: AppDependencies): express.Express {
+  const { orm, clock, logger } = deps;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', deps.trustProxy);
+  app.set('etag', false);
+
+  const createContext = (req: Request): Context => ({
+    em: orm.em.fork(),
+    clock,
+    authorization: req.headers.authorization,
+    baseUrl: `${req.protocol}://${req.host}`,
+    passwordHashCost: deps.passwordHashCost,
+  });
+
+  app.use(requestId);
+  app.use(requestLog(logger));
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    try {
+      await orm.em.getConnection().execute('select 1');
+      res.json({ status: 'ready' });
+    } catch {
+      sendErrorResponse(res, {
+        status: 503,
+        errors: [apiError(503, 'service_unavailable', 'The database cannot be reached.')],
+        retryAfter: 5,
+      });
+    }
+  });
+
+  const openApiDocument = buildOpenApiDocument();
+  app.get('/openapi.json', (_req, res) => {
+    res.json(openApiDocument);
+  });
+  app.use('/docs', swaggerUi.serve, swaggerUi.setup(openApiDocument, { customSiteTitle: 'Planning service API' }));
+
+  app.use(
+    '/trpc',
+    createExpressMiddleware({
+      router: appRouter,
+      createContext: ({ req }) => createContext(req),
+      maxBodySize: 100 * 1024,
+      onError: ({ error }) => {
+        if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
+      },
+    }),
+  );
+
+  const api = express.Router();
+  api.use(...restHandlers({ router: appRouter, createContext, logger }));
+  app.use(api);
+
+  app.use((_req, res) => {
+    sendErrorResponse(res, {
+      status: 404,
+      errors: [apiError(404, 'missing_endpoint', 'No endpoint answers this method and path.')],
+    });
+  });
+
+  const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
+    const type = (err as { type?: string }).type;
+    if (type === 'entity.parse.failed') {
+      sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body is not valid JSON.')] });
+    } else if (type === 'entity.too.large') {
+      sendErrorResponse(res, { status: 413, errors: [apiError(413, 'payload_too_large', 'The request body is larger than 100 KiB.')] });
+    } else if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
+      sendErrorResponse(res, { status: 415, errors: [apiError(415, 'unsupported_media_type', 'Send the body as UTF-8 application/json.')] });
+    } else if (type === 'request.aborted' || type === 'request.size.invalid' || type === 'stream.encoding.set') {
+      sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body could not be read.')] });
+    } else {
+      const response = toErrorResponse(err);
+      if (response.status >= 500) logger.error({ err, reqId: res.getHeader('x-request-id') }, 'request failed');
+      if (res.headersSent) {
+        res.end();
+        return;
+      }
+      sendErrorResponse(res, response);
+    }
+  };
+  app.use(errorHandler);
+  return app;
+}

@@ -1,0 +1,95 @@
+/**
+ * The REST door: trpc-to-openapi serves every procedure that has `meta.openapi`, and this
+ * file adds what the library leaves to us: 404/415 before the body is read, JSON parsing
+ * with a 100 KiB limit, success statuses (201/204), and the exact error envelope.
+ *
+ * The library writes its own error body ({message, code, issues}); `onError` runs just
+ * before it, so that is where this request's `res.end` is swapped for one that writes the
+ * envelope instead.
+ */
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import type { TRPCError } from '@trpc/server';
+import {
+  acceptsRequestBody,
+  createOpenApiNodeHttpHandler,
+  createProcedureCache,
+  normalizePath,
+} from 'trpc-to-openapi';
+import { apiError } from '../core/errors.js';
+import { toErrorResponse, type ErrorResponse } from '../core/failures.js';
+import type { Logger } from '../core/logger.js';
+import type { AppMeta, Context } from '../core/trpc.js';
+import type { AppRouter } from '../router.js';
+
+export const BODY_LIMIT_BYTES = 100 * 1024;
+
+export function sendErrorResponse(res: Response, response: ErrorResponse): void {
+  res.status(response.status);
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  if (response.retryAfter !== undefined) res.setHeader('Retry-After', String(response.retryAfter));
+  res.end(JSON.stringify({ errors: response.errors }));
+}
+
+function isJsonMediaType(contentType: string | undefined): boolean {
+  const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
+  return mediaType === 'application/json';
+}
+
+interface RestOptions {
+  router: AppRouter;
+  createContext: (req: Request, res: Response) => Context | Promise<Context>;
+  logger: Logger;
+}
+
+export function restHandlers({ router, createContext, logger }: RestOptions): RequestHandler[] {
+  const findProcedure = createProcedureCache(router);
+  const procedures = router._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta } }>;
+
+  const guard: RequestHandler = (req, res, next) => {
+    const path = normalizePath(new URL(req.url, 'http://localhost').pathname);
+    if (!findProcedure(req.method as never, path)) {
+      next('router');
+      return;
+    }
+    if (acceptsRequestBody(req.method as never) && !isJsonMediaType(req.headers['content-type'])) {
+      sendErrorResponse(res, {
+        status: 415,
+        errors: [apiError(415, 'unsupported_media_type', 'Send the request body as application/json.')],
+      });
+      return;
+    }
+    next();
+  };
+
+  const parseJson = express.json({ limit: BODY_LIMIT_BYTES, type: () => true });
+
+  const handler = createOpenApiNodeHttpHandler({
+    router,
+    createContext: ({ req, res }: { req: Request; res: Response }) => createContext(req, res),
+    maxBodySize: BODY_LIMIT_BYTES,
+    responseMeta: ({ paths, errors }: { paths?: readonly string[]; errors: readonly unknown[] }) => {
+      if (errors.length > 0) return {};
+      const meta = paths?.[0] ? procedures[paths[0]]?._def.meta : undefined;
+      return {
+        status: meta?.successStatus ?? 200,
+        headers: meta?.successStatus === 204 ? {} : { 'content-type': 'application/json; charset=utf-8' },
+      };
+    },
+    onError: ({ error, req }: { error: TRPCError; req: Request }) => {
+      const res = req.res!;
+      const response = toErrorResponse(error);
+      if (response.status >= 500) logger.error({ err: error.cause ?? error, reqId: res.getHeader('x-request-id') }, 'request failed');
+      const end = res.end.bind(res);
+      res.end = (() => {
+        res.end = end;
+        sendErrorResponse(res, response);
+        return res;
+      }) as typeof res.end;
+    },
+  } as unknown as Parameters<typeof createOpenApiNodeHttpHandler>[0]);
+
+  const rest: RequestHandler = (req: Request, res: Response, next: NextFunction) => {
+    handler(req, res, next).catch(next);
+  };
+  return [guard, parseJson, rest];
+}

@@ -1,0 +1,125 @@
+/**
+ * A project of one user. Holds the rules of its lifecycle (project.lifecycle.ts) and of
+ * its editable attributes; callers load it, call a method, and flush.
+ */
+import { defineEntity, p } from '@mikro-orm/postgresql';
+import { endOfToday, fromSeconds, startOfTomorrow } from '../core/clock.js';
+import { DomainError } from '../core/errors.js';
+import {
+  MAX_STARTED_PROJECTS,
+  PROJECT_STATES,
+  findProjectTransition,
+  type ProjectTransition,
+} from './project.lifecycle.js';
+
+const ProjectSchema = defineEntity({
+  name: 'Project',
+  tableName: 'projects',
+  properties: {
+    id: p.integer().primary().autoincrement(),
+    userId: p.integer(),
+    name: p.text(),
+    slug: p.text(),
+    description: p.text().default(''),
+    state: p.enum(PROJECT_STATES).default('newed'),
+    startedAt: p.datetime().columnType('timestamptz').nullable(),
+    dueAt: p.datetime().columnType('timestamptz').nullable(),
+    pausedAt: p.datetime().columnType('timestamptz').nullable(),
+    finishedAt: p.datetime().columnType('timestamptz').nullable(),
+    createdAt: p.datetime().columnType('timestamptz'),
+  },
+});
+
+/** Members of `project` in a state-change request; anything else is `cannot_be_set`. */
+export interface ProjectStateRequest {
+  state: string;
+  due_at?: number;
+  finished_at?: number;
+  [other: string]: unknown;
+}
+
+export interface ProjectStateContext {
+  now: Date;
+  /** How many projects of the owner are started now (read under the owner's lock). */
+  startedProjects: () => Promise<number>;
+}
+
+const STATE_REQUEST_MEMBERS = new Set(['state', 'due_at', 'finished_at']);
+
+export function slugOf(name: string): string {
+  return name.toLowerCase();
+}
+
+export class Project extends ProjectSchema.class {
+  isInProgress(): boolean {
+    return this.state === 'started';
+  }
+
+  rename(name: string): void {
+    this.name = name;
+    this.slug = slugOf(name);
+  }
+
+  /**
+   * `due_at` may change only while the project is started, and not to before it started
+   * (API-CONTRACT.md §4, "Project edits").
+   */
+  changeDueAt(dueAt: number): void {
+    if (this.state !== 'started' || !this.startedAt) {
+      throw DomainError.validation('cannot_be_set', '/project/due_at', 'due_at can only be changed while the project is started.');
+    }
+    const at = fromSeconds(dueAt);
+    if (at < this.startedAt) {
+      throw DomainError.validation('cannot_be_before_started_at', '/project/due_at', 'due_at cannot be before the project started.');
+    }
+    this.dueAt = at;
+  }
+
+  /**
+   * Moves the project along SPEC.md 3.1, checking in the order of API-CONTRACT.md §2:
+   * invalid_transition, then must/cannot_be_set, then dates, then the started limit.
+   * Returns the transition taken, so the caller can apply its effect on tasks.
+   */
+  async changeState(request: ProjectStateRequest, ctx: ProjectStateContext): Promise<ProjectTransition> {
+    const transition = findProjectTransition(this.state, request.state);
+    if (!transition) {
+      throw DomainError.validation('invalid_transition', '/project/state', `A ${this.state} project cannot become ${request.state}.`);
+    }
+    for (const member of Object.keys(request)) {
+      if (!STATE_REQUEST_MEMBERS.has(member)) {
+        throw DomainError.validation('cannot_be_set', `/project/${member}`, `${member} cannot be set when changing the state.`);
+      }
+    }
+    const given = { dueAt: request.due_at !== undefined, finishedAt: request.finished_at !== undefined };
+    if (given.dueAt && transition.dueAt === 'forbidden') {
+      throw DomainError.validation('cannot_be_set', '/project/due_at', `due_at cannot be set on ${transition.action}.`);
+    }
+    if (given.finishedAt && transition.finishedAt === 'forbidden') {
+      throw DomainError.validation('cannot_be_set', '/project/finished_at', `finished_at cannot be set on ${transition.action}.`);
+    }
+    if (!given.dueAt && transition.dueAt === 'required') {
+      throw DomainError.validation('must_be_set', '/project/due_at', `due_at must be set on ${transition.action}.`);
+    }
+
+    const { now } = ctx;
+    const dueAt = request.due_at === undefined ? undefined : fromSeconds(request.due_at);
+    if (dueAt && dueAt < startOfTomorrow(now)) {
+      throw DomainError.validation('cannot_be_before_started_at', '/project/due_at', 'due_at must be after today.');
+    }
+    const finishedAt = request.finished_at === undefined ? undefined : fromSeconds(request.finished_at);
+    if (finishedAt && this.startedAt && finishedAt < this.startedAt) {
+      throw DomainError.validation('cannot_be_before_started_at', '/project/finished_at', 'finished_at cannot be before the project started.');
+    }
+    if (finishedAt && finishedAt > endOfToday(now)) {
+      throw DomainError.validation('cannot_be_after_today', '/project/finished_at', 'finished_at cannot be after today.');
+    }
+    if (transition.countsAsStarted && (await ctx.startedProjects()) >= MAX_STARTED_PROJECTS) {
+      throw DomainError.validation('reached_max_started', '/project/state', `At most ${MAX_STARTED_PROJECTS} projects can be started at the same time.`);
+    }
+
+    transition.apply(this, { now, dueAt, finishedAt });
+    this.state = transition.to;
+    return transition;
+  }
+}
+ProjectSchema.setClass(Project);

@@ -1,0 +1,80 @@
+/**
+ * The project state machine of SPEC.md 3.1 and API-CONTRACT.md §4, as a table.
+ * One row per action: where it starts, where it ends, which dates it takes, whether it
+ * counts against the limit of started projects, and what it does to the project's tasks.
+ */
+export const PROJECT_STATES = ['newed', 'started', 'paused', 'finished'] as const;
+export type ProjectState = (typeof PROJECT_STATES)[number];
+
+/** States a client may request. */
+export const REQUESTABLE_PROJECT_STATES = ['started', 'paused', 'finished'] as const;
+
+/** At most this many projects of one user are `started` at once. */
+export const MAX_STARTED_PROJECTS = 3;
+
+type DateRule = 'required' | 'optional' | 'forbidden';
+
+/** The dated attributes an action writes. */
+export interface ProjectDates {
+  startedAt?: Date | null;
+  dueAt?: Date | null;
+  pausedAt?: Date | null;
+  finishedAt?: Date | null;
+}
+
+export interface ProjectActionInput {
+  now: Date;
+  dueAt: Date | undefined;
+  finishedAt: Date | undefined;
+}
+
+export interface ProjectTransition {
+  action: 'start' | 'pause' | 'restart' | 'finish';
+  from: ProjectState;
+  to: ProjectState;
+  dueAt: DateRule;
+  finishedAt: DateRule;
+  /** The move makes the project `started`, so the limit applies. */
+  countsAsStarted: boolean;
+  /** Tasks of the project moved from one state to another by this action. */
+  tasks: { from: 'newed'; to: 'started' } | { from: 'started'; to: 'newed' } | null;
+  /** The side effects of SPEC.md 3.1 on the project's own dates. */
+  apply(project: ProjectDates, input: ProjectActionInput): void;
+}
+
+export const PROJECT_TRANSITIONS: readonly ProjectTransition[] = [
+  {
+    action: 'start', from: 'newed', to: 'started', dueAt: 'required', finishedAt: 'forbidden',
+    countsAsStarted: true, tasks: { from: 'newed', to: 'started' },
+    apply(project, { now, dueAt }) {
+      project.startedAt = now;
+      project.dueAt = dueAt ?? null;
+    },
+  },
+  {
+    action: 'pause', from: 'started', to: 'paused', dueAt: 'forbidden', finishedAt: 'forbidden',
+    countsAsStarted: false, tasks: { from: 'started', to: 'newed' },
+    apply(project, { now }) {
+      project.pausedAt = now;
+    },
+  },
+  {
+    action: 'restart', from: 'paused', to: 'started', dueAt: 'optional', finishedAt: 'forbidden',
+    countsAsStarted: true, tasks: { from: 'newed', to: 'started' },
+    apply(project, { dueAt }) {
+      project.pausedAt = null;
+      if (dueAt) project.dueAt = dueAt;
+    },
+  },
+  {
+    action: 'finish', from: 'started', to: 'finished', dueAt: 'forbidden', finishedAt: 'optional',
+    countsAsStarted: false, tasks: null,
+    apply(project, { now, finishedAt }) {
+      project.finishedAt = finishedAt ?? now;
+    },
+  },
+];
+
+export function findProjectTransition(from: ProjectState, to: string): ProjectTransition | undefined {
+  return PROJECT_TRANSITIONS.find((t) => t.from === from && t.to === to);
+}

@@ -1,0 +1,72 @@
+/** Wire shapes of projects: inputs as SPEC.md §4 names them, outputs as SPEC.md 2.1. */
+import { z } from 'zod';
+import { PageLinks, StabilityMeta, ref } from '../core/envelope.js';
+import { pageParam, pathId, stateField, text, timestamp } from '../core/fields.js';
+import { PROJECT_STATES, REQUESTABLE_PROJECT_STATES } from './project.lifecycle.js';
+
+export const PROJECT_PAGE_SIZE = 25;
+
+export const projectName = text({
+  min: 1,
+  max: 100,
+  pattern: /^[A-Za-z0-9_-]+$/,
+  patternDetail: 'Project name may contain only letters, digits, underscores and hyphens.',
+  what: 'Project name',
+});
+export const projectDescription = text({ max: 10_000, what: 'Description' });
+
+export const CreateProjectInput = z.object({
+  project: z.object({ name: projectName }),
+});
+
+export const ListProjectsInput = z.object({ page: pageParam });
+
+export const ProjectIdInput = z.object({ id: pathId });
+
+export const UpdateProjectInput = z.object({
+  id: pathId,
+  project: z.object({
+    name: projectName.optional(),
+    description: projectDescription.optional(),
+    due_at: timestamp().optional(),
+  }),
+});
+
+export const ChangeProjectStateInput = z.object({
+  id: pathId,
+  project: z.looseObject({
+    state: stateField(REQUESTABLE_PROJECT_STATES),
+    due_at: timestamp().optional(),
+    finished_at: timestamp().optional(),
+  }),
+});
+
+const secondsField = z.int().meta({ description: 'Unix time in whole seconds; 0 when unset.' });
+
+export const ProjectResource = z.object({
+  type: z.literal('project'),
+  id: z.int(),
+  attributes: z.object({
+    name: z.string(),
+    slug: z.string(),
+    description: z.string(),
+    state: z.enum(PROJECT_STATES),
+    startedAt: secondsField,
+    dueAt: secondsField,
+    pausedAt: secondsField,
+    finishedAt: secondsField,
+    isInProgress: z.boolean(),
+  }),
+  relationships: z.object({
+    user: z.object({ data: ref('user') }),
+    tasks: z.object({ data: z.array(ref('task')) }),
+  }),
+});
+export type ProjectResource = z.infer<typeof ProjectResource>;
+
+export const ProjectDocument = z.object({ data: ProjectResource, meta: StabilityMeta });
+export const ProjectListDocument = z.object({
+  data: z.array(ProjectResource),
+  links: PageLinks,
+  meta: StabilityMeta,
+});

@@ -1,0 +1,203 @@
+/** Projects of the current user (SPEC.md 4.1–4.4, API-CONTRACT.md §4 and §6). */
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
+import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
+import { DomainError, ValidationErrors } from '../core/errors.js';
+import { authedProcedure, router } from '../core/trpc.js';
+import { applyProjectTransitionToTasks, releaseProjectTasks, taskIdsOfProjects } from '../tasks/task.store.js';
+import { lockOwner } from '../users/owner-lock.js';
+import { Project, slugOf } from './project.entity.js';
+import {
+  ChangeProjectStateInput,
+  CreateProjectInput,
+  ListProjectsInput,
+  PROJECT_PAGE_SIZE,
+  ProjectDocument,
+  ProjectIdInput,
+  ProjectListDocument,
+  UpdateProjectInput,
+} from './project.schema.js';
+import { presentProject } from './project.view.js';
+
+const TAGS = ['projects'];
+const LIST_PATH = '/api/users/me/projects';
+
+async function findOwnedProject(em: SqlEntityManager, userId: number, id: number): Promise<Project> {
+  const project = await em.findOne(Project, { id, userId });
+  if (!project) throw DomainError.notFound('project');
+  return project;
+}
+
+async function projectDocument(em: SqlEntityManager, project: Project) {
+  const taskIds = await taskIdsOfProjects(em, [project.id]);
+  return { data: presentProject(project, taskIds.get(project.id) ?? []), meta: STABILITY_META };
+}
+
+function nameTaken(): DomainError {
+  return DomainError.validation('taken', '/project/name', 'Project name already exists for this user.');
+}
+
+/** Flushes, reporting a name that became taken since it was checked as `taken`. */
+async function flushNamed(em: SqlEntityManager): Promise<void> {
+  try {
+    await em.flush();
+  } catch (error) {
+    if (error instanceof UniqueConstraintViolationException) throw nameTaken();
+    throw error;
+  }
+}
+
+async function isNameTaken(em: SqlEntityManager, userId: number, name: string, exceptId?: number): Promise<boolean> {
+  const where = exceptId === undefined ? { userId, slug: slugOf(name) } : { userId, slug: slugOf(name), id: { $ne: exceptId } };
+  return (await em.count(Project, where)) > 0;
+}
+
+export const projectsRouter = router({
+  create: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: '/api/users/me/projects', tags: TAGS,
+        summary: 'Create a project',
+        description: 'Creates a project in state `newed` with an empty description and all timestamps 0. The name has 1 to 100 letters, digits, underscores or hyphens and is unique per user regardless of case.',
+      },
+      successStatus: 201,
+      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'taken'],
+    })
+    .input(CreateProjectInput)
+    .output(ProjectDocument)
+    .mutation(async ({ ctx, input }) => {
+      const { name } = input.project;
+      if (await isNameTaken(ctx.em, ctx.user.id, name)) throw nameTaken();
+      const project = ctx.em.create(Project, {
+        userId: ctx.user.id,
+        name,
+        slug: slugOf(name),
+        description: '',
+        state: 'newed',
+        createdAt: ctx.clock.now(),
+      });
+      await flushNamed(ctx.em);
+      return { data: presentProject(project, []), meta: STABILITY_META };
+    }),
+
+  list: authedProcedure
+    .meta({
+      openapi: {
+        method: 'GET', path: LIST_PATH, tags: TAGS,
+        summary: 'List projects',
+        description: `The current user's projects by id, ${PROJECT_PAGE_SIZE} a page. A page beyond the last has an empty \`data\`.`,
+      },
+      queryParameters: ['page'],
+    })
+    .input(ListProjectsInput)
+    .output(ProjectListDocument)
+    .query(async ({ ctx, input }) => {
+      const { page, size, offset } = pageOf(input.page, PROJECT_PAGE_SIZE);
+      const where = { userId: ctx.user.id };
+      const [projects, total] = await Promise.all([
+        ctx.em.find(Project, where, { orderBy: { id: 'asc' }, limit: size, offset }),
+        ctx.em.count(Project, where),
+      ]);
+      const taskIds = await taskIdsOfProjects(ctx.em, projects.map((p) => p.id));
+      return {
+        data: projects.map((p) => presentProject(p, taskIds.get(p.id) ?? [])),
+        links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, total),
+        meta: STABILITY_META,
+      };
+    }),
+
+  get: authedProcedure
+    .meta({ openapi: { method: 'GET', path: '/api/projects/{id}', tags: TAGS, summary: 'Get a project' }, resource: 'project' })
+    .input(ProjectIdInput)
+    .output(ProjectDocument)
+    .query(async ({ ctx, input }) => projectDocument(ctx.em, await findOwnedProject(ctx.em, ctx.user.id, input.id))),
+
+  update: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PATCH', path: '/api/projects/{id}', tags: TAGS,
+        summary: 'Update a project',
+        description: 'Changes the name (rules of creation), the description (at most 10,000 characters) or `due_at`, which may change only while the project is started and not to before its start.',
+      },
+      resource: 'project',
+      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'taken', 'cannot_be_set', 'cannot_be_before_started_at'],
+    })
+    .input(UpdateProjectInput)
+    .output(ProjectDocument)
+    .mutation(async ({ ctx, input }) => {
+      const project = await findOwnedProject(ctx.em, ctx.user.id, input.id);
+      const { name, description, due_at } = input.project;
+      const problems = new ValidationErrors();
+      if (name !== undefined) {
+        if (await isNameTaken(ctx.em, ctx.user.id, name, project.id)) problems.errors.push(...nameTaken().errors);
+        else project.rename(name);
+      }
+      if (description !== undefined) project.description = description;
+      if (due_at !== undefined) {
+        try {
+          project.changeDueAt(due_at);
+        } catch (error) {
+          if (!(error instanceof DomainError)) throw error;
+          problems.errors.push(...error.errors);
+        }
+      }
+      problems.throwIfAny();
+      await flushNamed(ctx.em);
+      return projectDocument(ctx.em, project);
+    }),
+
+  changeState: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PUT', path: '/api/projects/{id}/state', tags: TAGS,
+        summary: 'Change the state of a project',
+        description: [
+          'Moves the project along its state machine:',
+          '- newed → started (start): `due_at` required and after today; fewer than 3 started projects. Sets startedAt and dueAt; the project\'s newed tasks start.',
+          '- started → paused (pause): sets pausedAt; the project\'s started tasks go back to newed.',
+          '- paused → started (restart): `due_at` optional, after today; fewer than 3 started projects. Unsets pausedAt; newed tasks start.',
+          '- started → finished (finish): `finished_at` optional, between startedAt and today; defaults to now.',
+          'Any other move is `invalid_transition`. Checks stop at the first failure: state missing, transition, must/cannot be set, dates, started limit.',
+        ].join('\n'),
+      },
+      resource: 'project',
+      errorCodes: ['parameter_missing', 'invalid', 'must_be_set', 'cannot_be_set', 'invalid_transition', 'cannot_be_before_started_at', 'cannot_be_after_today', 'reached_max_started'],
+    })
+    .input(ChangeProjectStateInput)
+    .output(ProjectDocument)
+    .mutation(async ({ ctx, input }) =>
+      ctx.em.transactional(async (em) => {
+        await lockOwner(em, ctx.user.id);
+        const project = await findOwnedProject(em, ctx.user.id, input.id);
+        const now = ctx.clock.now();
+        const transition = await project.changeState(input.project, {
+          now,
+          startedProjects: () => em.count(Project, { userId: ctx.user.id, state: 'started' }),
+        });
+        await em.flush();
+        await applyProjectTransitionToTasks(em, project.id, transition, now);
+        return projectDocument(em, project);
+      }),
+    ),
+
+  delete: authedProcedure
+    .meta({
+      openapi: {
+        method: 'DELETE', path: '/api/projects/{id}', tags: TAGS,
+        summary: 'Delete a project',
+        description: 'Deletes the project. Its newed, started and planned tasks become abandoned; all its tasks lose their project.',
+      },
+      resource: 'project',
+      successStatus: 204,
+    })
+    .input(ProjectIdInput)
+    .output(z.void())
+    .mutation(async ({ ctx, input }) => {
+      await ctx.em.transactional(async (em) => {
+        const project = await findOwnedProject(em, ctx.user.id, input.id);
+        await releaseProjectTasks(em, project.id, ctx.clock.now());
+        em.remove(project);
+      });
+    }),
+});

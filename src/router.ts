@@ -1,0 +1,15 @@
+/** The whole API: one router, served at /trpc and, through trpc-to-openapi, under /api. */
+import { createCallerFactory, router } from './core/trpc.js';
+import { projectsRouter } from './projects/projects.router.js';
+import { tasksRouter } from './tasks/tasks.router.js';
+import { usersRouter } from './users/users.router.js';
+
+export const appRouter = router({
+  users: usersRouter,
+  projects: projectsRouter,
+  tasks: tasksRouter,
+});
+
+export type AppRouter = typeof appRouter;
+
+export const createCaller = createCallerFactory(appRouter);

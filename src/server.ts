@@ -1,0 +1,96 @@
+/**
+ * One running service: database (embedded or external), ORM with migrations applied,
+ * and the HTTP server; `stop()` undoes all of it gracefully. Used by main.ts and by the
+ * tests that start and stop real servers.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { systemClock, type Clock } from './core/clock.js';
+import type { Config } from './config.js';
+import type { Logger } from './core/logger.js';
+import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
+import { createApp } from './http/app.js';
+
+export interface RunningService {
+  url: string;
+  port: number;
+  databaseDescription: string;
+  orm: MikroORM;
+  stop(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  config: Config;
+  logger: Logger;
+  clock?: Clock;
+  /** Whether this process applies migrations (false in cluster workers). */
+  migrate?: boolean;
+  /** An already opened database (cluster workers get a URL from the primary). */
+  database?: DatabaseHandle;
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** Stops accepting, lets in-flight requests finish (up to `timeoutMs`), then closes. */
+function closeServer(server: Server, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => server.closeAllConnections(), timeoutMs);
+    timer.unref();
+    server.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+export async function startService(options: ServiceOptions): Promise<RunningService> {
+  const { config, logger } = options;
+  const database = options.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger }));
+  let orm: MikroORM;
+  try {
+    orm = await openOrm(database.url, { migrate: options.migrate ?? true });
+  } catch (error) {
+    if (!options.database) await database.stop();
+    throw error;
+  }
+  const app = createApp({
+    orm,
+    clock: options.clock ?? systemClock,
+    logger,
+    trustProxy: config.trustProxy,
+    passwordHashCost: config.passwordHashCost,
+  });
+  const http = createServer(app);
+  http.keepAliveTimeout = 5_000;
+  http.headersTimeout = 10_000;
+  http.requestTimeout = 30_000;
+  await listen(http, config.port, config.host);
+  const { port } = http.address() as AddressInfo;
+  const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
+
+  let stopping: Promise<void> | undefined;
+  return {
+    url: `http://${shownHost}:${port}`,
+    port,
+    databaseDescription: database.description,
+    orm,
+    stop() {
+      stopping ??= (async () => {
+        await closeServer(http, config.shutdownTimeoutMs);
+        await orm.close(true);
+        if (!options.database) await database.stop();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * A task of one user: its lifecycle (task.lifecycle.ts), its place among the user's tasks,
+ * and its link to a project. Orders are assigned and shifted by TaskOrdering under the
+ * owner's lock; everything else happens here.
+ */
+import { defineEntity, p } from '@mikro-orm/postgresql';
+import { DomainError } from '../core/errors.js';
+import { TASK_STATES, findTaskAction, type TaskAction } from './task.lifecycle.js';
+
+const TaskSchema = defineEntity({
+  name: 'Task',
+  tableName: 'tasks',
+  properties: {
+    id: p.integer().primary().autoincrement(),
+    userId: p.integer(),
+    projectId: p.integer().nullable(),
+    label: p.text(),
+    order: p.integer(),
+    plannedCount: p.integer().default(0),
+    state: p.enum(TASK_STATES),
+    startedAt: p.datetime().columnType('timestamptz').nullable(),
+    plannedAt: p.datetime().columnType('timestamptz').nullable(),
+    finishedAt: p.datetime().columnType('timestamptz').nullable(),
+    abandonedAt: p.datetime().columnType('timestamptz').nullable(),
+    createdAt: p.datetime().columnType('timestamptz'),
+  },
+});
+
+/** Members of `task` in a state-change request; anything but `state` is `cannot_be_set`. */
+export interface TaskStateRequest {
+  state: string;
+  [other: string]: unknown;
+}
+
+export class Task extends TaskSchema.class {
+  /** Applies SPEC.md 3.2: `invalid_transition` first, then `cannot_be_set` for other members. */
+  changeState(request: TaskStateRequest, now: Date): TaskAction {
+    const action = findTaskAction(this.state, request.state);
+    if (!action) {
+      throw DomainError.validation('invalid_transition', '/task/state', `A ${this.state} task cannot become ${request.state}.`);
+    }
+    for (const member of Object.keys(request)) {
+      if (member !== 'state') {
+        throw DomainError.validation('cannot_be_set', `/task/${member}`, `${member} cannot be set when changing the state.`);
+      }
+    }
+    action.apply(this, now);
+    this.state = action.to;
+    return action;
+  }
+
+  /**
+   * Links the task to another project (or none) and re-syncs its state
+   * (API-CONTRACT.md §5): a newed task starts when its project is started or gone;
+   * a started task goes back to newed when its new project is not started.
+   */
+  moveToProject(project: { id: number; started: boolean } | null, now: Date): void {
+    this.projectId = project?.id ?? null;
+    const projectRunning = project === null || project.started;
+    if (this.state === 'newed' && projectRunning) {
+      this.state = 'started';
+      this.startedAt ??= now;
+    } else if (this.state === 'started' && !projectRunning) {
+      this.state = 'newed';
+      this.startedAt = null;
+    }
+  }
+}
+TaskSchema.setClass(Task);

@@ -1,0 +1,206 @@
+/** Tasks of the current user (SPEC.md 4.5–4.9, API-CONTRACT.md §5). */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
+import { daysBefore, fromSeconds, startOfUtcDay } from '../core/clock.js';
+import { DomainError } from '../core/errors.js';
+import { authedProcedure, router } from '../core/trpc.js';
+import { Project } from '../projects/project.entity.js';
+import { lockOwner } from '../users/owner-lock.js';
+import { Task } from './task.entity.js';
+import { initialTaskState } from './task.lifecycle.js';
+import {
+  ChangeTaskStateInput,
+  CreateTaskInput,
+  ListTasksInput,
+  ReorderTaskInput,
+  TASK_PAGE_SIZE,
+  TaskDocument,
+  TaskIdInput,
+  TaskListDocument,
+  TaskOrderDocument,
+  UpdateTaskInput,
+} from './task.schema.js';
+import { highestTaskOrder, moveTaskOrder, nextTaskOrder } from './task.store.js';
+import { presentTask } from './task.view.js';
+
+const TAGS = ['tasks'];
+const LIST_PATH = '/api/users/me/tasks';
+/** Finished tasks stay listed for this many UTC days. */
+const FINISHED_LISTED_DAYS = 14;
+
+async function findOwnedTask(em: SqlEntityManager, userId: number, id: number): Promise<Task> {
+  const task = await em.findOne(Task, { id, userId });
+  if (!task) throw DomainError.notFound('task');
+  return task;
+}
+
+/** The project a task names in its body, which must be one of the user's. */
+async function findLinkedProject(em: SqlEntityManager, userId: number, id: number) {
+  const project = await em.findOne(Project, { id, userId }, { fields: ['id', 'state'] });
+  if (!project) {
+    throw DomainError.validation('record_not_found', '/task/project_id', 'No project with this id exists for the current user.');
+  }
+  return { id: project.id, started: project.state === 'started' };
+}
+
+function taskDocument(task: Task) {
+  return { data: presentTask(task), meta: STABILITY_META };
+}
+
+export const tasksRouter = router({
+  create: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: '/api/users/me/tasks', tags: TAGS,
+        summary: 'Create a task',
+        description: [
+          'Creates a task at the end of the user\'s order. Initial state, in this order:',
+          '1. `planned_at` given: planned, plannedCount 1, plannedAt = planned_at.',
+          '2. `project_id` names a project that is not started: newed.',
+          '3. Otherwise (started project, or none): started.',
+        ].join('\n'),
+      },
+      successStatus: 201,
+      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'record_not_found'],
+    })
+    .input(CreateTaskInput)
+    .output(TaskDocument)
+    .mutation(async ({ ctx, input }) =>
+      ctx.em.transactional(async (em) => {
+        const { label, planned_at, project_id } = input.task;
+        const project = project_id == null ? null : await findLinkedProject(em, ctx.user.id, project_id);
+        const state = initialTaskState({ plannedAt: planned_at !== undefined, project });
+        const now = ctx.clock.now();
+        await lockOwner(em, ctx.user.id);
+        const task = em.create(Task, {
+          userId: ctx.user.id,
+          projectId: project?.id ?? null,
+          label,
+          order: await nextTaskOrder(em, ctx.user.id),
+          plannedCount: state === 'planned' ? 1 : 0,
+          state,
+          startedAt: state === 'newed' ? null : now,
+          plannedAt: planned_at === undefined ? null : fromSeconds(planned_at),
+          createdAt: now,
+        });
+        await em.flush();
+        return taskDocument(task);
+      }),
+    ),
+
+  list: authedProcedure
+    .meta({
+      openapi: {
+        method: 'GET', path: LIST_PATH, tags: TAGS,
+        summary: 'List tasks',
+        description: `The current user's tasks by order, ${TASK_PAGE_SIZE} a page. Abandoned tasks and tasks finished before the UTC day ${FINISHED_LISTED_DAYS} days ago are left out. A page beyond the last has an empty \`data\`.`,
+      },
+      queryParameters: ['page'],
+    })
+    .input(ListTasksInput)
+    .output(TaskListDocument)
+    .query(async ({ ctx, input }) => {
+      const { page, size, offset } = pageOf(input.page, TASK_PAGE_SIZE);
+      const cutoff = daysBefore(startOfUtcDay(ctx.clock.now()), FINISHED_LISTED_DAYS);
+      const where = {
+        userId: ctx.user.id,
+        state: { $ne: 'abandoned' as const },
+        $or: [{ finishedAt: null }, { finishedAt: { $gte: cutoff } }],
+      };
+      const [tasks, total] = await Promise.all([
+        ctx.em.find(Task, where, { orderBy: { order: 'asc', id: 'asc' }, limit: size, offset }),
+        ctx.em.count(Task, where),
+      ]);
+      return {
+        data: tasks.map(presentTask),
+        links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, total),
+        meta: STABILITY_META,
+      };
+    }),
+
+  get: authedProcedure
+    .meta({ openapi: { method: 'GET', path: '/api/tasks/{id}', tags: TAGS, summary: 'Get a task' }, resource: 'task' })
+    .input(TaskIdInput)
+    .output(TaskDocument)
+    .query(async ({ ctx, input }) => taskDocument(await findOwnedTask(ctx.em, ctx.user.id, input.id))),
+
+  update: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PATCH', path: '/api/tasks/{id}', tags: TAGS,
+        summary: 'Update a task',
+        description: 'Changes the label (1 to 1,000 characters) or the project (`null` detaches). Changing the project re-syncs the state: a newed task starts when its project is started or gone; a started task returns to newed when its new project is not started.',
+      },
+      resource: 'task',
+      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'record_not_found'],
+    })
+    .input(UpdateTaskInput)
+    .output(TaskDocument)
+    .mutation(async ({ ctx, input }) => {
+      const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
+      const { label, project_id } = input.task;
+      if (label !== undefined) task.label = label;
+      if (project_id !== undefined) {
+        const project = project_id === null ? null : await findLinkedProject(ctx.em, ctx.user.id, project_id);
+        task.moveToProject(project, ctx.clock.now());
+      }
+      await ctx.em.flush();
+      return taskDocument(task);
+    }),
+
+  changeState: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PUT', path: '/api/tasks/{id}/state', tags: TAGS,
+        summary: 'Change the state of a task',
+        description: [
+          'The requested state and the current one select the action:',
+          '- start: newed → started (startedAt = now if unset)',
+          '- plan: newed/started → planned (plannedAt = now, plannedCount + 1)',
+          '- replan: planned/finished → planned (plannedAt = now, plannedCount + 1, finishedAt unset)',
+          '- finish: planned → finished (finishedAt = now)',
+          '- cancel: started/planned → newed (startedAt and plannedAt unset)',
+          '- abandon: newed/started/planned → abandoned (abandonedAt = now)',
+          'Anything else is `invalid_transition`; a member of `task` other than `state` is `cannot_be_set`.',
+        ].join('\n'),
+      },
+      resource: 'task',
+      errorCodes: ['parameter_missing', 'invalid', 'must_be_set', 'cannot_be_set', 'invalid_transition'],
+    })
+    .input(ChangeTaskStateInput)
+    .output(TaskDocument)
+    .mutation(async ({ ctx, input }) => {
+      const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
+      task.changeState(input.task, ctx.clock.now());
+      await ctx.em.flush();
+      return taskDocument(task);
+    }),
+
+  reorder: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PUT', path: '/api/tasks/{id}/order', tags: TAGS,
+        summary: 'Move a task in the order',
+        description: 'Moves the task to `order` (clamped to the highest order). Moving up shifts the tasks in between one place down; moving down shifts them one place up. Returns every task whose order changed, by order; not moving returns just the task.',
+      },
+      resource: 'task',
+      errorCodes: ['parameter_missing', 'invalid'],
+    })
+    .input(ReorderTaskInput)
+    .output(TaskOrderDocument)
+    .mutation(async ({ ctx, input }) =>
+      ctx.em.transactional(async (em) => {
+        await lockOwner(em, ctx.user.id);
+        const task = await findOwnedTask(em, ctx.user.id, input.id);
+        const target = Math.min(input.task.order, await highestTaskOrder(em, ctx.user.id));
+        const changed =
+          target === task.order
+            ? [{ id: task.id, order: task.order }]
+            : await moveTaskOrder(em, ctx.user.id, task.id, task.order, target);
+        return {
+          data: changed.map(({ id, order }) => ({ type: 'task' as const, id, attributes: { order } })),
+          meta: STABILITY_META,
+        };
+      }),
+    ),
+});

@@ -1,0 +1,36 @@
+import { z } from 'zod';
+import { text } from '../core/fields.js';
+
+export const usernameField = text({
+  min: 1,
+  max: 50,
+  pattern: /^[a-z0-9_-]+$/,
+  patternDetail: 'Username may contain only a-z, 0-9, underscores and hyphens.',
+  what: 'Username',
+});
+export const passwordField = text({ min: 8, max: 200, tooShort: 'too_short', what: 'Password' });
+
+export const RegisterInput = z.object({
+  user: z.object({ username: usernameField, password: passwordField }),
+});
+
+export const AuthorizeInput = z.object({
+  username: z.string().meta({ example: 'alice' }),
+  password: z.string().meta({ example: 'correct horse battery staple' }),
+});
+
+export const UserResource = z.object({
+  type: z.literal('user'),
+  id: z.int(),
+  attributes: z.object({ username: z.string() }),
+});
+
+export const UserDocument = z.object({ data: UserResource });
+export const UserWithTokenDocument = z.object({
+  data: UserResource,
+  meta: z.object({ token: z.string().meta({ description: 'Access token, shown only here. Valid 30 days.' }) }),
+});
+
+export function presentUser(user: { id: number; username: string }) {
+  return { type: 'user' as const, id: user.id, attributes: { username: user.username } };
+}

@@ -1,0 +1,110 @@
+/**
+ * Starts the real Express app on an ephemeral port, on a database of its own (created on
+ * the run's PostgreSQL and migrated), with a clock the test moves by hand.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { inject } from 'vitest';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { createClient } from '../../src/client.js';
+import { ManualClock } from '../../src/core/clock.js';
+import { createLogger } from '../../src/core/logger.js';
+import { openOrm } from '../../src/db/database.js';
+import { createApp } from '../../src/http/app.js';
+
+/** 2026-06-15T12:00:00Z, a Monday. */
+export const T0 = Date.UTC(2026, 5, 15, 12, 0, 0);
+export const DAY = 86_400;
+export const seconds = (ms: number) => Math.floor(ms / 1000);
+
+export interface ApiResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+  text: string;
+}
+
+export interface RequestOptions {
+  token?: string;
+  body?: unknown;
+  /** Sent as is, instead of JSON.stringify(body). */
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+export async function createTestDatabase(): Promise<string> {
+  const admin = inject('adminDatabaseUrl');
+  const name = `t_${process.pid}_${randomBytes(5).toString('hex')}`;
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  try {
+    await client.query(`create database "${name}"`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+export async function startTestApp() {
+  const databaseUrl = await createTestDatabase();
+  const orm: MikroORM = await openOrm(databaseUrl, { migrate: true, poolSize: 20 });
+  const clock = new ManualClock(T0);
+  const app = createApp({ orm, clock, logger: createLogger('silent'), trustProxy: false, passwordHashCost: 1024 });
+  const server = createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  async function request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.token) headers.Authorization = options.token;
+    let body: string | undefined = options.rawBody;
+    if (body === undefined && options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['Content-Type'] ??= 'application/json';
+    }
+    const response = await fetch(baseUrl + path, { method, headers, body });
+    const text = await response.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: response.status, headers: response.headers, body: parsed as T, text };
+  }
+
+  let users = 0;
+  /** Registers a fresh user and returns its id and token. */
+  async function register(username = `user${++users}_${randomBytes(3).toString('hex')}`) {
+    const res = await request('POST', '/api/users', { body: { user: { username, password: 'correct horse' } } });
+    if (res.status !== 201) throw new Error(`register failed: ${res.status} ${res.text}`);
+    return { id: res.body.data.id as number, username, token: res.body.meta.token as string };
+  }
+
+  return {
+    baseUrl,
+    databaseUrl,
+    clock,
+    orm,
+    request,
+    register,
+    trpc: (token?: string) => createClient({ url: baseUrl, token }),
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await orm.close(true);
+    },
+  };
+}
+
+export type TestApp = Awaited<ReturnType<typeof startTestApp>>;
+
+/** The single error of an envelope, checking that there is exactly one. */
+export function onlyError(body: { errors: Array<Record<string, unknown>> }) {
+  if (!body?.errors || body.errors.length !== 1) throw new Error(`expected one error, got ${JSON.stringify(body)}`);
+  return body.errors[0]!;
+}
