@@ -143,13 +143,13 @@ describe('authorize and revoke', () => {
   it('stores tokens and passwords only as hashes', async () => {
     const user = await app.register();
     const em = app.orm.em.fork();
-    const tokens = await em.execute('select token_hash from access_tokens where user_id = ?', [user.id]);
+    const tokens = await em.execute<{ token_hash: string }[]>('select token_hash from access_tokens where user_id = ?', [user.id]);
     expect(tokens).toHaveLength(1);
-    expect(tokens[0].token_hash).not.toContain(user.token);
-    expect(tokens[0].token_hash).toMatch(/^[0-9a-f]{64}$/);
-    const [row] = await em.execute('select password_hash from users where id = ?', [user.id]);
-    expect(row.password_hash).toMatch(/^scrypt\$\d+\$8\$/);
-    expect(row.password_hash).not.toContain('correct horse');
+    expect(tokens[0]!.token_hash).not.toContain(user.token);
+    expect(tokens[0]!.token_hash).toMatch(/^[0-9a-f]{64}$/);
+    const [row] = await em.execute<{ password_hash: string }[]>('select password_hash from users where id = ?', [user.id]);
+    expect(row!.password_hash).toMatch(/^scrypt\$\d+\$8\$/);
+    expect(row!.password_hash).not.toContain('correct horse');
   });
 });
 

@@ -8,7 +8,7 @@ export const STABILITY_META = { stability: 'unstable', notice: 'This output may 
 
 export const StabilityMeta = z
   .object({ stability: z.literal('unstable'), notice: z.literal('This output may change soon.') })
-  .meta({ description: 'Every project and task response is announced as liable to change soon.' });
+  .meta({ id: 'StabilityMeta', description: 'Every project and task response is announced as liable to change soon.' });
 
 export const PageLinks = z
   .object({
@@ -17,7 +17,7 @@ export const PageLinks = z
     prev: z.string().optional(),
     next: z.string().optional(),
   })
-  .meta({ description: 'Absolute URLs of this endpoint with a page parameter; prev and next only when they exist.' });
+  .meta({ id: 'PageLinks', description: 'Absolute URLs of this endpoint with a page parameter; prev and next only when they exist.' });
 export type PageLinks = z.infer<typeof PageLinks>;
 
 export interface Page {

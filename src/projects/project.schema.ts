@@ -61,7 +61,7 @@ export const ProjectResource = z.object({
     user: z.object({ data: ref('user') }),
     tasks: z.object({ data: z.array(ref('task')) }),
   }),
-});
+}).meta({ id: 'Project' });
 export type ProjectResource = z.infer<typeof ProjectResource>;
 
 export const ProjectDocument = z.object({ data: ProjectResource, meta: StabilityMeta });

@@ -61,7 +61,7 @@ export const TaskResource = z.object({
     user: z.object({ data: ref('user') }),
     project: z.object({ data: ref('project').nullable() }),
   }),
-});
+}).meta({ id: 'Task' });
 export type TaskResource = z.infer<typeof TaskResource>;
 
 export const TaskDocument = z.object({ data: TaskResource, meta: StabilityMeta });
@@ -71,6 +71,6 @@ export const TaskOrderResource = z.object({
   type: z.literal('task'),
   id: z.int(),
   attributes: z.object({ order: z.int() }),
-});
+}).meta({ id: 'TaskOrder' });
 export const TaskOrderDocument = z.object({ data: z.array(TaskOrderResource), meta: StabilityMeta });
 

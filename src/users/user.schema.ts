@@ -23,7 +23,7 @@ export const UserResource = z.object({
   type: z.literal('user'),
   id: z.int(),
   attributes: z.object({ username: z.string() }),
-});
+}).meta({ id: 'User' });
 
 export const UserDocument = z.object({ data: UserResource });
 export const UserWithTokenDocument = z.object({

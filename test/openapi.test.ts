@@ -1,0 +1,68 @@
+import { readFileSync } from 'node:fs';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildOpenApiDocument, serializeOpenApiDocument } from '../src/openapi/document.js';
+import { startTestApp, type TestApp } from './helpers/test-app.js';
+
+const committedPath = new URL('../openapi.json', import.meta.url);
+
+describe('openapi.json', () => {
+  it('is what the router generates (run `npm run openapi` after changing a procedure)', () => {
+    const committed = readFileSync(committedPath, 'utf8');
+    expect(serializeOpenApiDocument(buildOpenApiDocument())).toBe(committed);
+  });
+
+  it('is a valid OpenAPI document', async () => {
+    const doc = JSON.parse(readFileSync(committedPath, 'utf8'));
+    await expect(SwaggerParser.validate(doc)).resolves.toBeTruthy();
+  });
+
+  it('documents every operation with the error envelope and the right success status', () => {
+    const doc = buildOpenApiDocument() as any;
+    const operations = Object.entries(doc.paths).flatMap(([path, methods]: [string, any]) =>
+      Object.entries(methods).map(([method, op]: [string, any]) => ({ path, method, op })),
+    );
+    expect(operations).toHaveLength(16);
+    for (const { method, path, op } of operations) {
+      const statuses = Object.keys(op.responses);
+      const success = statuses.filter((s) => s.startsWith('2'));
+      expect(success, `${method} ${path}`).toHaveLength(1);
+      if (method === 'delete') expect(success).toEqual(['204']);
+      if (method === 'post') expect(success).toEqual(['201']);
+      for (const status of statuses.filter((s) => !s.startsWith('2'))) {
+        expect(op.responses[status].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/ErrorEnvelope' });
+      }
+      const isPublic = path === '/api/users' || path === '/api/users/authorizations';
+      expect(op.security === undefined, `${method} ${path} security`).toBe(isPublic);
+    }
+  });
+});
+
+describe('served documents', () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startTestApp();
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('serves /openapi.json equal to the committed file', async () => {
+    const res = await app.request('GET', '/openapi.json');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(JSON.parse(readFileSync(committedPath, 'utf8')));
+  });
+
+  it('serves the docs page and its assets itself', async () => {
+    const page = await app.request('GET', '/docs/');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('swagger-ui');
+    const scripts = [...page.text.matchAll(/src="([^"]+)"/g)].map((m) => m[1]!);
+    expect(scripts.length).toBeGreaterThan(0);
+    for (const src of scripts) {
+      expect(src.startsWith('http'), `${src} must be served locally`).toBe(false);
+      const asset = await app.request('GET', new URL(src, `${app.baseUrl}/docs/`).pathname);
+      expect(asset.status, src).toBe(200);
+    }
+  });
+});

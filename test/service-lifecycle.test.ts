@@ -1,0 +1,138 @@
+/**
+ * The whole service as a user runs it: its own embedded PostgreSQL under a data folder,
+ * restarts on the same data, graceful stop on SIGTERM, and recovery after SIGKILL.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/core/logger.js';
+import { startService } from '../src/server.js';
+
+const dirs: string[] = [];
+async function tempDataDir(): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-data-'));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(async () => {
+  for (const dir of dirs) await fs.rm(dir, { recursive: true, force: true });
+});
+
+function postmasterPid(dataDir: string): number | null {
+  const file = path.join(dataDir, 'pg', 'postmaster.pid');
+  return existsSync(file) ? Number(readFileSync(file, 'utf8').split('\n')[0]) : null;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function json(url: string, init: RequestInit & { body?: string } = {}) {
+  const res = await fetch(url, { ...init, headers: { 'Content-Type': 'application/json', ...init.headers } });
+  return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+}
+
+async function registerAndCreate(url: string, name: string) {
+  const user = await json(`${url}/api/users`, { method: 'POST', body: JSON.stringify({ user: { username: 'keeper', password: 'password1' } }) });
+  expect(user.status).toBe(201);
+  const project = await json(`${url}/api/users/me/projects`, {
+    method: 'POST',
+    headers: { Authorization: user.body.meta.token },
+    body: JSON.stringify({ project: { name } }),
+  });
+  expect(project.status).toBe(201);
+  return user.body.meta.token as string;
+}
+
+async function readBack(url: string) {
+  const login = await json(`${url}/api/users/authorizations`, { method: 'POST', body: JSON.stringify({ username: 'keeper', password: 'password1' }) });
+  expect(login.status).toBe(201);
+  const list = await json(`${url}/api/users/me/projects`, { headers: { Authorization: login.body.meta.token } });
+  return list.body.data.map((p: any) => p.attributes.name);
+}
+
+/** Runs `src/main.ts` as a user would, and resolves once it logs where it listens. */
+function runMain(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: path.resolve(import.meta.dirname, '..'),
+    env: { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      for (const line of out.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        const entry = JSON.parse(line);
+        if (entry.url && entry.database) {
+          child.stdout!.off('data', onData);
+          child.stdout!.resume();
+          resolve({ child, url: entry.url });
+        }
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    child.once('exit', (code) => reject(new Error(`main exited with ${code} before listening:\n${out}`)));
+  });
+}
+
+function exitOf(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+describe('the service on its embedded PostgreSQL', () => {
+  it('keeps its data across a stop and a start on the same data folder', async () => {
+    const dataDir = await tempDataDir();
+    const config = { ...loadConfig({}), dataDir, port: 0, host: '127.0.0.1', databaseUrl: undefined, passwordHashCost: 1024 };
+    const logger = createLogger('silent');
+
+    const first = await startService({ config, logger });
+    await registerAndCreate(first.url, 'Survivor');
+    const pid = postmasterPid(dataDir)!;
+    expect(isAlive(pid)).toBe(true);
+    await first.stop();
+    expect(isAlive(pid)).toBe(false);
+    expect(postmasterPid(dataDir)).toBeNull();
+
+    const second = await startService({ config, logger });
+    try {
+      expect(await readBack(second.url)).toEqual(['Survivor']);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('stops on SIGTERM with no PostgreSQL left behind, and recovers after SIGKILL', async () => {
+    const dataDir = await tempDataDir();
+    const first = await runMain(dataDir);
+    await registerAndCreate(first.url, 'BeforeKill');
+    const orphan = postmasterPid(dataDir)!;
+    expect(isAlive(orphan)).toBe(true);
+
+    // A killed service leaves its PostgreSQL running; the next start must take over cleanly.
+    first.child.kill('SIGKILL');
+    await exitOf(first.child);
+    expect(isAlive(orphan)).toBe(true);
+
+    const second = await runMain(dataDir);
+    expect(isAlive(orphan)).toBe(false);
+    expect(await readBack(second.url)).toEqual(['BeforeKill']);
+    const pid = postmasterPid(dataDir)!;
+
+    second.child.kill('SIGTERM');
+    expect(await exitOf(second.child)).toBe(0);
+    expect(isAlive(pid)).toBe(false);
+    expect(postmasterPid(dataDir)).toBeNull();
+  }, 60_000);
+});
