@@ -49,8 +49,11 @@ export async function openDatabase(options: { databaseUrl?: string; dataDir: str
   };
 }
 
-export async function openOrm(clientUrl: string, options: { poolSize?: number; migrate: boolean }): Promise<MikroORM> {
-  const orm = await MikroORM.init(ormConfig({ clientUrl, poolSize: options.poolSize }));
+export async function openOrm(
+  clientUrl: string,
+  options: { poolSize?: number; migrate: boolean; onQuery?: (sql: string) => void },
+): Promise<MikroORM> {
+  const orm = await MikroORM.init(ormConfig({ clientUrl, poolSize: options.poolSize, onQuery: options.onQuery }));
   if (options.migrate) await orm.migrator.up();
   return orm;
 }

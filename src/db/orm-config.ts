@@ -18,7 +18,8 @@ export interface OrmSettings {
   dbName?: string;
   /** Connections this process may hold. */
   poolSize?: number;
-  debug?: boolean;
+  /** Called with every SQL statement the ORM sends (for query-count tests and benchmarks). */
+  onQuery?: (sql: string) => void;
 }
 
 export function ormConfig(settings: OrmSettings): Options {
@@ -27,7 +28,7 @@ export function ormConfig(settings: OrmSettings): Options {
     ...(settings.dbName ? { dbName: settings.dbName } : {}),
     entities,
     extensions: [Migrator],
-    debug: settings.debug ?? false,
+    ...(settings.onQuery ? { debug: ['query' as const], logger: settings.onQuery, colors: false } : { debug: false }),
     // The schema is owned by the migrations; never let the ORM guess it at run time.
     ensureDatabase: false,
     discovery: { checkDuplicateTableNames: true },
