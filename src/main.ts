@@ -1,27 +1,44 @@
 /**
  * `npm start`: configuration → database → app → listen; SIGTERM/SIGINT stop it gracefully
  * (stop accepting, finish in-flight requests, close the ORM, stop the embedded PostgreSQL).
+ *
+ * With WEB_CONCURRENCY > 1 the primary process owns the database (starts the embedded
+ * PostgreSQL, applies migrations) and forks that many workers sharing the port; the
+ * invariants hold across them because they are enforced in PostgreSQL.
  */
-import { loadConfig } from './config.js';
-import { createLogger } from './core/logger.js';
+import cluster, { type Worker } from 'node:cluster';
+import { loadConfig, type Config } from './config.js';
+import { createLogger, type Logger } from './core/logger.js';
+import { openDatabase, openOrm } from './db/database.js';
 import { startService } from './server.js';
 
-async function main(): Promise<void> {
-  const config = loadConfig();
-  const logger = createLogger(config.logLevel);
-  const service = await startService({ config, logger });
-  logger.info(
-    { url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription },
-    `listening on ${service.url} (docs at ${service.url}/docs), database: ${service.databaseDescription}`,
-  );
+function listeningMessage(url: string, database: string, workers: number) {
+  const where = workers > 1 ? `${url} with ${workers} workers` : url;
+  return `listening on ${where} (docs at ${url}/docs), database: ${database}`;
+}
 
+function onSignals(handler: (signal: NodeJS.Signals) => void, logger: Logger): void {
   let signals = 0;
-  const shutdown = (signal: NodeJS.Signals) => {
+  const handle = (signal: NodeJS.Signals) => {
     signals += 1;
     if (signals > 1) {
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
+    handler(signal);
+  };
+  process.on('SIGTERM', handle);
+  process.on('SIGINT', handle);
+}
+
+/** One process serving requests: the whole service, or a cluster worker. */
+async function runServer(config: Config, logger: Logger, worker: boolean): Promise<void> {
+  const service = await startService({ config, logger, migrate: !worker });
+  const message = listeningMessage(service.url, service.databaseDescription, 1);
+  if (worker) logger.debug({ url: service.url }, `worker ${message}`);
+  else logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription }, message);
+
+  onSignals((signal) => {
     logger.info({ signal }, 'shutting down');
     service.stop().then(
       () => {
@@ -33,9 +50,63 @@ async function main(): Promise<void> {
         process.exit(1);
       },
     );
-  };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
+  }, logger);
+}
+
+async function runPrimary(config: Config, logger: Logger): Promise<void> {
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger });
+  const orm = await openOrm(database.url, { migrate: true });
+  await orm.close(true);
+
+  let stopping = false;
+  let listening = 0;
+  const fork = (): Worker => cluster.fork({ DATABASE_URL: database.url });
+  cluster.on('listening', (_worker, address) => {
+    listening += 1;
+    if (listening !== config.webConcurrency) return;
+    const host = !address.address || address.address === '0.0.0.0' || address.address === '::' ? 'localhost' : address.address;
+    const url = `http://${host}:${address.port}`;
+    logger.info(
+      { url, docs: `${url}/docs`, database: database.description, workers: config.webConcurrency },
+      listeningMessage(url, database.description, config.webConcurrency),
+    );
+  });
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    logger.error({ pid: worker.process.pid, code, signal }, 'worker died; starting another');
+    fork();
+  });
+  for (let i = 0; i < config.webConcurrency; i++) fork();
+
+  onSignals((signal) => {
+    stopping = true;
+    logger.info({ signal }, 'shutting down workers');
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
+    const exits = workers.map((w) => new Promise<void>((resolve) => (w.isDead() ? resolve() : w.once('exit', () => resolve()))));
+    for (const w of workers) w.process.kill('SIGTERM');
+    const force = setTimeout(() => workers.forEach((w) => w.process.kill('SIGKILL')), config.shutdownTimeoutMs + 5_000);
+    force.unref();
+    Promise.all(exits)
+      .then(() => database.stop())
+      .then(
+        () => {
+          logger.info('stopped');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          logger.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  }, logger);
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel);
+  if (cluster.isWorker) return runServer(config, logger, true);
+  if (config.webConcurrency > 1) return runPrimary(config, logger);
+  return runServer(config, logger, false);
 }
 
 main().catch((error: unknown) => {

@@ -69,6 +69,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logger,
     trustProxy: config.trustProxy,
     passwordHashCost: config.passwordHashCost,
+    rateLimits: { authPerMinute: config.rateLimitAuthPerMinute, perMinute: config.rateLimitPerMinute },
+    corsOrigins: config.corsOrigins,
   });
   const http = createServer(app);
   http.keepAliveTimeout = 5_000;

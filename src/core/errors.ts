@@ -81,6 +81,8 @@ export function apiError(status: number, code: ErrorCode, detail: string, source
  */
 export class DomainError extends Error {
   override readonly name = 'DomainError';
+  /** Seconds after which a retry may succeed (429, 503). */
+  retryAfter?: number;
   constructor(
     readonly status: number,
     readonly errors: ApiError[],

@@ -35,7 +35,9 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 }
 
 export function unavailable(): DomainError {
-  return DomainError.of(503, 'service_unavailable', 'The database cannot be reached right now; try again shortly.');
+  const error = DomainError.of(503, 'service_unavailable', 'The database cannot be reached right now; try again shortly.');
+  error.retryAfter = 5;
+  return error;
 }
 
 export function isZodError(error: unknown): error is ZodError {
@@ -46,7 +48,7 @@ export function isZodError(error: unknown): error is ZodError {
 export function toErrorResponse(error: unknown): ErrorResponse {
   const cause = error instanceof TRPCError ? error.cause : error;
   if (cause instanceof DomainError) {
-    return { status: cause.status, errors: cause.errors, ...(cause.status === 503 ? { retryAfter: 5 } : {}) };
+    return { status: cause.status, errors: cause.errors, ...(cause.retryAfter ? { retryAfter: cause.retryAfter } : {}) };
   }
   if (isDatabaseUnavailable(cause)) return toErrorResponse(unavailable());
   if (error instanceof TRPCError) {

@@ -14,6 +14,7 @@ import type { Clock } from './clock.js';
 import { DomainError, fromZodError, type ErrorCode } from './errors.js';
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
 import { hashAccessToken, tokenFromHeader } from '../users/credentials.js';
+import { hit, rateLimitHeaders, rateLimited } from './rate-limit.js';
 
 export interface AppMeta extends OpenApiMeta {
   /** REST success status when not 200. */
@@ -35,6 +36,12 @@ export interface Context {
   /** Scheme and host the client used, for absolute links. */
   baseUrl: string;
   passwordHashCost: number;
+  /** Client address (honours TRUST_PROXY), the key of the login rate limit. */
+  clientIp: string;
+  /** Requests a minute; 0 disables the limit. */
+  rateLimits: { authPerMinute: number; perMinute: number };
+  /** Sets a response header (rate-limit headers); a no-op without HTTP. */
+  setHeader: (name: string, value: string) => void;
 }
 
 export interface AuthedUser {
@@ -97,6 +104,22 @@ const errorConversion = t.middleware(async ({ next, getRawInput, meta }) => {
 
 export const publicProcedure = t.procedure.use(errorConversion);
 
+function rateLimit(limitOf: (ctx: Context) => number, keyOf: (ctx: Context & { tokenHash?: string }) => string) {
+  return t.middleware(async ({ ctx, next }) => {
+    const limit = limitOf(ctx);
+    if (limit <= 0) return next();
+    const decision = await hit(ctx.em, keyOf(ctx), limit, ctx.clock.now());
+    for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
+    if (!decision.allowed) throw toTRPCError(rateLimited(decision));
+    return next();
+  });
+}
+
+/** Registration and login: limited per client address. */
+export const credentialsProcedure = publicProcedure.use(
+  rateLimit((ctx) => ctx.rateLimits.authPerMinute, (ctx) => `ip:${ctx.clientIp}`),
+);
+
 export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   const token = tokenFromHeader(ctx.authorization);
   if (!token) throw toTRPCError(DomainError.unauthorized());
@@ -108,4 +131,4 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   const user = rows[0];
   if (!user) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
   return next({ ctx: { user: user as AuthedUser, tokenHash: hashAccessToken(token) } });
-});
+}).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => `token:${ctx.tokenHash}`));

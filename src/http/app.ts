@@ -4,13 +4,16 @@
  * everything that falls through.
  */
 import { randomUUID } from 'node:crypto';
-import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import cors from 'cors';
+import helmet from 'helmet';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import swaggerUi from 'swagger-ui-express';
 import type { Clock } from '../core/clock.js';
 import { apiError } from '../core/errors.js';
 import { toErrorResponse } from '../core/failures.js';
+import { pruneRateLimits } from '../core/rate-limit.js';
 import type { Logger } from '../core/logger.js';
 import type { Context } from '../core/trpc.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
@@ -23,6 +26,9 @@ export interface AppDependencies {
   logger: Logger;
   trustProxy: boolean | number | string;
   passwordHashCost: number;
+  rateLimits?: { authPerMinute: number; perMinute: number };
+  /** Origins allowed to call the API from a browser; none by default. */
+  corsOrigins?: string[];
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -60,16 +66,39 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('trust proxy', deps.trustProxy);
   app.set('etag', false);
 
-  const createContext = (req: Request): Context => ({
+  const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
+  const createContext = (req: Request, res: Response): Context => ({
     em: orm.em.fork(),
     clock,
     authorization: req.headers.authorization,
     baseUrl: `${req.protocol}://${req.host}`,
     passwordHashCost: deps.passwordHashCost,
+    clientIp: req.ip ?? req.socket.remoteAddress ?? 'unknown',
+    rateLimits,
+    setHeader: (name, value) => {
+      if (!res.headersSent) res.setHeader(name, value);
+    },
   });
+
+  if (rateLimits.authPerMinute > 0 || rateLimits.perMinute > 0) {
+    const prune = setInterval(() => {
+      pruneRateLimits(orm.em.fork(), clock.now()).catch(() => undefined);
+    }, 60_000);
+    prune.unref();
+  }
 
   app.use(requestId);
   app.use(requestLog(logger));
+  app.use(
+    helmet({
+      // The docs page loads its own scripts and styles from this origin only.
+      contentSecurityPolicy: { directives: { 'script-src': ["'self'"], 'img-src': ["'self'", 'data:'] } },
+      crossOriginEmbedderPolicy: false,
+    }),
+  );
+  if (deps.corsOrigins?.length) {
+    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
+  }
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -97,7 +126,7 @@ export function createApp(deps: AppDependencies): express.Express {
     '/trpc',
     createExpressMiddleware({
       router: appRouter,
-      createContext: ({ req }) => createContext(req),
+      createContext: ({ req, res }) => createContext(req, res),
       maxBodySize: 100 * 1024,
       onError: ({ error }) => {
         if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');

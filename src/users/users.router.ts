@@ -2,7 +2,7 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { z } from 'zod';
 import { DomainError } from '../core/errors.js';
-import { authedProcedure, publicProcedure, router, toTRPCError, type Context } from '../core/trpc.js';
+import { authedProcedure, credentialsProcedure, router, toTRPCError, type Context } from '../core/trpc.js';
 import { AccessToken } from './access-token.entity.js';
 import {
   TOKEN_LIFETIME_SECONDS,
@@ -43,7 +43,7 @@ function taken(): DomainError {
 }
 
 export const usersRouter = router({
-  register: publicProcedure
+  register: credentialsProcedure
     .meta({
       openapi: {
         method: 'POST', path: '/api/users', tags: TAGS, protect: false,
@@ -72,7 +72,7 @@ export const usersRouter = router({
       return issueToken(ctx, user);
     }),
 
-  authorize: publicProcedure
+  authorize: credentialsProcedure
     .meta({
       openapi: {
         method: 'POST', path: '/api/users/authorizations', tags: TAGS, protect: false,

@@ -4,7 +4,9 @@
  * (`npx mikro-orm migration:create`) must be added here.
  */
 import { Migration20261122000000_initial } from './Migration20261122000000_initial.js';
+import { Migration20261122010000_rate_limits } from './Migration20261122010000_rate_limits.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
+  { name: 'Migration20261122010000_rate_limits', class: Migration20261122010000_rate_limits },
 ];
