@@ -17,6 +17,7 @@ export interface RunningService {
   port: number;
   databaseDescription: string;
   orm: MikroORM;
+  server: Server;
   stop(): Promise<void>;
 }
 
@@ -86,6 +87,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     port,
     databaseDescription: database.description,
     orm,
+    server: http,
     stop() {
       stopping ??= (async () => {
         await closeServer(http, config.shutdownTimeoutMs);

@@ -2,7 +2,6 @@
  * The whole service as a user runs it: its own embedded PostgreSQL under a data folder,
  * restarts on the same data, graceful stop on SIGTERM, and recovery after SIGKILL.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -11,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/core/logger.js';
 import { startService } from '../src/server.js';
+import { spawnService } from './helpers/spawn-service.js';
 
 const dirs: string[] = [];
 async function tempDataDir(): Promise<string> {
@@ -60,37 +60,6 @@ async function readBack(url: string) {
   return list.body.data.map((p: any) => p.attributes.name);
 }
 
-/** Runs `src/main.ts` as a user would, and resolves once it logs where it listens. */
-function runMain(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: path.resolve(import.meta.dirname, '..'),
-    env: { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      for (const line of out.split('\n')) {
-        if (!line.startsWith('{')) continue;
-        const entry = JSON.parse(line);
-        if (entry.url && entry.database) {
-          child.stdout!.off('data', onData);
-          child.stdout!.resume();
-          resolve({ child, url: entry.url });
-        }
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-    child.once('exit', (code) => reject(new Error(`main exited with ${code} before listening:\n${out}`)));
-  });
-}
-
-function exitOf(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-}
-
 describe('the service on its embedded PostgreSQL', () => {
   it('keeps its data across a stop and a start on the same data folder', async () => {
     const dataDir = await tempDataDir();
@@ -115,23 +84,23 @@ describe('the service on its embedded PostgreSQL', () => {
 
   it('stops on SIGTERM with no PostgreSQL left behind, and recovers after SIGKILL', async () => {
     const dataDir = await tempDataDir();
-    const first = await runMain(dataDir);
+    const first = await spawnService({ DATA_DIR: dataDir });
     await registerAndCreate(first.url, 'BeforeKill');
     const orphan = postmasterPid(dataDir)!;
     expect(isAlive(orphan)).toBe(true);
 
     // A killed service leaves its PostgreSQL running; the next start must take over cleanly.
     first.child.kill('SIGKILL');
-    await exitOf(first.child);
+    await first.exited;
     expect(isAlive(orphan)).toBe(true);
 
-    const second = await runMain(dataDir);
+    const second = await spawnService({ DATA_DIR: dataDir });
     expect(isAlive(orphan)).toBe(false);
     expect(await readBack(second.url)).toEqual(['BeforeKill']);
     const pid = postmasterPid(dataDir)!;
 
     second.child.kill('SIGTERM');
-    expect(await exitOf(second.child)).toBe(0);
+    expect(await second.exited).toBe(0);
     expect(isAlive(pid)).toBe(false);
     expect(postmasterPid(dataDir)).toBeNull();
   }, 60_000);

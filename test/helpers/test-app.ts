@@ -10,7 +10,7 @@ import { inject } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createClient } from '../../src/client.js';
 import { ManualClock } from '../../src/core/clock.js';
-import { createLogger } from '../../src/core/logger.js';
+import { createLogger, type Logger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/db/database.js';
 import { createApp } from '../../src/http/app.js';
 
@@ -49,11 +49,26 @@ export async function createTestDatabase(): Promise<string> {
   return url.toString();
 }
 
-export async function startTestApp() {
-  const databaseUrl = await createTestDatabase();
+export interface TestAppOptions {
+  /** A database to share (another instance, an outage test's own server); else a new one. */
+  databaseUrl?: string;
+  rateLimits?: { authPerMinute: number; perMinute: number };
+  logger?: Logger;
+  clock?: ManualClock;
+}
+
+export async function startTestApp(options: TestAppOptions = {}) {
+  const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
   const orm: MikroORM = await openOrm(databaseUrl, { migrate: true, poolSize: 20 });
-  const clock = new ManualClock(T0);
-  const app = createApp({ orm, clock, logger: createLogger('silent'), trustProxy: false, passwordHashCost: 1024 });
+  const clock = options.clock ?? new ManualClock(T0);
+  const app = createApp({
+    orm,
+    clock,
+    logger: options.logger ?? createLogger('silent'),
+    trustProxy: false,
+    passwordHashCost: 1024,
+    rateLimits: options.rateLimits,
+  });
   const server = createServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

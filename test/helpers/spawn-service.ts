@@ -1,0 +1,39 @@
+/** Runs `src/main.ts` as a separate process, as a user would, for restart/crash/cluster tests. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+
+export interface SpawnedService {
+  child: ChildProcess;
+  url: string;
+  /** Everything the process wrote so far (JSON log lines). */
+  output(): string;
+  /** Resolves with the exit code. */
+  exited: Promise<number | null>;
+}
+
+export function spawnService(env: Record<string, string>): Promise<SpawnedService> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: path.resolve(import.meta.dirname, '../..'),
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      for (const line of out.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        const entry = JSON.parse(line) as { url?: string; database?: string };
+        if (entry.url && entry.database) {
+          child.stdout!.off('data', check);
+          resolve({ child, url: entry.url, output: () => out, exited });
+          return;
+        }
+      }
+    };
+    child.stdout!.on('data', check);
+    void exited.then((code) => reject(new Error(`service exited with ${code} before listening:\n${out}`)));
+  });
+}

@@ -1,0 +1,84 @@
+/**
+ * The database goes away while requests are in flight and new ones arrive: every request
+ * ends quickly with 503 service_unavailable (or succeeds), /readyz says not ready, and the
+ * service recovers by itself when the database is back.
+ */
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startEmbeddedDatabase, type EmbeddedDatabase } from '../src/db/embedded.js';
+import { startTestApp, type TestApp } from './helpers/test-app.js';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+let dataDir: string;
+let db: EmbeddedDatabase | undefined;
+let app: TestApp | undefined;
+afterAll(async () => {
+  await app?.close().catch(() => undefined);
+  await db?.stop();
+  if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+});
+
+describe('a database outage', () => {
+  it('answers 503 fast while the database is down and recovers without a restart', async () => {
+    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-outage-'));
+    const port = await freePort();
+    db = await startEmbeddedDatabase({ dataDir, port });
+    await db.ensureDatabase('outage');
+    app = await startTestApp({ databaseUrl: db.urlFor('outage') });
+    const { token } = await app.register();
+    const project = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Kept' } } });
+    expect(project.status).toBe(201);
+
+    // Requests in flight while the server stops, and more arriving after.
+    const inFlight = Array.from({ length: 20 }, (_, i) =>
+      i % 2 === 0
+        ? app!.request('GET', '/api/users/me/projects', { token })
+        : app!.request('POST', '/api/users/me/tasks', { token, body: { task: { label: `during ${i}` } } }),
+    );
+    const stopped = db.stop();
+    const during = await Promise.all(inFlight);
+    await stopped;
+    for (const res of during) {
+      expect([200, 201, 503]).toContain(res.status);
+      if (res.status === 503) {
+        expect(res.body).toEqual({
+          errors: [{ status: '503', code: 'service_unavailable', title: 'Service unavailable', detail: expect.any(String) }],
+        });
+        expect(res.headers.get('retry-after')).toBe('5');
+      }
+    }
+
+    const started = Date.now();
+    const down = await Promise.all([
+      app.request('GET', '/api/users/me/projects', { token }),
+      app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'while down' } } }),
+      app.request('POST', '/api/users/authorizations', { body: { username: 'x', password: 'y' } }),
+      app.request('GET', '/readyz'),
+    ]);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    for (const res of down) {
+      expect(res.status).toBe(503);
+      expect(res.body.errors[0].code).toBe('service_unavailable');
+    }
+    expect((await app.request('GET', '/healthz')).status).toBe(200);
+
+    db = await startEmbeddedDatabase({ dataDir, port });
+    expect((await app.request('GET', '/readyz')).status).toBe(200);
+    const after = await app.request('GET', '/api/users/me/projects', { token });
+    expect(after.status).toBe(200);
+    expect(after.body.data.map((p: any) => p.attributes.name)).toEqual(['Kept']);
+    const created = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'after' } } });
+    expect(created.status).toBe(201);
+  }, 60_000);
+});
