@@ -17,10 +17,18 @@ export function spawnService(env: Record<string, string>): Promise<SpawnedServic
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // Never outlive the test run, even when a test times out before stopping the service.
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
   let out = '';
   child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      process.off('exit', reap);
+      resolve(code);
+    }),
+  );
   return new Promise((resolve, reject) => {
     const check = () => {
       for (const line of out.split('\n')) {
