@@ -31,6 +31,20 @@ function onSignals(handler: (signal: NodeJS.Signals) => void, logger: Logger): v
   process.on('SIGINT', handle);
 }
 
+/** Exits 0 once the stop has finished, 1 if it failed. */
+function exitWhenDone(stop: Promise<unknown>, logger: Logger): void {
+  stop.then(
+    () => {
+      logger.info('stopped');
+      process.exit(0);
+    },
+    (error: unknown) => {
+      logger.error({ err: error }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
+}
+
 /** One process serving requests: the whole service, or a cluster worker. */
 async function runServer(config: Config, logger: Logger, worker: boolean): Promise<void> {
   const service = await startService({ config, logger, migrate: !worker });
@@ -40,16 +54,7 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
 
   onSignals((signal) => {
     logger.info({ signal }, 'shutting down');
-    service.stop().then(
-      () => {
-        logger.info('stopped');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    exitWhenDone(service.stop(), logger);
   }, logger);
 }
 
@@ -86,18 +91,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
     for (const w of workers) w.process.kill('SIGTERM');
     const force = setTimeout(() => workers.forEach((w) => w.process.kill('SIGKILL')), config.shutdownTimeoutMs + 5_000);
     force.unref();
-    Promise.all(exits)
-      .then(() => database.stop())
-      .then(
-        () => {
-          logger.info('stopped');
-          process.exit(0);
-        },
-        (error: unknown) => {
-          logger.error({ err: error }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
+    exitWhenDone(Promise.all(exits).then(() => database.stop()), logger);
   }, logger);
 }
 
