@@ -152,7 +152,8 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): { present: boolea
   return { present: current !== undefined, value: current };
 }
 
-function pointerOf(path: readonly PropertyKey[]): string {
+/** A JSON Pointer (RFC 6901) to a member of the request body. */
+export function pointerOf(path: readonly PropertyKey[]): string {
   return '/' + path.map((p) => String(p).replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
 }
 

@@ -6,7 +6,10 @@
 import { z } from 'zod';
 import { MUST_BE_SET, type ErrorCode } from './errors.js';
 
-/** Largest accepted timestamp: 9999-12-31T23:59:59Z. */
+/**
+ * Largest accepted timestamp: 9999-12-31T23:59:59Z. Later instants have no four-digit-year
+ * ISO form, which the database driver needs; they are `invalid` (documented as `maximum`).
+ */
 export const MAX_TIMESTAMP = 253_402_300_799;
 /** Ids are PostgreSQL integers. */
 export const MAX_ID = 2_147_483_647;
@@ -81,7 +84,7 @@ export function recordId() {
 export const pathId = z.int().min(1).max(MAX_ID);
 
 /** The `page` query parameter. */
-export const pageParam = z.int().min(1).max(MAX_ID).default(1).meta({ description: 'Page number, from 1.' });
+export const pageParam = z.int().min(1).default(1).meta({ description: 'Page number, from 1.' });
 
 /** The `state` member of a state change: a string, `must_be_set` when absent. */
 export function stateField<T extends string>(values: readonly [T, ...T[]]) {

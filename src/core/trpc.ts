@@ -115,6 +115,29 @@ function rateLimit(limitOf: (ctx: Context) => number, keyOf: (ctx: Context & { t
   });
 }
 
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * zod leaves out members it will not copy (`__proto__`), but on the state endpoints every
+ * member other than the known ones must be refused as `cannot_be_set`. This puts such
+ * members back, as plain own properties, for the entity's check to see.
+ */
+export function keepDroppedMembers(wrapper: string) {
+  return t.middleware(async ({ input, getRawInput, next }) => {
+    const raw = await getRawInput();
+    const rawMembers = isRecord(raw) ? raw[wrapper] : undefined;
+    const parsed = isRecord(input) ? input[wrapper] : undefined;
+    if (!isRecord(rawMembers) || !isRecord(parsed)) return next();
+    const dropped = Object.keys(rawMembers).filter((key) => !Object.hasOwn(parsed, key));
+    if (dropped.length === 0) return next();
+    const members = { ...parsed };
+    for (const key of dropped) {
+      Object.defineProperty(members, key, { value: rawMembers[key], enumerable: true, writable: true, configurable: true });
+    }
+    return next({ input: { ...(input as Record<string, unknown>), [wrapper]: members } });
+  });
+}
+
 /** Registration and login: limited per client address. */
 export const credentialsProcedure = publicProcedure.use(
   rateLimit((ctx) => ctx.rateLimits.authPerMinute, (ctx) => `ip:${ctx.clientIp}`),

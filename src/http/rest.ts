@@ -15,7 +15,7 @@ import {
   createProcedureCache,
   normalizePath,
 } from 'trpc-to-openapi';
-import { apiError } from '../core/errors.js';
+import { DomainError, apiError } from '../core/errors.js';
 import { toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { AppMeta, Context } from '../core/trpc.js';
@@ -46,22 +46,45 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
   const procedures = router._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta } }>;
 
   const guard: RequestHandler = (req, res, next) => {
-    const path = normalizePath(new URL(req.url, 'http://localhost').pathname);
-    if (!findProcedure(req.method as never, path)) {
+    const url = new URL(req.url, 'http://localhost');
+    const found = findProcedure(req.method as never, normalizePath(url.pathname));
+    if (!found) {
       next('router');
       return;
     }
-    if (acceptsRequestBody(req.method as never) && !isJsonMediaType(req.headers['content-type'])) {
-      sendErrorResponse(res, {
-        status: 415,
-        errors: [apiError(415, 'unsupported_media_type', 'Send the request body as application/json.')],
-      });
+    const meta = found.procedure ? procedures[found.procedure.path]?._def.meta : undefined;
+    // Ids are written as plain positive integers: "01", "1e0", "0x1" or "+1" name no record.
+    const id = (found.pathInput as Record<string, string>).id;
+    if (id !== undefined && meta?.resource && !/^[1-9][0-9]*$/.test(id)) {
+      sendErrorResponse(res, toErrorResponse(DomainError.notFound(meta.resource)));
       return;
+    }
+    // The library skips empty query values; "?page=" is not an integer >= 1.
+    for (const name of meta?.queryParameters ?? []) {
+      if (url.searchParams.has(name) && url.searchParams.getAll(name).some((v) => v.trim() === '')) {
+        sendErrorResponse(res, {
+          status: 400,
+          errors: [apiError(400, 'invalid', `Query parameter ${name} must be an integer >= 1.`, { parameter: name })],
+        });
+        return;
+      }
+    }
+    if (acceptsRequestBody(req.method as never)) {
+      if (!isJsonMediaType(req.headers['content-type'])) {
+        sendErrorResponse(res, {
+          status: 415,
+          errors: [apiError(415, 'unsupported_media_type', 'Send the request body as application/json.')],
+        });
+        return;
+      }
+      // Media types are case-insensitive; the library compares them case-sensitively.
+      req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
     }
     next();
   };
 
-  const parseJson = express.json({ limit: BODY_LIMIT_BYTES, type: () => true });
+  // Not strict: `42` or `null` is valid JSON whose missing wrapper is a 422, not a 400.
+  const parseJson = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: false });
 
   const handler = createOpenApiNodeHttpHandler({
     router,

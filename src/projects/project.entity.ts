@@ -4,7 +4,7 @@
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
 import { endOfToday, fromSeconds, startOfTomorrow } from '../core/clock.js';
-import { DomainError } from '../core/errors.js';
+import { DomainError, pointerOf } from '../core/errors.js';
 import {
   MAX_STARTED_PROJECTS,
   PROJECT_STATES,
@@ -87,7 +87,7 @@ export class Project extends ProjectSchema.class {
     }
     for (const member of Object.keys(request)) {
       if (!STATE_REQUEST_MEMBERS.has(member)) {
-        throw DomainError.validation('cannot_be_set', `/project/${member}`, `${member} cannot be set when changing the state.`);
+        throw DomainError.validation('cannot_be_set', pointerOf(['project', member]), `${member} cannot be set when changing the state.`);
       }
     }
     const given = { dueAt: request.due_at !== undefined, finishedAt: request.finished_at !== undefined };

@@ -4,7 +4,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError, ValidationErrors } from '../core/errors.js';
-import { authedProcedure, router } from '../core/trpc.js';
+import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
 import { applyProjectTransitionToTasks, releaseProjectTasks, taskIdsOfProjects } from '../tasks/task.store.js';
 import { lockOwner } from '../users/owner-lock.js';
 import { Project, slugOf } from './project.entity.js';
@@ -165,6 +165,7 @@ export const projectsRouter = router({
       errorCodes: ['parameter_missing', 'invalid', 'must_be_set', 'cannot_be_set', 'invalid_transition', 'cannot_be_before_started_at', 'cannot_be_after_today', 'reached_max_started'],
     })
     .input(ChangeProjectStateInput)
+    .use(keepDroppedMembers('project'))
     .output(ProjectDocument)
     .mutation(async ({ ctx, input }) =>
       ctx.em.transactional(async (em) => {

@@ -4,7 +4,7 @@
  * owner's lock; everything else happens here.
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
-import { DomainError } from '../core/errors.js';
+import { DomainError, pointerOf } from '../core/errors.js';
 import { TASK_STATES, findTaskAction, type TaskAction } from './task.lifecycle.js';
 
 const TaskSchema = defineEntity({
@@ -41,7 +41,7 @@ export class Task extends TaskSchema.class {
     }
     for (const member of Object.keys(request)) {
       if (member !== 'state') {
-        throw DomainError.validation('cannot_be_set', `/task/${member}`, `${member} cannot be set when changing the state.`);
+        throw DomainError.validation('cannot_be_set', pointerOf(['task', member]), `${member} cannot be set when changing the state.`);
       }
     }
     action.apply(this, now);

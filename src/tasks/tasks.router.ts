@@ -3,7 +3,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { daysBefore, fromSeconds, startOfUtcDay } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
-import { authedProcedure, router } from '../core/trpc.js';
+import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
 import { Project } from '../projects/project.entity.js';
 import { lockOwner } from '../users/owner-lock.js';
 import { Task } from './task.entity.js';
@@ -168,6 +168,7 @@ export const tasksRouter = router({
       errorCodes: ['parameter_missing', 'invalid', 'must_be_set', 'cannot_be_set', 'invalid_transition'],
     })
     .input(ChangeTaskStateInput)
+    .use(keepDroppedMembers('task'))
     .output(TaskDocument)
     .mutation(async ({ ctx, input }) => {
       const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
