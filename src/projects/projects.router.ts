@@ -196,6 +196,8 @@ export const projectsRouter = router({
     .output(z.void())
     .mutation(async ({ ctx, input }) => {
       await ctx.em.transactional(async (em) => {
+        // Under the owner's lock no task can join the project between release and delete.
+        await lockOwner(em, ctx.user.id);
         const project = await findOwnedProject(em, ctx.user.id, input.id);
         await releaseProjectTasks(em, project.id, ctx.clock.now());
         em.remove(project);

@@ -68,10 +68,12 @@ export const tasksRouter = router({
     .mutation(async ({ ctx, input }) =>
       ctx.em.transactional(async (em) => {
         const { label, planned_at, project_id } = input.task;
+        // The owner's lock first: the project's state cannot change until this task exists,
+        // so a task is never left newed under a project that started meanwhile.
+        await lockOwner(em, ctx.user.id);
         const project = project_id == null ? null : await findLinkedProject(em, ctx.user.id, project_id);
         const state = initialTaskState({ plannedAt: planned_at !== undefined, project });
         const now = ctx.clock.now();
-        await lockOwner(em, ctx.user.id);
         const task = em.create(Task, {
           userId: ctx.user.id,
           projectId: project?.id ?? null,
@@ -137,15 +139,23 @@ export const tasksRouter = router({
     .input(UpdateTaskInput)
     .output(TaskDocument)
     .mutation(async ({ ctx, input }) => {
-      const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
       const { label, project_id } = input.task;
-      if (label !== undefined) task.label = label;
-      if (project_id !== undefined) {
-        const project = project_id === null ? null : await findLinkedProject(ctx.em, ctx.user.id, project_id);
-        task.moveToProject(project, ctx.clock.now());
+      if (project_id === undefined) {
+        const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
+        if (label !== undefined) task.label = label;
+        await ctx.em.flush();
+        return taskDocument(task);
       }
-      await ctx.em.flush();
-      return taskDocument(task);
+      // A state re-sync reads the project's state: hold the owner's lock, as state changes do.
+      return ctx.em.transactional(async (em) => {
+        await lockOwner(em, ctx.user.id);
+        const task = await findOwnedTask(em, ctx.user.id, input.id);
+        if (label !== undefined) task.label = label;
+        const project = project_id === null ? null : await findLinkedProject(em, ctx.user.id, project_id);
+        task.moveToProject(project, ctx.clock.now());
+        await em.flush();
+        return taskDocument(task);
+      });
     }),
 
   changeState: authedProcedure
