@@ -146,12 +146,13 @@ export const credentialsProcedure = publicProcedure.use(
 export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   const token = tokenFromHeader(ctx.authorization);
   if (!token) throw toTRPCError(DomainError.unauthorized());
+  const tokenHash = hashAccessToken(token);
   const rows = await ctx.em.execute<{ id: number; username: string }[]>(
     `select u.id, u.username from access_tokens t join users u on u.id = t.user_id
       where t.token_hash = ? and t.expires_at > ?`,
-    [hashAccessToken(token), ctx.clock.now()],
+    [tokenHash, ctx.clock.now()],
   );
   const user = rows[0];
   if (!user) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
-  return next({ ctx: { user: user as AuthedUser, tokenHash: hashAccessToken(token) } });
+  return next({ ctx: { user: user as AuthedUser, tokenHash } });
 }).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => `token:${ctx.tokenHash}`));
