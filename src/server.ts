@@ -3,7 +3,7 @@
  * and the HTTP server; `stop()` undoes all of it gracefully. Used by main.ts and by the
  * tests that start and stop real servers.
  */
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { systemClock, type Clock } from './core/clock.js';
@@ -11,6 +11,7 @@ import type { Config } from './config.js';
 import type { Logger } from './core/logger.js';
 import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
 import { createApp } from './http/app.js';
+import { createHttpServer } from './http/http-server.js';
 
 export interface RunningService {
   url: string;
@@ -73,10 +74,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     rateLimits: { authPerMinute: config.rateLimitAuthPerMinute, perMinute: config.rateLimitPerMinute },
     corsOrigins: config.corsOrigins,
   });
-  const http = createServer(app);
-  http.keepAliveTimeout = 5_000;
-  http.headersTimeout = 10_000;
-  http.requestTimeout = 30_000;
+  const http = createHttpServer(app);
   await listen(http, config.port, config.host);
   const { port } = http.address() as AddressInfo;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;

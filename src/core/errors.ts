@@ -23,6 +23,8 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'invalid_json'
   | 'payload_too_large'
+  | 'headers_too_large'
+  | 'malformed_request'
   | 'rate_limited'
   | 'internal_error'
   | 'service_unavailable';
@@ -46,6 +48,8 @@ const TITLES: Record<ErrorCode, string> = {
   unsupported_media_type: 'Unsupported media type',
   invalid_json: 'Invalid JSON',
   payload_too_large: 'Payload too large',
+  headers_too_large: 'Request headers too large',
+  malformed_request: 'Malformed request',
   rate_limited: 'Too many requests',
   internal_error: 'Internal server error',
   service_unavailable: 'Service unavailable',

@@ -66,7 +66,8 @@ export function toErrorResponse(error: unknown): ErrorResponse {
         return toErrorResponse(DomainError.unauthorized());
       case 'BAD_REQUEST':
         if (isZodError(error.cause)) return toErrorResponse(fromZodError(error.cause, { rawInput: undefined }));
-        break;
+        // The tRPC door could not read the call (bad batch framing, superjson metadata).
+        return { status: 400, errors: [apiError(400, 'invalid_json', 'The request input could not be read.')] };
     }
   }
   return { status: 500, errors: [apiError(500, 'internal_error', 'Something went wrong on our side; the request id identifies it in our logs.')] };

@@ -14,9 +14,11 @@ export const RegisterInput = z.object({
   user: z.object({ username: usernameField, password: passwordField }),
 });
 
+// Login takes any text a registration could have stored (no NUL, no lone surrogate);
+// a well-formed but wrong pair is 401 login_failed.
 export const AuthorizeInput = z.object({
-  username: z.string().meta({ example: 'alice' }),
-  password: z.string().meta({ example: 'correct horse battery staple' }),
+  username: text({ max: 1000, what: 'Username' }).meta({ example: 'alice' }),
+  password: text({ max: 1000, what: 'Password' }).meta({ example: 'correct horse battery staple' }),
 });
 
 export const UserResource = z.object({

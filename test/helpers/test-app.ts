@@ -3,7 +3,6 @@
  * the run's PostgreSQL and migrated), with a clock the test moves by hand.
  */
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { inject } from 'vitest';
@@ -13,6 +12,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { createLogger, type Logger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/db/database.js';
 import { createApp } from '../../src/http/app.js';
+import { createHttpServer } from '../../src/http/http-server.js';
 
 /** 2026-06-15T12:00:00Z, a Monday. */
 export const T0 = Date.UTC(2026, 5, 15, 12, 0, 0);
@@ -69,7 +69,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
     passwordHashCost: 1024,
     rateLimits: options.rateLimits,
   });
-  const server = createServer(app);
+  const server = createHttpServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
