@@ -497,6 +497,16 @@ describe('security headers', () => {
     }
   });
 
+  it('an answer Node-level refusals get (headers over 16 KiB, before Express) carries them too', async () => {
+    const res = await fetch(`${app.baseUrl}/api/users/me`, { headers: { 'X-Padding': 'p'.repeat(20_000) } });
+    expect(res.status).toBe(431);
+    expect(res.headers.get('content-type')).toBe(JSON_UTF8);
+    expect(res.headers.get('x-powered-by')).toBeNull();
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('content-security-policy') ?? '').toMatch(/frame-ancestors '(self|none)'/);
+    expect(res.headers.get('x-frame-options')).toMatch(/^(SAMEORIGIN|DENY)$/);
+  });
+
   it('a cross-origin preflight gets no CORS grant', async () => {
     const res = await fetch(`${app.baseUrl}/api/users/me/projects`, {
       method: 'OPTIONS',

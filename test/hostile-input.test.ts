@@ -19,11 +19,12 @@
  * Then the limits (100 KiB, name 100, description 10,000, label 1,000 in code points),
  * far pages, huge ids, and SQL / HTML metacharacters stored verbatim.
  *
- * Counterexamples found by these properties are pinned as plain tests ("pinned: …"):
+ * Counterexamples these properties found are pinned as plain tests ("pinned: …", "an
+ * oversized request line…"), so that they stay fixed:
  *   - POST /api/users/authorizations with a NUL in the username was a 500 (both doors);
  *   - the tRPC door answered unreadable input (invalid JSON, `null`, bad superjson metadata,
  *     a batch whose input is not an object) with a 500;
- *   - a request line or header above 16 KiB gets Node's bare 431, without the envelope.
+ *   - a request line or header above 16 KiB got Node's bare 431, without the envelope.
  * HOSTILE_RUNS=<n> runs every property n times (default 60) for a deeper search.
  */
 import fc from 'fast-check';
@@ -915,9 +916,9 @@ describe('list query strings', () => {
     await assertHostile(victim, arb, ({ list, input, viaRaw }) => trpc(list.procedure, 'query', victim.token, input, viaRaw), { numRuns: 60 });
   }, PROPERTY_TIMEOUT + 5_000);
 
-  // Found: Node's HTTP parser answers a request line or header block above 16 KiB itself,
-  // with a bare 431 (no body, no X-Request-Id) before the app sees it; the service installs
-  // no 'clientError' handler (src/server.ts), so these answers carry no error envelope.
+  // Found by this file: Node's HTTP parser answers a request line or header block above
+  // 16 KiB itself, before Express; it used to be a bare 431 without a body. The server now
+  // writes the envelope from its 'clientError' handler (src/http/http-server.ts).
   it.each([
     ['a 20 KB page parameter', '/api/users/me/projects?page=' + '1'.repeat(20_000), {}],
     ['a 20 KB tRPC query input', `/trpc/projects.list?input=${encodeURIComponent(JSON.stringify({ json: { page: 1, pad: 'x'.repeat(20_000) } }))}`, {}],
