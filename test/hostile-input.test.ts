@@ -801,7 +801,7 @@ describe('random path ids: 404 record_not_found, nothing changes', () => {
         }
         return outcome;
       },
-      { numRuns: 80, examples: JUNK_SEGMENTS.slice(0, 6).map((segment, i) => ({ endpoint: ID_ENDPOINTS[i % ID_ENDPOINTS.length]!, segment })) },
+      { numRuns: RUNS + 20, examples: JUNK_SEGMENTS.slice(0, 6).map((segment, i) => ({ endpoint: ID_ENDPOINTS[i % ID_ENDPOINTS.length]!, segment })) },
     );
   }, PROPERTY_TIMEOUT + 5_000);
 
@@ -832,7 +832,7 @@ describe('random path ids: 404 record_not_found, nothing changes', () => {
         }
         return outcome;
       },
-      { numRuns: 80 },
+      { numRuns: RUNS + 20 },
     );
   }, PROPERTY_TIMEOUT + 5_000);
 });
@@ -897,7 +897,7 @@ describe('list query strings', () => {
         } else if (outcome.problems.length === 0) outcome.problems.push(`expected 200 or 400, got ${outcome.status}`);
         return outcome;
       },
-      { numRuns: 80, examples: [{ list: LISTS[0]!, query: 'page=1&page=2' }, { list: LISTS[1]!, query: 'page[]=1' }, { list: LISTS[0]!, query: 'page=%zz' }] },
+      { numRuns: RUNS + 20, examples: [{ list: LISTS[0]!, query: 'page=1&page=2' }, { list: LISTS[1]!, query: 'page[]=1' }, { list: LISTS[0]!, query: 'page=%zz' }] },
     );
   }, PROPERTY_TIMEOUT + 5_000);
 
@@ -913,7 +913,7 @@ describe('list query strings', () => {
     const arb = fc
       .record({ list: fc.constantFrom(...LISTS), input, viaRaw: fc.boolean() })
       .filter(({ input }) => encodeURIComponent(toJsonText(input)).length < 8_000);
-    await assertHostile(victim, arb, ({ list, input, viaRaw }) => trpc(list.procedure, 'query', victim.token, input, viaRaw), { numRuns: 60 });
+    await assertHostile(victim, arb, ({ list, input, viaRaw }) => trpc(list.procedure, 'query', victim.token, input, viaRaw), { numRuns: RUNS });
   }, PROPERTY_TIMEOUT + 5_000);
 
   // Found by this file: Node's HTTP parser answers a request line or header block above
@@ -984,7 +984,7 @@ describe('the tRPC door with malformed superjson framing', () => {
       victim,
       framing,
       ({ kind, text }) => (kind === 'query' ? trpcRawQueryText('projects.list', victim.token, text) : trpcRaw('projects.create', 'mutation', victim.token, text)),
-      { numRuns: 60 },
+      { numRuns: RUNS },
     );
   }, PROPERTY_TIMEOUT + 5_000);
 

@@ -59,9 +59,10 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
       sendErrorResponse(res, toErrorResponse(DomainError.notFound(meta.resource)));
       return;
     }
-    // The library skips empty query values; "?page=" is not an integer >= 1.
+    // Query integers are written like path ids: "?page=", "1e3", "0x10" or "01" are refused
+    // here, since the library would skip empty values and Number() would accept the others.
     for (const name of meta?.queryParameters ?? []) {
-      if (url.searchParams.has(name) && url.searchParams.getAll(name).some((v) => v.trim() === '')) {
+      if (url.searchParams.has(name) && url.searchParams.getAll(name).some((v) => !/^[1-9][0-9]*$/.test(v))) {
         sendErrorResponse(res, {
           status: 400,
           errors: [apiError(400, 'invalid', `Query parameter ${name} must be an integer >= 1.`, { parameter: name })],
