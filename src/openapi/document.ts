@@ -1,20 +1,32 @@
 /**
  * openapi.json, generated from the router by trpc-to-openapi and then corrected where the
  * library cannot know the service: success statuses (201, 204), the error envelope of
- * API-CONTRACT.md §2 in place of the library's error bodies, and the token scheme.
+ * API-CONTRACT.md §2 in place of the library's error bodies (with the codes each status can
+ * carry, in `x-error-codes` and as one example per code), response headers, parameter
+ * descriptions, tag descriptions, and request/response examples for every operation.
  */
 import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
-import type { ErrorCode } from '../core/errors.js';
+import { apiError, type ApiError, type ErrorCode } from '../core/errors.js';
 import type { AppMeta } from '../core/trpc.js';
 import { appRouter } from '../router.js';
 
 export const API_VERSION = '1.0.0';
 
+/** Every code of the catalogue; `satisfies` keeps this list and the `ErrorCode` type in step. */
+export const ERROR_CODES = Object.keys({
+  parameter_missing: true, invalid: true, too_long: true, too_short: true, taken: true,
+  must_be_set: true, cannot_be_set: true, cannot_be_before_started_at: true, cannot_be_after_today: true,
+  reached_max_started: true, invalid_transition: true, record_not_found: true, unauthorized: true,
+  login_failed: true, missing_endpoint: true, unsupported_media_type: true, invalid_json: true,
+  payload_too_large: true, headers_too_large: true, malformed_request: true, rate_limited: true,
+  internal_error: true, service_unavailable: true,
+} satisfies Record<ErrorCode, true>) as [ErrorCode, ...ErrorCode[]];
+
 const ApiErrorSchema = z
   .object({
-    status: z.string().meta({ description: 'HTTP status, as a string.', example: '422' }),
-    code: z.string().meta({ description: 'Stable snake_case code.', example: 'taken' }),
+    status: z.string().regex(/^[1-5][0-9]{2}$/).meta({ description: 'HTTP status, as a string.', example: '422' }),
+    code: z.enum(ERROR_CODES).meta({ description: 'Stable snake_case code.', example: 'taken' }),
     title: z.string().meta({ example: 'Resource validation failed' }),
     detail: z.string().meta({ example: 'Project name already exists for this user.' }),
     source: z
@@ -35,6 +47,10 @@ interface ErrorResponseSpec {
   codes: ErrorCode[];
 }
 
+/**
+ * The error statuses an operation can answer with, and the codes of each. `missing_endpoint`
+ * belongs to no operation: it answers only paths and methods that are not documented.
+ */
 function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   const domain = meta.errorCodes ?? [];
   const specs: ErrorResponseSpec[] = [];
@@ -43,7 +59,7 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   if (meta.queryParameters?.length) specs.push({ status: 400, codes: ['invalid'] });
   if (meta.openapi?.protect !== false) specs.push({ status: 401, codes: ['unauthorized'] });
   if (domain.includes('login_failed')) specs.push({ status: 401, codes: ['login_failed'] });
-  if (meta.resource || meta.openapi?.protect !== false) specs.push({ status: 404, codes: meta.resource ? ['record_not_found', 'missing_endpoint'] : ['missing_endpoint'] });
+  if (meta.resource) specs.push({ status: 404, codes: ['record_not_found'] });
   if (hasBody) specs.push({ status: 413, codes: ['payload_too_large'] }, { status: 415, codes: ['unsupported_media_type'] });
   const unprocessable = [...requestCodes, ...(domain.includes('record_not_found') ? ['record_not_found' as const] : [])];
   if (unprocessable.length) specs.push({ status: 422, codes: unprocessable });
@@ -60,13 +76,326 @@ const STATUS_TEXT: Record<number, string> = {
   500: 'Internal server error', 503: 'Service unavailable',
 };
 
+// ---------------------------------------------------------------------------------------
+// Examples. Illustrative values, valid against the schemas they accompany (test/contract.test.ts
+// checks that); the times are whole Unix seconds around 2026-06-15T12:00:00Z.
+
+const NOW = 1_781_524_800;
+const DAY = 86_400;
+const ORIGIN = 'http://localhost:3000';
+const TOKEN = 'mF3yq0c5JkR8vT2wXbN6pL1sD9gH4aZeUoIiYr7tQxE';
+const STABILITY = { stability: 'unstable', notice: 'This output may change soon.' } as const;
+
+const user = { type: 'user', id: 1, attributes: { username: 'alice' } } as const;
+
+function project(id: number, attributes: Partial<Record<string, unknown>>, taskIds: number[] = []) {
+  return {
+    type: 'project',
+    id,
+    attributes: {
+      name: 'Coffee', slug: 'coffee', description: '', state: 'newed',
+      startedAt: 0, dueAt: 0, pausedAt: 0, finishedAt: 0, isInProgress: false,
+      ...attributes,
+    },
+    relationships: {
+      user: { data: { type: 'user', id: 1 } },
+      tasks: { data: taskIds.map((t) => ({ type: 'task', id: t })) },
+    },
+  };
+}
+
+function task(id: number, attributes: Partial<Record<string, unknown>>, projectId: number | null = 1) {
+  return {
+    type: 'task',
+    id,
+    attributes: {
+      label: 'Buy beans', order: id, plannedCount: 0, state: 'started',
+      startedAt: NOW, plannedAt: 0, finishedAt: 0, abandonedAt: 0,
+      ...attributes,
+    },
+    relationships: {
+      user: { data: { type: 'user', id: 1 } },
+      project: { data: projectId === null ? null : { type: 'project', id: projectId } },
+    },
+  };
+}
+
+const startedProject = project(1, { state: 'started', startedAt: NOW, dueAt: NOW + 30 * DAY, isInProgress: true }, [1, 2]);
+
+interface Example {
+  summary: string;
+  value: unknown;
+}
+
+interface OperationDocs {
+  /** Used when the procedure's meta has none. */
+  description?: string;
+  /** Request body examples, by name; the first one pre-fills "Try it out". */
+  request?: Record<string, Example>;
+  /** Success body example (none for 204). */
+  response?: unknown;
+  /** One 422 example per documented code: [code, pointer, detail]. */
+  unprocessable?: Array<[ErrorCode, string, string]>;
+}
+
+const OPERATION_DOCS: Record<string, OperationDocs> = {
+  'users-register': {
+    request: { register: { summary: 'A new user', value: { user: { username: 'alice', password: 'correct horse battery staple' } } } },
+    response: { data: user, meta: { token: TOKEN } },
+    unprocessable: [
+      ['parameter_missing', '/user', 'The request body needs a "user" object.'],
+      ['invalid', '/user/username', 'Username may contain only a-z, 0-9, underscores and hyphens.'],
+      ['too_long', '/user/username', 'Username is too long (at most 50 characters).'],
+      ['too_short', '/user/password', 'Password is too short (at least 8 characters).'],
+      ['taken', '/user/username', 'This username is already taken.'],
+    ],
+  },
+  'users-authorize': {
+    request: { login: { summary: 'Username and password', value: { username: 'alice', password: 'correct horse battery staple' } } },
+    response: { data: user, meta: { token: TOKEN } },
+    unprocessable: [
+      ['parameter_missing', '/password', 'This attribute is required.'],
+      ['invalid', '/username', 'Expected a string.'],
+    ],
+  },
+  'users-me': {
+    description: 'Returns the user the access token belongs to.',
+    response: { data: user },
+  },
+  'users-revoke': {},
+  'projects-create': {
+    request: { create: { summary: 'A project name', value: { project: { name: 'Coffee' } } } },
+    response: { data: project(1, {}), meta: STABILITY },
+    unprocessable: [
+      ['parameter_missing', '/project/name', 'This attribute is required.'],
+      ['invalid', '/project/name', 'Project name may contain only letters, digits, underscores and hyphens.'],
+      ['too_long', '/project/name', 'Project name is too long (at most 100 characters).'],
+      ['taken', '/project/name', 'Project name already exists for this user.'],
+    ],
+  },
+  'projects-list': {
+    response: {
+      data: [startedProject, project(2, { name: 'Garden', slug: 'garden' })],
+      links: {
+        first: `${ORIGIN}/api/users/me/projects?page=1`,
+        last: `${ORIGIN}/api/users/me/projects?page=2`,
+        next: `${ORIGIN}/api/users/me/projects?page=2`,
+      },
+      meta: STABILITY,
+    },
+  },
+  'projects-get': {
+    description: "One of the current user's projects, with its non-abandoned tasks by order. An id that is unknown, malformed or another user's is 404 `record_not_found`.",
+    response: { data: startedProject, meta: STABILITY },
+  },
+  'projects-update': {
+    request: {
+      rename: { summary: 'Rename and describe', value: { project: { name: 'Coffee-roasting', description: 'Beans, heat and patience.' } } },
+      due: { summary: 'Move the due date (started projects only)', value: { project: { due_at: NOW + 45 * DAY } } },
+    },
+    response: {
+      data: project(1, { name: 'Coffee-roasting', slug: 'coffee-roasting', description: 'Beans, heat and patience.' }),
+      meta: STABILITY,
+    },
+    unprocessable: [
+      ['parameter_missing', '/project', 'The request body needs a "project" object.'],
+      ['invalid', '/project/name', 'Project name may contain only letters, digits, underscores and hyphens.'],
+      ['too_long', '/project/description', 'Description is too long (at most 10000 characters).'],
+      ['taken', '/project/name', 'Project name already exists for this user.'],
+      ['cannot_be_set', '/project/due_at', 'due_at can only be changed while the project is started.'],
+      ['cannot_be_before_started_at', '/project/due_at', 'due_at cannot be before the project started.'],
+    ],
+  },
+  'projects-changeState': {
+    request: {
+      start: { summary: 'Start (due_at required, after today)', value: { project: { state: 'started', due_at: NOW + 30 * DAY } } },
+      pause: { summary: 'Pause', value: { project: { state: 'paused' } } },
+      restart: { summary: 'Restart (due_at optional)', value: { project: { state: 'started' } } },
+      finish: { summary: 'Finish (finished_at optional)', value: { project: { state: 'finished', finished_at: NOW } } },
+    },
+    response: { data: startedProject, meta: STABILITY },
+    unprocessable: [
+      ['parameter_missing', '/project', 'The request body needs a "project" object.'],
+      ['invalid', '/project/state', 'Expected a string.'],
+      ['must_be_set', '/project/due_at', 'due_at must be set on start.'],
+      ['cannot_be_set', '/project/finished_at', 'finished_at cannot be set on start.'],
+      ['invalid_transition', '/project/state', 'A newed project cannot become paused.'],
+      ['cannot_be_before_started_at', '/project/due_at', 'due_at must be after today.'],
+      ['cannot_be_after_today', '/project/finished_at', 'finished_at cannot be after today.'],
+      ['reached_max_started', '/project/state', 'At most 3 projects can be started at the same time.'],
+    ],
+  },
+  'projects-delete': {},
+  'tasks-create': {
+    request: {
+      inProject: { summary: 'In a project', value: { task: { label: 'Buy beans', project_id: 1 } } },
+      planned: { summary: 'Planned', value: { task: { label: 'Descale the machine', planned_at: NOW + 2 * DAY } } },
+    },
+    response: { data: task(1, {}), meta: STABILITY },
+    unprocessable: [
+      ['parameter_missing', '/task/label', 'This attribute is required.'],
+      ['invalid', '/task/planned_at', 'Expected an integer.'],
+      ['too_long', '/task/label', 'Label is too long (at most 1000 characters).'],
+      ['record_not_found', '/task/project_id', 'No project with this id exists for the current user.'],
+    ],
+  },
+  'tasks-list': {
+    response: {
+      data: [task(1, {}), task(2, { label: 'Grind', state: 'planned', plannedAt: NOW + DAY, plannedCount: 1 }, null)],
+      links: { first: `${ORIGIN}/api/users/me/tasks?page=1`, last: `${ORIGIN}/api/users/me/tasks?page=1` },
+      meta: STABILITY,
+    },
+  },
+  'tasks-get': {
+    description: "One of the current user's tasks, abandoned ones included. An id that is unknown, malformed or another user's is 404 `record_not_found`.",
+    response: { data: task(1, {}), meta: STABILITY },
+  },
+  'tasks-update': {
+    request: {
+      relabel: { summary: 'New label', value: { task: { label: 'Buy green beans' } } },
+      detach: { summary: 'Leave its project', value: { task: { project_id: null } } },
+    },
+    response: { data: task(1, { label: 'Buy green beans' }), meta: STABILITY },
+    unprocessable: [
+      ['parameter_missing', '/task', 'The request body needs a "task" object.'],
+      ['invalid', '/task/label', 'Label must not be empty.'],
+      ['too_long', '/task/label', 'Label is too long (at most 1000 characters).'],
+      ['record_not_found', '/task/project_id', 'No project with this id exists for the current user.'],
+    ],
+  },
+  'tasks-changeState': {
+    request: {
+      plan: { summary: 'Plan', value: { task: { state: 'planned' } } },
+      finish: { summary: 'Finish', value: { task: { state: 'finished' } } },
+      abandon: { summary: 'Abandon', value: { task: { state: 'abandoned' } } },
+    },
+    response: { data: task(1, { state: 'planned', plannedAt: NOW, plannedCount: 1 }), meta: STABILITY },
+    unprocessable: [
+      ['parameter_missing', '/task', 'The request body needs a "task" object.'],
+      ['invalid', '/task/state', 'Expected a string.'],
+      ['must_be_set', '/task/state', 'This attribute must be set.'],
+      ['cannot_be_set', '/task/planned_at', 'planned_at cannot be set when changing the state.'],
+      ['invalid_transition', '/task/state', 'A newed task cannot become finished.'],
+    ],
+  },
+  'tasks-reorder': {
+    request: { top: { summary: 'Move to the top', value: { task: { order: 1 } } } },
+    response: {
+      data: [
+        { type: 'task', id: 3, attributes: { order: 1 } },
+        { type: 'task', id: 1, attributes: { order: 2 } },
+        { type: 'task', id: 2, attributes: { order: 3 } },
+      ],
+      meta: STABILITY,
+    },
+    unprocessable: [
+      ['parameter_missing', '/task/order', 'This attribute is required.'],
+      ['invalid', '/task/order', 'Expected an integer.'],
+    ],
+  },
+};
+
+/** Example errors of the statuses every operation shares, by code. */
+function commonErrorExample(code: ErrorCode, meta: AppMeta): ApiError {
+  switch (code) {
+    case 'invalid_json': return apiError(400, code, 'The request body is not valid JSON.');
+    case 'invalid': return apiError(400, code, 'Query parameter page must be an integer >= 1.', { parameter: 'page' });
+    case 'unauthorized': return apiError(401, code, 'A valid access token is required in the Authorization header.');
+    case 'login_failed': return apiError(401, code, 'The username or the password is wrong.');
+    case 'record_not_found':
+      return apiError(404, code, `No ${meta.resource} with this id exists for the current user.`, { pointer: `/${meta.resource}` });
+    case 'payload_too_large': return apiError(413, code, 'The request body is larger than 100 KiB.');
+    case 'unsupported_media_type': return apiError(415, code, 'Send the request body as application/json.');
+    case 'rate_limited': return apiError(429, code, 'Too many requests; retry in 42 seconds.');
+    case 'internal_error': return apiError(500, code, 'Something went wrong on our side; the request id identifies it in our logs.');
+    case 'service_unavailable': return apiError(503, code, 'The database cannot be reached right now; try again shortly.');
+    default: throw new Error(`No example for ${code}`);
+  }
+}
+
+function errorExamples(operationId: string, meta: AppMeta, status: number, codes: ErrorCode[]): Record<string, Example> {
+  const examples: Record<string, Example> = {};
+  const unprocessable = OPERATION_DOCS[operationId]?.unprocessable ?? [];
+  for (const code of codes) {
+    let error: ApiError;
+    if (status === 422) {
+      const known = unprocessable.find(([c]) => c === code);
+      if (!known) continue;
+      error = apiError(422, code, known[2], { pointer: known[1] });
+    } else {
+      error = commonErrorExample(code, meta);
+    }
+    examples[code] = { summary: `${code}${error.source?.pointer ? ` on ${error.source.pointer}` : ''}`, value: { errors: [error] } };
+  }
+  if (operationId === 'projects-create' && status === 422) {
+    examples['invalid+too_long'] = {
+      summary: 'Every validation error of the request is reported',
+      value: {
+        errors: [
+          apiError(422, 'invalid', 'Project name may contain only letters, digits, underscores and hyphens.', { pointer: '/project/name' }),
+          apiError(422, 'too_long', 'Project name is too long (at most 100 characters).', { pointer: '/project/name' }),
+        ],
+      },
+    };
+  }
+  return examples;
+}
+
+const HEADERS = {
+  'X-Request-Id': {
+    description: 'Identifies the request in the server logs. A well-formed incoming `X-Request-Id` is echoed.',
+    required: true,
+    schema: { type: 'string' },
+  },
+  'Retry-After': {
+    description: 'Seconds to wait before retrying.',
+    required: true,
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'RateLimit-Limit': { description: 'Requests allowed in the window.', schema: { type: 'integer' } },
+  'RateLimit-Remaining': { description: 'Requests left in the window.', schema: { type: 'integer' } },
+  'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer' } },
+};
+const headerRef = (name: keyof typeof HEADERS) => ({ $ref: `#/components/headers/${name}` });
+
+function responseHeaders(status: number): Json {
+  const headers: Json = { 'X-Request-Id': headerRef('X-Request-Id') };
+  if (status === 429) {
+    Object.assign(headers, {
+      'Retry-After': headerRef('Retry-After'),
+      'RateLimit-Limit': headerRef('RateLimit-Limit'),
+      'RateLimit-Remaining': headerRef('RateLimit-Remaining'),
+      'RateLimit-Reset': headerRef('RateLimit-Reset'),
+    });
+  }
+  if (status === 503) headers['Retry-After'] = headerRef('Retry-After');
+  return headers;
+}
+
+const TAGS = [
+  { name: 'users', description: 'Registration, login (access tokens) and the current user. Registering and logging in need no token.' },
+  { name: 'projects', description: "The current user's projects and their lifecycle: newed, started, paused, finished. At most 3 started at once." },
+  { name: 'tasks', description: "The current user's tasks: their order, their lifecycle (newed, started, planned, finished, abandoned) and their project." },
+];
+
+const DESCRIPTION = [
+  'Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson).',
+  '',
+  '- Bodies are JSON, sent with `Content-Type: application/json`, at most 100 KiB.',
+  '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
+  '- Every project and task response carries `meta` with a notice that the output may change soon.',
+  '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',
+  '- A path or method that no operation answers is 404 `missing_endpoint`; a request Node cannot read as HTTP is 400 `malformed_request`, oversized headers 431 `headers_too_large`.',
+  '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
+].join('\n');
+
 export function buildOpenApiDocument(): Json {
   const doc = generateOpenApiDocument(appRouter, {
     title: 'Planning service',
     version: API_VERSION,
-    description: 'Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson). Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
+    description: DESCRIPTION,
     baseUrl: '/',
-    tags: ['users', 'projects', 'tasks'],
+    tags: TAGS.map((t) => t.name),
     securitySchemes: {
       token: {
         type: 'apiKey',
@@ -76,6 +405,7 @@ export function buildOpenApiDocument(): Json {
       },
     },
   }) as unknown as Json;
+  doc.tags = TAGS;
 
   const paths = doc.paths as Record<string, Record<string, Json>>;
   const procedures = appRouter._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta } }>;
@@ -85,30 +415,61 @@ export function buildOpenApiDocument(): Json {
     if (!meta || !openapi) continue;
     const operation = paths[openapi.path]?.[openapi.method.toLowerCase()];
     if (!operation) throw new Error(`No operation for ${openapi.method} ${openapi.path}`);
+    const operationId = operation.operationId as string;
+    const docs = OPERATION_DOCS[operationId] ?? {};
+    if (!operation.description && docs.description) operation.description = docs.description;
+
+    for (const parameter of (operation.parameters as Json[] | undefined) ?? []) {
+      if (parameter.in === 'path' && parameter.name === 'id' && meta.resource) {
+        parameter.description = `Id of one of the current user's ${meta.resource}s. Unknown, malformed or foreign ids are 404 \`record_not_found\`.`;
+        parameter.example = 1;
+      }
+      if (parameter.in === 'query' && parameter.name === 'page') {
+        parameter.required = false;
+        parameter.description = 'Page number, from 1 (default 1). Not an integer >= 1: 400 `invalid`. Beyond the last page: empty `data`.';
+        parameter.example = 1;
+      }
+    }
+
+    const requestBody = operation.requestBody as { content: Record<string, Json> } | undefined;
+    if (requestBody && docs.request) requestBody.content['application/json']!.examples = docs.request;
+
     const responses = operation.responses as Record<string, Json>;
     const success = responses['200']!;
     for (const status of Object.keys(responses)) delete responses[status];
     if (meta.successStatus === 204) {
-      responses['204'] = { description: 'Done; no content.' };
+      responses['204'] = { description: 'Done; no content.', headers: responseHeaders(204) };
     } else {
-      responses[String(meta.successStatus ?? 200)] = {
-        ...success,
-        description: meta.successStatus === 201 ? 'Created' : 'OK',
+      const status = meta.successStatus ?? 200;
+      const content = success.content as Record<string, Json>;
+      if (docs.response !== undefined) content['application/json']!.examples = { default: { summary: 'Success', value: docs.response } };
+      responses[String(status)] = {
+        description: status === 201 ? 'Created' : 'OK',
+        headers: responseHeaders(status),
+        content,
       };
     }
     for (const { status, codes } of errorResponses(meta, operation.requestBody !== undefined)) {
       responses[String(status)] = {
         description: `${STATUS_TEXT[status]}: ${codes.map((c) => `\`${c}\``).join(', ')}`,
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+        headers: responseHeaders(status),
+        'x-error-codes': codes,
+        content: {
+          'application/json': {
+            schema: { $ref: '#/components/schemas/ErrorEnvelope' },
+            examples: errorExamples(operationId, meta, status, codes),
+          },
+        },
       };
     }
   }
 
-  const components = doc.components as { schemas?: Record<string, unknown> };
+  const components = doc.components as { schemas?: Record<string, unknown>; headers?: Json };
   const schemas = Object.fromEntries(Object.entries(components.schemas ?? {}).filter(([name]) => !name.startsWith('error.')));
   schemas.ErrorEnvelope = z.toJSONSchema(ErrorEnvelopeSchema, { target: 'draft-2020-12' });
   delete (schemas.ErrorEnvelope as Json).$schema;
   components.schemas = schemas;
+  components.headers = HEADERS;
   return doc;
 }
 
