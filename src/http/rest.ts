@@ -1,6 +1,7 @@
 /**
  * The REST door: trpc-to-openapi serves every procedure that has `meta.openapi`, and this
  * file adds what the library leaves to us: 404/415 before the body is read, JSON parsing
+ * (of every method's body: a GET or DELETE reads and checks one, then ignores it)
  * with a 100 KiB limit, success statuses (201/204), and the exact error envelope.
  *
  * The library writes its own error body ({message, code, issues}); `onError` runs just
@@ -33,6 +34,12 @@ export function sendErrorResponse(res: Response, response: ErrorResponse): void 
 function isJsonMediaType(contentType: string | undefined): boolean {
   const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
   return mediaType === 'application/json';
+}
+
+/** A body is on its way: announced by a non-zero Content-Length or by Transfer-Encoding. */
+function carriesBody(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 interface RestOptions {
@@ -70,7 +77,9 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
         return;
       }
     }
-    if (acceptsRequestBody(req.method as never)) {
+    // API-CONTRACT.md §1 holds every request that carries a body to JSON, also a GET or a
+    // DELETE, which then ignore it once it has been read (and found to be JSON within limits).
+    if (acceptsRequestBody(req.method as never) || carriesBody(req)) {
       if (!isJsonMediaType(req.headers['content-type'])) {
         sendErrorResponse(res, {
           status: 415,

@@ -45,7 +45,12 @@ type Json = Record<string, unknown>;
 interface ErrorResponseSpec {
   status: number;
   codes: ErrorCode[];
+  /** Said after the codes in the response's description. */
+  note?: string;
 }
+
+/** Operations without a request body still read one that is sent, and ignore it once valid. */
+const BODY_NOT_TAKEN = 'only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB';
 
 /**
  * The error statuses an operation can answer with, and the codes of each. `missing_endpoint`
@@ -55,19 +60,24 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   const domain = meta.errorCodes ?? [];
   const specs: ErrorResponseSpec[] = [];
   const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found');
-  if (hasBody) specs.push({ status: 400, codes: ['invalid_json'] });
+  const bodyNote = hasBody ? undefined : BODY_NOT_TAKEN;
+  specs.push({ status: 400, codes: ['invalid_json'], note: bodyNote && `\`invalid_json\` ${bodyNote}` });
   if (meta.queryParameters?.length) specs.push({ status: 400, codes: ['invalid'] });
   if (meta.openapi?.protect !== false) specs.push({ status: 401, codes: ['unauthorized'] });
   if (domain.includes('login_failed')) specs.push({ status: 401, codes: ['login_failed'] });
   if (meta.resource) specs.push({ status: 404, codes: ['record_not_found'] });
-  if (hasBody) specs.push({ status: 413, codes: ['payload_too_large'] }, { status: 415, codes: ['unsupported_media_type'] });
+  specs.push({ status: 413, codes: ['payload_too_large'], note: bodyNote }, { status: 415, codes: ['unsupported_media_type'], note: bodyNote });
   const unprocessable = [...requestCodes, ...(domain.includes('record_not_found') ? ['record_not_found' as const] : [])];
   if (unprocessable.length) specs.push({ status: 422, codes: unprocessable });
   specs.push({ status: 429, codes: ['rate_limited'] }, { status: 500, codes: ['internal_error'] }, { status: 503, codes: ['service_unavailable'] });
   // Merge entries of one status (400 may come from the body and the query).
-  const merged = new Map<number, ErrorCode[]>();
-  for (const s of specs) merged.set(s.status, [...new Set([...(merged.get(s.status) ?? []), ...s.codes])]);
-  return [...merged].map(([status, codes]) => ({ status, codes }));
+  const merged = new Map<number, ErrorResponseSpec>();
+  for (const s of specs) {
+    const before = merged.get(s.status);
+    const note = before?.note && s.note ? `${before.note}; ${s.note}` : (before?.note ?? s.note);
+    merged.set(s.status, { status: s.status, codes: [...new Set([...(before?.codes ?? []), ...s.codes])], note });
+  }
+  return [...merged.values()];
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -381,7 +391,7 @@ const TAGS = [
 const DESCRIPTION = [
   'Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson).',
   '',
-  '- Bodies are JSON, sent with `Content-Type: application/json`, at most 100 KiB.',
+  '- Bodies are JSON, sent with `Content-Type: application/json`, at most 100 KiB (else 415, 400 or 413). A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.',
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
   '- Every project and task response carries `meta` with a notice that the output may change soon.',
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',
@@ -449,9 +459,9 @@ export function buildOpenApiDocument(): Json {
         content,
       };
     }
-    for (const { status, codes } of errorResponses(meta, operation.requestBody !== undefined)) {
+    for (const { status, codes, note } of errorResponses(meta, operation.requestBody !== undefined)) {
       responses[String(status)] = {
-        description: `${STATUS_TEXT[status]}: ${codes.map((c) => `\`${c}\``).join(', ')}`,
+        description: `${STATUS_TEXT[status]}: ${codes.map((c) => `\`${c}\``).join(', ')}${note ? ` (${note})` : ''}`,
         headers: responseHeaders(status),
         'x-error-codes': codes,
         content: {

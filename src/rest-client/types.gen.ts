@@ -281,9 +281,21 @@ export type UsersMeData = {
 
 export type UsersMeErrors = {
     /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -320,9 +332,21 @@ export type UsersRevokeData = {
 
 export type UsersRevokeErrors = {
     /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -362,13 +386,21 @@ export type ProjectsListData = {
 
 export type ProjectsListErrors = {
     /**
-     * Bad request: `invalid`
+     * Bad request: `invalid_json`, `invalid` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     400: ErrorEnvelope;
     /**
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -472,6 +504,10 @@ export type ProjectsDeleteData = {
 
 export type ProjectsDeleteErrors = {
     /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
@@ -479,6 +515,14 @@ export type ProjectsDeleteErrors = {
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -518,6 +562,10 @@ export type ProjectsGetData = {
 
 export type ProjectsGetErrors = {
     /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
@@ -525,6 +573,14 @@ export type ProjectsGetErrors = {
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -719,13 +775,21 @@ export type TasksListData = {
 
 export type TasksListErrors = {
     /**
-     * Bad request: `invalid`
+     * Bad request: `invalid_json`, `invalid` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     400: ErrorEnvelope;
     /**
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -834,6 +898,10 @@ export type TasksGetData = {
 
 export type TasksGetErrors = {
     /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
@@ -841,6 +909,14 @@ export type TasksGetErrors = {
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
