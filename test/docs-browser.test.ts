@@ -1,9 +1,10 @@
 /**
- * The docs page (/docs/, Swagger UI over openapi.json) in a real headless Chromium: the
- * operations and their tag sections render, and "Try it out" → "Execute" reaches the running
- * service: register with an edited body, authorise with the returned token through the
- * Authorize dialog, then call an operation that needs it. A screenshot goes to
- * test-artifacts/docs.png.
+ * The docs page (/docs/, Swagger UI over openapi.json) in a real headless Chromium: every
+ * operation and the tag sections render from assets the service serves itself (no other
+ * origin is contacted) under its Content-Security-Policy, and "Try it out" → "Execute"
+ * reaches the running service: register with an edited body, authorise with the returned
+ * token through the Authorize dialog, then call operations that need it. A screenshot goes
+ * to test-artifacts/docs.png.
  *
  * Needs Debian's chromium at /usr/bin/chromium (driven by playwright-core). Without it the
  * test is skipped, except with CI=true, where a missing browser fails it.
@@ -23,7 +24,7 @@ describe('the docs page in a browser', () => {
   let app: TestApp | undefined;
   let browser: Browser | undefined;
   let page: Page;
-  /** Page-level problems: uncaught errors, refused scripts (CSP). */
+  /** Page-level problems: uncaught errors, refused scripts (CSP), failed or foreign requests. */
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
@@ -42,7 +43,11 @@ describe('the docs page in a browser', () => {
         pageErrors.push(message.text());
       }
     });
-  });
+    page.on('requestfailed', (request) => pageErrors.push(`failed: ${request.url()}`));
+    page.on('request', (request) => {
+      if (!request.url().startsWith(app!.baseUrl) && !request.url().startsWith('data:')) pageErrors.push(`external: ${request.url()}`);
+    });
+  }, 60_000);
   afterAll(async () => {
     await browser?.close();
     await app?.close();
@@ -87,6 +92,9 @@ describe('the docs page in a browser', () => {
     await expect.poll(() => page.locator('.opblock').count()).toBe(16);
     const tags = await page.locator('.opblock-tag-section h3.opblock-tag').evaluateAll((els) => els.map((el) => el.getAttribute('data-tag')));
     expect(tags).toEqual(['users', 'projects', 'tasks']);
+    for (const tag of tags) expect(await page.locator(`#operations-tag-${tag}`).count(), `#operations-tag-${tag}`).toBe(1);
+    // The tag descriptions of openapi.json are shown with the sections.
+    await expect.poll(() => page.getByText('Registration, login (access tokens) and the current user', { exact: false }).count()).toBe(1);
     for (const summary of ['Register a user', 'Log in', 'Create a project', 'List projects', 'Change the state of a project', 'Create a task', 'Move a task in the order']) {
       await expect.poll(() => page.getByText(summary, { exact: true }).count(), { message: summary }).toBe(1);
     }
@@ -129,6 +137,9 @@ describe('the docs page in a browser', () => {
     const authorised = await execute(me);
     expect(authorised.status, authorised.body).toBe('200');
     expect(JSON.parse(authorised.body).data.attributes.username).toBe(username);
+    // The user the page registered is real: it can log in over plain HTTP.
+    const login = await app!.request('POST', '/api/users/authorizations', { body: { username, password: 'correct horse battery staple' } });
+    expect(login.status).toBe(201);
 
     // A body operation with the token: create the example project.
     const create = await tryOut('projects-create');
