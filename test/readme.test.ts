@@ -2,8 +2,10 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createClient } from '../src/client.js';
+import { createClient as createRestClient } from '../src/rest-client/client/index.js';
+import { tasksCreate, tasksList, usersAuthorize } from '../src/rest-client/index.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -12,6 +14,23 @@ function codeBlockAfter(heading: string, language: string): string {
   const section = readme.slice(readme.indexOf(heading));
   const start = section.indexOf('```' + language + '\n') + language.length + 4;
   return section.slice(start, section.indexOf('\n```', start));
+}
+
+const thisFile = readFileSync(new URL(import.meta.url), 'utf8');
+
+/**
+ * Every line of the README's TypeScript block under `heading` that names `addressLine` is a line of this file, but for its
+ * imports (here they start with ../) and the line naming the server's address.
+ */
+function expectCopiedHere(heading: string, addressLine: string) {
+  const section = readme.slice(readme.indexOf(heading));
+  const blocks = [...section.slice(0, section.indexOf('\n## ', 1)).matchAll(/```ts\n([\s\S]*?)\n```/g)].map((m) => m[1]!);
+  const block = blocks.find((b) => b.split('\n').includes(addressLine));
+  expect(block, `a ts block under "${heading}" with ${addressLine}`).toBeDefined();
+  const lines = block!.split('\n').map((l) => l.trim());
+  const here = new Set(thisFile.split('\n').map((l) => l.trim()));
+  const missing = lines.filter((l) => l && !l.startsWith('import ') && l !== addressLine && !here.has(l));
+  expect(missing, `README lines of "${heading}" that this test does not run`).toEqual([]);
 }
 
 let app: TestApp;
@@ -50,17 +69,40 @@ describe('README', () => {
   });
 
   it('runs the TypeScript client example', async () => {
-    const anonymous = createClient({ url: app.baseUrl });
-    await anonymous.users.register.mutate({ user: { username: 'ts_reader', password: 'correct horse' } });
-    // From here on, the README's example with its username.
-    const { meta } = await anonymous.users.authorize.mutate({ username: 'ts_reader', password: 'correct horse' });
-    const api = createClient({ url: app.baseUrl, token: meta.token });
+    const app = await startTestApp(); // a database of its own, where alice has nothing yet
+    onTestFinished(() => app.close());
+    await createClient({ url: app.baseUrl }).users.register.mutate({ user: { username: 'alice', password: 'correct horse' } });
+    // From here on, the README's example as written, but for the address.
+    const url = app.baseUrl;
+    const anonymous = createClient({ url });
+    const { meta } = await anonymous.users.authorize.mutate({ username: 'alice', password: 'correct horse' });
+    const api = createClient({ url, token: meta.token });
     const { data: project } = await api.projects.create.mutate({ project: { name: 'Tea' } });
     await api.tasks.create.mutate({ task: { label: 'Boil water', project_id: project.id } });
     const { data: tasks } = await api.tasks.list.query({ page: 1 });
     expect(tasks.map((t) => [t.attributes.label, t.attributes.state, t.relationships.project.data])).toEqual([
       ['Boil water', 'newed', { type: 'project', id: project.id }],
     ]);
-    expect(codeBlockAfter('## Using it from TypeScript', 'ts')).toContain("await api.tasks.create.mutate({ task: { label: 'Boil water', project_id: project.id } });");
+    expectCopiedHere('## Using it from TypeScript', "const url = 'http://localhost:3000';");
+  });
+
+  it('runs the REST client example', async () => {
+    const app = await startTestApp();
+    onTestFinished(() => app.close());
+    expect((await app.request('POST', '/api/users', { body: { user: { username: 'alice', password: 'correct horse' } } })).status).toBe(201);
+    const createClient = createRestClient;
+    const printed: unknown[][] = [];
+    const console = { log: (...values: unknown[]) => printed.push(values) };
+    // From here on, the README's example as written, but for the address.
+    const baseUrl = app.baseUrl;
+    const login = await usersAuthorize({ client: createClient({ baseUrl }), body: { username: 'alice', password: 'correct horse' } });
+    const rest = createClient({ baseUrl, auth: () => login.data!.meta.token });
+    await tasksCreate({ client: rest, body: { task: { label: 'Grind beans' } } });
+    const { data: page } = await tasksList({ client: rest, query: { page: 1 } });
+    const refused = await tasksCreate({ client: rest, body: { task: { label: '' } } });
+    console.log(page!.data.length, refused.response?.status, refused.error?.errors[0]?.code); // 1 422 invalid
+    expect(printed).toEqual([[1, 422, 'invalid']]);
+    expect(page!.data[0]!.attributes.label).toBe('Grind beans');
+    expectCopiedHere('## Using it from TypeScript', "const baseUrl = 'http://localhost:3000';");
   });
 });
