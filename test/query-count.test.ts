@@ -28,7 +28,7 @@ const EXPECTED = {
   projectCreate: 5, // token; slug check; begin, insert, commit
   projectList: 4, // token; count; page; task ids of the page's projects
   projectGet: 3, // token; project; its task ids
-  projectUpdate: 6, // token; project; begin, update, commit; task ids
+  projectUpdate: 6, // token; begin, project (locked), update, task ids, commit
   projectRename: 7, // projectUpdate + slug check
   projectStart: 9, // token; begin, lock owner, project, count started, update project, update tasks, task ids, commit
   projectPause: 8, // projectStart without the count of started projects
@@ -41,7 +41,7 @@ const EXPECTED = {
   taskUpdateLabel: 5, // token; task; begin, update, commit
   taskUpdateProject: 7, // token; begin, lock owner, task, project, update, commit
   taskDetach: 6, // taskUpdateProject without the project
-  taskChangeState: 5, // token; task; begin, update, commit
+  taskChangeState: 5, // token; begin, task (locked), update, commit
   taskReorder: 7, // token; begin, lock owner, task, highest order, one update of the span, commit
   taskReorderInPlace: 6, // taskReorder without the update
   rateLimiter: 1, // one upsert per request when the per-token limit is on

@@ -1202,6 +1202,35 @@ describe('concurrency', () => {
     expect((await createTask(user.token, { label: 'next' })).attributes.order).toBe(31);
   });
 
+  it('20 parallel plans of one task each count: plannedCount 20, never a lost update', async () => {
+    const user = await app.register();
+    const id = (await createTask(user.token, { label: 'busy' })).id as number;
+    const answers = await Promise.all(range(20).map(() => putState(user.token, id, { state: 'planned' })));
+    expect(answers.map((r) => r.status)).toEqual(Array(20).fill(200));
+    const counts = answers.map((r) => r.body.data.attributes.plannedCount as number).sort((x, y) => x - y);
+    expect(counts).toEqual(range(20)); // each answer saw the one before it
+    expect((await getTask(user.token, id)).data.attributes.plannedCount).toBe(20);
+  });
+
+  it('a task state change and its project\'s pause in parallel leave the task consistent', async () => {
+    const user = await app.register();
+    for (let round = 0; round < 8; round++) {
+      const project = await projectIn(user.token, 'started');
+      const ids = await Promise.all(range(6).map(async (i) => (await createTask(user.token, { label: `r${round}-${i}`, project_id: project })).id as number));
+      await Promise.all([
+        ...ids.map((id) => putState(user.token, id, { state: 'planned' })),
+        app.request('PUT', `/api/projects/${project}/state`, { token: user.token, body: { project: { state: 'paused' } } }),
+      ]);
+      for (const id of ids) {
+        const task = (await getTask(user.token, id)).data;
+        // Planned before or after the pause: a planned task has been started either way.
+        if (task.attributes.state === 'planned') expect(task.attributes.startedAt, `task ${id}`).toBeGreaterThan(0);
+        if (task.attributes.state === 'newed') expect(task.attributes).toMatchObject({ startedAt: 0, plannedAt: 0 });
+      }
+      await app.request('DELETE', `/api/projects/${project}`, { token: user.token });
+    }
+  });
+
   it('parallel creations of two users keep each user\'s orders 1..n', async () => {
     const a = await app.register();
     const b = await app.register();

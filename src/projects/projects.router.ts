@@ -1,6 +1,6 @@
 /** Projects of the current user (SPEC.md 4.1–4.4, API-CONTRACT.md §4 and §6). */
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { LockMode, type SqlEntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError, ValidationErrors } from '../core/errors.js';
@@ -23,8 +23,8 @@ import { presentProject } from './project.view.js';
 const TAGS = ['projects'];
 const LIST_PATH = '/api/users/me/projects';
 
-async function findOwnedProject(em: SqlEntityManager, userId: number, id: number): Promise<Project> {
-  const project = await em.findOne(Project, { id, userId });
+async function findOwnedProject(em: SqlEntityManager, userId: number, id: number, lockMode?: LockMode): Promise<Project> {
+  const project = await em.findOne(Project, { id, userId }, lockMode === undefined ? {} : { lockMode });
   if (!project) throw DomainError.notFound('project');
   return project;
 }
@@ -125,27 +125,31 @@ export const projectsRouter = router({
     })
     .input(UpdateProjectInput)
     .output(ProjectDocument)
-    .mutation(async ({ ctx, input }) => {
-      const project = await findOwnedProject(ctx.em, ctx.user.id, input.id);
-      const { name, description, due_at } = input.project;
-      const problems = new ValidationErrors();
-      if (name !== undefined) {
-        if (await isNameTaken(ctx.em, ctx.user.id, name, project.id)) problems.errors.push(...nameTaken().errors);
-        else project.rename(name);
-      }
-      if (description !== undefined) project.description = description;
-      if (due_at !== undefined) {
-        try {
-          project.changeDueAt(due_at);
-        } catch (error) {
-          if (!(error instanceof DomainError)) throw error;
-          problems.errors.push(...error.errors);
+    .mutation(async ({ ctx, input }) =>
+      // The project's row is locked while it is read and written: a due_at checked against
+      // the state and start date stays checked against what a state change in parallel leaves.
+      ctx.em.transactional(async (em) => {
+        const project = await findOwnedProject(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
+        const { name, description, due_at } = input.project;
+        const problems = new ValidationErrors();
+        if (name !== undefined) {
+          if (await isNameTaken(em, ctx.user.id, name, project.id)) problems.errors.push(...nameTaken().errors);
+          else project.rename(name);
         }
-      }
-      problems.throwIfAny();
-      await flushNamed(ctx.em);
-      return projectDocument(ctx.em, project);
-    }),
+        if (description !== undefined) project.description = description;
+        if (due_at !== undefined) {
+          try {
+            project.changeDueAt(due_at);
+          } catch (error) {
+            if (!(error instanceof DomainError)) throw error;
+            problems.errors.push(...error.errors);
+          }
+        }
+        problems.throwIfAny();
+        await flushNamed(em);
+        return projectDocument(em, project);
+      }),
+    ),
 
   changeState: authedProcedure
     .meta({
@@ -170,7 +174,7 @@ export const projectsRouter = router({
     .mutation(async ({ ctx, input }) =>
       ctx.em.transactional(async (em) => {
         await lockOwner(em, ctx.user.id);
-        const project = await findOwnedProject(em, ctx.user.id, input.id);
+        const project = await findOwnedProject(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
         const now = ctx.clock.now();
         const transition = await project.changeState(input.project, {
           now,

@@ -1,5 +1,5 @@
 /** Tasks of the current user (SPEC.md 4.5–4.9, API-CONTRACT.md §5). */
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { LockMode, type SqlEntityManager } from '@mikro-orm/postgresql';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { daysBefore, fromSeconds, startOfUtcDay } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
@@ -28,8 +28,8 @@ const LIST_PATH = '/api/users/me/tasks';
 /** Finished tasks stay listed for this many UTC days. */
 const FINISHED_LISTED_DAYS = 14;
 
-async function findOwnedTask(em: SqlEntityManager, userId: number, id: number): Promise<Task> {
-  const task = await em.findOne(Task, { id, userId });
+async function findOwnedTask(em: SqlEntityManager, userId: number, id: number, lockMode?: LockMode): Promise<Task> {
+  const task = await em.findOne(Task, { id, userId }, lockMode === undefined ? {} : { lockMode });
   if (!task) throw DomainError.notFound('task');
   return task;
 }
@@ -149,7 +149,8 @@ export const tasksRouter = router({
       // A state re-sync reads the project's state: hold the owner's lock, as state changes do.
       return ctx.em.transactional(async (em) => {
         await lockOwner(em, ctx.user.id);
-        const task = await findOwnedTask(em, ctx.user.id, input.id);
+        // Locked too: a state change of this task (which takes only the task's lock) waits.
+        const task = await findOwnedTask(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
         if (label !== undefined) task.label = label;
         const project = project_id === null ? null : await findLinkedProject(em, ctx.user.id, project_id);
         task.moveToProject(project, ctx.clock.now());
@@ -180,12 +181,17 @@ export const tasksRouter = router({
     .input(ChangeTaskStateInput)
     .use(keepDroppedMembers('task'))
     .output(TaskDocument)
-    .mutation(async ({ ctx, input }) => {
-      const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
-      task.changeState(input.task, ctx.clock.now());
-      await ctx.em.flush();
-      return taskDocument(task);
-    }),
+    .mutation(async ({ ctx, input }) =>
+      // The task's row is locked while its state is read and written: two changes of one task
+      // (or a change and its project's start or pause) apply one after the other, each to
+      // what the other left, so no plannedCount or date is lost or left inconsistent.
+      ctx.em.transactional(async (em) => {
+        const task = await findOwnedTask(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
+        task.changeState(input.task, ctx.clock.now());
+        await em.flush();
+        return taskDocument(task);
+      }),
+    ),
 
   reorder: authedProcedure
     .meta({
