@@ -21,7 +21,7 @@ import { T0, createTestDatabase } from './helpers/test-app.js';
 
 /** Statements per request. */
 const EXPECTED = {
-  register: 7, // username check; begin, insert user, commit; begin, insert token, commit
+  register: 5, // username check; begin, insert user, insert token, commit
   authorize: 4, // user by name; begin, insert token, commit
   me: 1, // token lookup
   revoke: 2, // token lookup; delete token

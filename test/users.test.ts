@@ -40,6 +40,18 @@ describe('register', () => {
     });
   });
 
+  it('8 parallel registrations of one username: one 201, seven 422 taken, one user with one token', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => app.request('POST', '/api/users', { body: { user: { username: 'racer', password: `password${i}` } } })),
+    );
+    expect(answers.map((r) => r.status).sort()).toEqual([201, 422, 422, 422, 422, 422, 422, 422]);
+    for (const r of answers.filter((a) => a.status === 422)) expect(onlyError(r.body)).toMatchObject({ code: 'taken' });
+    const winner = answers.find((r) => r.status === 201)!;
+    expect((await app.request('GET', '/api/users/me', { token: winner.body.meta.token })).status).toBe(200);
+    const rows = await app.orm.em.getConnection().execute('select count(*)::int as users, (select count(*)::int from access_tokens t join users u on u.id = t.user_id where u.username = ?) as tokens from users where username = ?', ['racer', 'racer']);
+    expect(rows).toEqual([{ users: 1, tokens: 1 }]);
+  });
+
   it.each([
     ['Alice', 'invalid'],
     ['al ice', 'invalid'],

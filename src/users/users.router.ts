@@ -2,7 +2,9 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { z } from 'zod';
 import { DomainError } from '../core/errors.js';
-import { authedProcedure, credentialsProcedure, router, toTRPCError, type Context } from '../core/trpc.js';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { Clock } from '../core/clock.js';
+import { authedProcedure, credentialsProcedure, router, toTRPCError } from '../core/trpc.js';
 import { AccessToken } from './access-token.entity.js';
 import {
   TOKEN_LIFETIME_SECONDS,
@@ -25,16 +27,20 @@ const TAGS = ['users'];
 /** Compared against when the username is unknown, so both failures take the same time. */
 let decoyHash: Promise<string> | undefined;
 
-async function issueToken(ctx: Context, user: User) {
+/** A new access token of `user`, written with the next flush of `em`. */
+function addToken(em: SqlEntityManager, clock: Clock, user: User): string {
   const token = newAccessToken();
-  const now = ctx.clock.now();
-  ctx.em.create(AccessToken, {
+  const now = clock.now();
+  em.create(AccessToken, {
     userId: user.id,
     tokenHash: hashAccessToken(token),
     createdAt: now,
     expiresAt: new Date(now.getTime() + TOKEN_LIFETIME_SECONDS * 1000),
   });
-  await ctx.em.flush();
+  return token;
+}
+
+function userWithToken(user: User, token: string) {
   return { data: presentUser(user), meta: { token } };
 }
 
@@ -58,18 +64,20 @@ export const usersRouter = router({
     .mutation(async ({ ctx, input }) => {
       const { username, password } = input.user;
       if (await ctx.em.count(User, { username })) throw taken();
-      const user = ctx.em.create(User, {
-        username,
-        passwordHash: await hashPassword(password, ctx.passwordHashCost),
-        createdAt: ctx.clock.now(),
-      });
+      const passwordHash = await hashPassword(password, ctx.passwordHashCost);
       try {
-        await ctx.em.flush();
+        // The user and its first token in one transaction: never a user without its token.
+        return await ctx.em.transactional(async (em) => {
+          const user = em.create(User, { username, passwordHash, createdAt: ctx.clock.now() });
+          await em.flush();
+          const token = addToken(em, ctx.clock, user);
+          await em.flush();
+          return userWithToken(user, token);
+        });
       } catch (error) {
         if (error instanceof UniqueConstraintViolationException) throw taken();
         throw error;
       }
-      return issueToken(ctx, user);
     }),
 
   authorize: credentialsProcedure
@@ -91,7 +99,9 @@ export const usersRouter = router({
       if (!user || !valid) {
         throw toTRPCError(DomainError.of(401, 'login_failed', 'The username or the password is wrong.'));
       }
-      return issueToken(ctx, user);
+      const token = addToken(ctx.em, ctx.clock, user);
+      await ctx.em.flush();
+      return userWithToken(user, token);
     }),
 
   me: authedProcedure
