@@ -12,6 +12,7 @@ import type { Logger } from './core/logger.js';
 import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
 import { createApp } from './http/app.js';
 import { createHttpServer } from './http/http-server.js';
+import { InFlight } from './http/in-flight.js';
 
 export interface RunningService {
   url: string;
@@ -74,7 +75,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     rateLimits: { authPerMinute: config.rateLimitAuthPerMinute, perMinute: config.rateLimitPerMinute },
     corsOrigins: config.corsOrigins,
   });
-  const http = createHttpServer(app);
+  const inFlight = new InFlight();
+  const http = createHttpServer(inFlight.wrap(app));
   await listen(http, config.port, config.host);
   const { port } = http.address() as AddressInfo;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
@@ -88,7 +90,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     server: http,
     stop() {
       stopping ??= (async () => {
+        const deadline = Date.now() + config.shutdownTimeoutMs;
         await closeServer(http, config.shutdownTimeoutMs);
+        // Handlers of clients that hung up may still be running: the ORM closes after them.
+        if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {
+          logger.warn({ running: inFlight.size }, 'stopping with request handlers still running');
+        }
         await orm.close(true);
         if (!options.database) await database.stop();
       })();

@@ -1,4 +1,6 @@
 /** Stopping under load: requests in flight complete, nothing new is accepted. */
+import pg from 'pg';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/core/logger.js';
@@ -29,5 +31,43 @@ describe('graceful stop', () => {
     await stopping;
     expect(service.server.listening).toBe(false);
     await expect(fetch(`${service.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('lets the handlers of clients that hung up finish before it closes the database', async () => {
+    const databaseUrl = await createTestDatabase();
+    const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', rateLimitAuthPerMinute: 0 };
+    const lines: any[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const service = await startService({ config, logger });
+
+    // Registrations hash at the production cost: their clients are gone long before they end.
+    const aborts = Array.from({ length: 8 }, () => new AbortController());
+    const sent = aborts.map((abort, i) =>
+      fetch(`${service.url}/api/users`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Connection: 'close' },
+        body: JSON.stringify({ user: { username: `hung_up${i}`, password: 'password1' } }),
+        signal: abort.signal,
+      }).catch((error: Error) => error.name),
+    );
+    const connections = () => new Promise<number>((resolve, reject) => service.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+    while ((await connections()) < 8) await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setTimeout(r, 20)); // the bodies have arrived; hashing has begun
+    for (const abort of aborts) abort.abort();
+    expect(await Promise.all(sent)).toEqual(Array(8).fill('AbortError'));
+    while ((await connections()) > 0) await new Promise((r) => setImmediate(r));
+
+    await service.stop();
+    const failures = lines.filter((l) => l.level >= 50);
+    expect(failures, JSON.stringify(failures)).toEqual([]);
+    // Every handler ran to its end: all 8 users exist, each with its token.
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      const { rows } = await client.query("select count(*)::int as n, (select count(*)::int from access_tokens) as tokens from users where username like 'hung_up%'");
+      expect(rows).toEqual([{ n: 8, tokens: 8 }]);
+    } finally {
+      await client.end();
+    }
   });
 });

@@ -1,0 +1,52 @@
+/**
+ * Requests whose handlers are still running. A client that disconnects closes its
+ * connection, so the HTTP server may report itself closed while the handler of that request
+ * still talks to the database; a stop waits for `settled()` before it closes the ORM.
+ * A request counts until its response is ended, which both doors do once the procedure
+ * has returned or failed, whether or not the client is still there.
+ */
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+
+export class InFlight {
+  private count = 0;
+  private waiters: Array<() => void> = [];
+
+  get size(): number {
+    return this.count;
+  }
+
+  /** `listener`, counting each request until its response is ended. */
+  wrap(listener: RequestListener): RequestListener {
+    return (req: IncomingMessage, res: ServerResponse) => {
+      this.count += 1;
+      let ended = false;
+      const end = res.end;
+      res.end = ((...args: Parameters<typeof res.end>) => {
+        if (!ended) {
+          ended = true;
+          this.count -= 1;
+          if (this.count === 0) for (const wake of this.waiters.splice(0)) wake();
+        }
+        return end.apply(res, args);
+      }) as typeof res.end;
+      listener(req, res);
+    };
+  }
+
+  /** Resolves once no handler runs, or after `timeoutMs`; true when all settled. */
+  settled(timeoutMs: number): Promise<boolean> {
+    if (this.count === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== wake);
+        resolve(false);
+      }, timeoutMs);
+      timer.unref();
+      const wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      this.waiters.push(wake);
+    });
+  }
+}
