@@ -36,7 +36,7 @@ const EXPECTED = {
   projectDelete: 7, // token; begin, lock owner, project, release tasks, delete, commit
   taskCreate: 6, // token; begin, lock owner, next order, insert, commit
   taskCreateInProject: 7, // taskCreate + the project's state
-  taskList: 3, // token; count; page
+  taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
   taskUpdateLabel: 5, // token; task; begin, update, commit
   taskUpdateProject: 7, // token; begin, lock owner, task, project, update, commit

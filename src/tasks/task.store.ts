@@ -5,6 +5,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ProjectTransition } from '../projects/project.lifecycle.js';
+import type { TaskFields } from './task.view.js';
 
 export async function nextTaskOrder(em: SqlEntityManager, userId: number): Promise<number> {
   const [row] = await em.execute<{ next: number }[]>(
@@ -92,4 +93,81 @@ export async function taskIdsOfProjects(em: SqlEntityManager, projectIds: readon
   );
   for (const row of rows) byProject.get(row.project_id)?.push(row.id);
   return byProject;
+}
+
+/** A timestamp column as whole Unix seconds, 0 when unset, read by pg as a JS number. */
+const SECONDS = (column: string) => `coalesce(floor(extract(epoch from ${column})), 0)::float8`;
+
+interface ListedTaskRow {
+  total: number;
+  id: number | null;
+  user_id: number;
+  project_id: number | null;
+  label: string;
+  order: number;
+  planned_count: number;
+  state: TaskFields['state'];
+  started_at: number;
+  planned_at: number;
+  finished_at: number;
+  abandoned_at: number;
+}
+
+export interface TaskListPage {
+  tasks: TaskFields[];
+  /** Listed tasks in all pages. */
+  total: number;
+}
+
+/**
+ * One page of a user's listed tasks (SPEC.md 4.6: not abandoned, not finished before
+ * `finishedSince`), by order, and how many are listed in all: one statement that reads
+ * plain rows. The total is the user's open tasks (kept in `task_counts` by triggers) plus
+ * the finished ones since `finishedSince` (an index range), so it costs the same at 1,000
+ * tasks as at 100,000. The page's ids come from the (user_id, order, id) index alone, which
+ * also carries the filtered columns: a deep page skips the tasks before it without reading
+ * them (still O(offset), but index entries only); then its 50 rows are read by id.
+ */
+export async function listTasks(
+  em: SqlEntityManager,
+  userId: number,
+  finishedSince: Date,
+  limit: number,
+  offset: number,
+): Promise<TaskListPage> {
+  const rows = await em.execute<ListedTaskRow[]>(
+    `select c.total, t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state,
+            ${SECONDS('t.started_at')} as started_at, ${SECONDS('t.planned_at')} as planned_at,
+            ${SECONDS('t.finished_at')} as finished_at, ${SECONDS('t.abandoned_at')} as abandoned_at
+       from (select coalesce((select "open" from task_counts where user_id = ?), 0)
+                  + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?)::int as total) as c
+       left join lateral (
+         select tasks.* from (
+           select id from tasks
+            where user_id = ? and state <> 'abandoned' and (state <> 'finished' or finished_at >= ?)
+            order by "order", id
+            limit ? offset ?
+         ) as page join tasks on tasks.id = page.id
+       ) as t on true
+      order by t."order", t.id`,
+    [userId, userId, finishedSince, userId, finishedSince, limit, offset],
+  );
+  const tasks: TaskFields[] = [];
+  for (const row of rows) {
+    if (row.id === null) continue; // the one row of an empty page, carrying the total
+    tasks.push({
+      id: row.id,
+      userId: row.user_id,
+      projectId: row.project_id,
+      label: row.label,
+      order: row.order,
+      plannedCount: row.planned_count,
+      state: row.state,
+      startedAt: row.started_at,
+      plannedAt: row.planned_at,
+      finishedAt: row.finished_at,
+      abandonedAt: row.abandoned_at,
+    });
+  }
+  return { tasks, total: Number(rows[0]?.total ?? 0) };
 }

@@ -20,8 +20,8 @@ import {
   TaskOrderDocument,
   UpdateTaskInput,
 } from './task.schema.js';
-import { highestTaskOrder, moveTaskOrder, nextTaskOrder } from './task.store.js';
-import { presentTask } from './task.view.js';
+import { highestTaskOrder, listTasks, moveTaskOrder, nextTaskOrder } from './task.store.js';
+import { presentTask, presentTaskFields } from './task.view.js';
 
 const TAGS = ['tasks'];
 const LIST_PATH = '/api/users/me/tasks';
@@ -104,17 +104,9 @@ export const tasksRouter = router({
     .query(async ({ ctx, input }) => {
       const { page, size, offset } = pageOf(input.page, TASK_PAGE_SIZE);
       const cutoff = daysBefore(startOfUtcDay(ctx.clock.now()), FINISHED_LISTED_DAYS);
-      const where = {
-        userId: ctx.user.id,
-        state: { $ne: 'abandoned' as const },
-        $or: [{ finishedAt: null }, { finishedAt: { $gte: cutoff } }],
-      };
-      const [tasks, total] = await Promise.all([
-        ctx.em.find(Task, where, { orderBy: { order: 'asc', id: 'asc' }, limit: size, offset }),
-        ctx.em.count(Task, where),
-      ]);
+      const { tasks, total } = await listTasks(ctx.em, ctx.user.id, cutoff, size, offset);
       return {
-        data: tasks.map(presentTask),
+        data: tasks.map(presentTaskFields),
         links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, total),
         meta: STABILITY_META,
       };

@@ -5,8 +5,10 @@
  */
 import { Migration20261122000000_initial } from './Migration20261122000000_initial.js';
 import { Migration20261122010000_rate_limits } from './Migration20261122010000_rate_limits.js';
+import { Migration20261123000000_task_counts } from './Migration20261123000000_task_counts.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261122010000_rate_limits', class: Migration20261122010000_rate_limits },
+  { name: 'Migration20261123000000_task_counts', class: Migration20261123000000_task_counts },
 ];
