@@ -84,7 +84,7 @@ describe('a server killed during writes', () => {
         expect(mismatched.rows).toEqual([]);
         // The list's count of open tasks is exactly what the tasks say.
         const counted = await client.query(
-          `select coalesce((select "open" from task_counts where user_id = $1), 0) as kept,
+          `select (select coalesce(sum("open"), 0)::int from task_counts where user_id = $1) as kept,
                   (select count(*)::int from tasks where user_id = $1 and state not in ('abandoned', 'finished')) as actual`,
           [userId],
         );

@@ -139,8 +139,8 @@ export async function listTasks(
     `select c.total, t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state,
             ${SECONDS('t.started_at')} as started_at, ${SECONDS('t.planned_at')} as planned_at,
             ${SECONDS('t.finished_at')} as finished_at, ${SECONDS('t.abandoned_at')} as abandoned_at
-       from (select coalesce((select "open" from task_counts where user_id = ?), 0)
-                  + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?)::int as total) as c
+       from (select ((select coalesce(sum("open"), 0) from task_counts where user_id = ?)
+                  + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int as total) as c
        left join lateral (
          select tasks.* from (
            select id from tasks

@@ -4,49 +4,59 @@ import { Migration } from '@mikro-orm/migrations';
  * What the task list needs to count its pages without reading every task of the user.
  *
  * A listed task is one that is not abandoned and not finished before the window of the
- * list (API-CONTRACT / SPEC 4.6); the tasks that are neither abandoned nor finished ("open")
- * are counted per user in `task_counts`, and the finished ones inside the window are found
- * through their own small index. The counts are kept by statement-level triggers on
- * `tasks`, in the transaction of the statement that changes them, so no code path (entity
- * flush or set-based SQL) can leave them out of step. Each trigger touches the count row
- * only after its statement has locked every task row it changes and only when the count
- * moves, so the row lock it takes never sits between two task locks: no deadlock with the
- * owner's lock or a task's row lock.
+ * list (SPEC.md 4.6). The tasks that are neither abandoned nor finished ("open") are counted
+ * per user in `task_counts`, in 16 shards by task id that the list sums; the finished ones
+ * inside the window are found through their own small index. The counts are kept by
+ * statement-level triggers on `tasks`, in the transaction of the statement that changes
+ * them, so no code path (entity flush or set-based SQL) can leave them out of step.
+ *
+ * Locks: a trigger touches count rows only after its statement has locked every task row it
+ * changes, and only where a count moves, so a transaction never waits for a task row while
+ * it holds a count row. The only statements that move several shards of one user (a project
+ * delete abandoning its tasks) run under the owner's lock, so no two of them interleave.
+ * Shards keep state changes of different tasks of one user from queueing on one row.
  */
 export class Migration20261123000000_task_counts extends Migration {
   override name = 'Migration20261123000000_task_counts';
 
   override up(): void {
     this.addSql(`create table "task_counts" (
-      "user_id" integer primary key references "users" ("id") on delete cascade,
-      "open" integer not null check ("open" >= 0)
+      "user_id" integer not null references "users" ("id") on delete cascade,
+      "shard" smallint not null,
+      "open" integer not null check ("open" >= 0),
+      primary key ("user_id", "shard")
     );`);
-    this.addSql(`insert into "task_counts" ("user_id", "open")
-      select "user_id", count(*) from "tasks" where "state" not in ('abandoned', 'finished') group by "user_id";`);
+    this.addSql(`insert into "task_counts" ("user_id", "shard", "open")
+      select "user_id", "id" % 16, count(*) from "tasks" where "state" not in ('abandoned', 'finished') group by "user_id", "id" % 16;`);
 
-    // One function for the three events: the change of each user's open count is the open
-    // rows after the statement minus the open rows before it.
+    // One function for the three events: the change of each count is the open rows after the
+    // statement minus the open rows before it. A task counts in the shard of its id, so
+    // state changes of different tasks of one user seldom wait for the same count row.
     this.addSql(`create function "task_counts_apply"() returns trigger language plpgsql as $$
       begin
         if tg_op = 'INSERT' then
-          insert into "task_counts" as c ("user_id", "open")
-            select "user_id", count(*) from "new_rows" where "state" not in ('abandoned', 'finished') group by "user_id"
-            on conflict ("user_id") do update set "open" = c."open" + excluded."open";
+          insert into "task_counts" as c ("user_id", "shard", "open")
+            select "user_id", "id" % 16, count(*) from "new_rows" where "state" not in ('abandoned', 'finished')
+             group by "user_id", "id" % 16
+             order by 1, 2
+            on conflict ("user_id", "shard") do update set "open" = c."open" + excluded."open";
         elsif tg_op = 'UPDATE' then
           with "delta" as (
-            select "user_id", sum("d")::integer as "d" from (
-              select "user_id", 1 as "d" from "new_rows" where "state" not in ('abandoned', 'finished')
+            select "user_id", "shard", sum("d")::integer as "d" from (
+              select "user_id", "id" % 16 as "shard", 1 as "d" from "new_rows" where "state" not in ('abandoned', 'finished')
               union all
-              select "user_id", -1 from "old_rows" where "state" not in ('abandoned', 'finished')
-            ) as "moves" group by "user_id" having sum("d") <> 0
+              select "user_id", "id" % 16, -1 from "old_rows" where "state" not in ('abandoned', 'finished')
+            ) as "moves" group by "user_id", "shard" having sum("d") <> 0
           )
-          update "task_counts" as c set "open" = c."open" + "delta"."d" from "delta" where c."user_id" = "delta"."user_id";
+          update "task_counts" as c set "open" = c."open" + "delta"."d"
+            from "delta" where c."user_id" = "delta"."user_id" and c."shard" = "delta"."shard";
         else
           with "delta" as (
-            select "user_id", count(*)::integer as "d" from "old_rows"
-              where "state" not in ('abandoned', 'finished') group by "user_id"
+            select "user_id", "id" % 16 as "shard", count(*)::integer as "d" from "old_rows"
+             where "state" not in ('abandoned', 'finished') group by "user_id", "id" % 16
           )
-          update "task_counts" as c set "open" = c."open" - "delta"."d" from "delta" where c."user_id" = "delta"."user_id";
+          update "task_counts" as c set "open" = c."open" - "delta"."d"
+            from "delta" where c."user_id" = "delta"."user_id" and c."shard" = "delta"."shard";
         end if;
         return null;
       end
