@@ -42,8 +42,8 @@ const EXPECTED = {
   taskUpdateProject: 7, // token; begin, lock owner, task, project, update, commit
   taskDetach: 6, // taskUpdateProject without the project
   taskChangeState: 5, // token; begin, task (locked), update, commit
-  taskReorder: 7, // token; begin, lock owner, task, highest order, one update of the span, commit
-  taskReorderInPlace: 6, // taskReorder without the update
+  taskReorder: 5, // token; begin, lock owner, one statement (task, highest order, update of the span), commit
+  taskReorderInPlace: 5, // the same statement, which finds nothing to update
   rateLimiter: 1, // one upsert per request when the per-token limit is on
 } as const;
 type Endpoint = keyof typeof EXPECTED;

@@ -15,35 +15,46 @@ export async function nextTaskOrder(em: SqlEntityManager, userId: number): Promi
   return Number(row!.next);
 }
 
-export async function highestTaskOrder(em: SqlEntityManager, userId: number): Promise<number> {
-  return (await nextTaskOrder(em, userId)) - 1;
-}
-
 export interface OrderChange {
   id: number;
   order: number;
 }
 
 /**
- * Moves one task from `from` to `to` (API-CONTRACT.md §5): moving up pushes the tasks in
- * [to, from) one place down, moving down pulls those in (from, to] one place up. One UPDATE;
- * the (user_id, order) uniqueness is checked at its end. Returns every changed row by order.
+ * Moves a task of the user to `requested`, clamped to the user's highest order
+ * (API-CONTRACT.md §5): moving up pushes the tasks in [to, from) one place down, moving down
+ * pulls those in (from, to] one place up. One statement reads the task and the highest order
+ * and updates the whole span; the caller holds the owner's lock, taken by an earlier
+ * statement so that this one's snapshot sees every order committed before the lock. The
+ * (user_id, order) uniqueness is checked at the statement's end.
+ *
+ * Returns every changed row by order (just the task when it does not move), or null when
+ * the user has no such task.
  */
-export async function moveTaskOrder(
-  em: SqlEntityManager,
-  userId: number,
-  taskId: number,
-  from: number,
-  to: number,
-): Promise<OrderChange[]> {
-  const shift = to < from ? 1 : -1;
-  const rows = await em.execute<OrderChange[]>(
-    `update tasks set "order" = case when id = ? then ?::int else "order" + ?::int end
-      where user_id = ? and "order" between ? and ?
-      returning id, "order"`,
-    [taskId, to, shift, userId, Math.min(from, to), Math.max(from, to)],
+export async function moveTask(em: SqlEntityManager, userId: number, taskId: number, requested: number): Promise<OrderChange[] | null> {
+  const rows = await em.execute<Array<OrderChange & { moved: boolean }>>(
+    `with target as (
+       select id, "order" as from_order,
+              least(?::bigint, (select max("order") from tasks where user_id = ?))::int as to_order
+         from tasks where id = ? and user_id = ?
+     ), moved as (
+       update tasks set "order" = case when tasks.id = target.id then target.to_order
+                                       when target.to_order < target.from_order then tasks."order" + 1
+                                       else tasks."order" - 1 end
+         from target
+        where tasks.user_id = ? and target.to_order <> target.from_order
+          and tasks."order" between least(target.from_order, target.to_order) and greatest(target.from_order, target.to_order)
+       returning tasks.id, tasks."order"
+     )
+     select id, "order", true as moved from moved
+     union all
+     select id, from_order, false from target`,
+    [requested, userId, taskId, userId, userId],
   );
-  return rows.map((r) => ({ id: r.id, order: r.order })).sort((a, b) => a.order - b.order);
+  if (rows.length === 0) return null;
+  const moved = rows.filter((r) => r.moved);
+  const changed = moved.length > 0 ? moved : rows;
+  return changed.map((r) => ({ id: r.id, order: r.order })).sort((a, b) => a.order - b.order);
 }
 
 /** Start/restart starts the project's newed tasks; pause returns its started ones to newed. */

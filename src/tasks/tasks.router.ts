@@ -20,7 +20,7 @@ import {
   TaskOrderDocument,
   UpdateTaskInput,
 } from './task.schema.js';
-import { highestTaskOrder, listTasks, moveTaskOrder, nextTaskOrder } from './task.store.js';
+import { listTasks, moveTask, nextTaskOrder } from './task.store.js';
 import { presentTask, presentTaskFields } from './task.view.js';
 
 const TAGS = ['tasks'];
@@ -199,13 +199,10 @@ export const tasksRouter = router({
     .output(TaskOrderDocument)
     .mutation(async ({ ctx, input }) =>
       ctx.em.transactional(async (em) => {
+        // The lock, then one statement: the lock is held for two round trips.
         await lockOwner(em, ctx.user.id);
-        const task = await findOwnedTask(em, ctx.user.id, input.id);
-        const target = Math.min(input.task.order, await highestTaskOrder(em, ctx.user.id));
-        const changed =
-          target === task.order
-            ? [{ id: task.id, order: task.order }]
-            : await moveTaskOrder(em, ctx.user.id, task.id, task.order, target);
+        const changed = await moveTask(em, ctx.user.id, input.id, input.task.order);
+        if (!changed) throw DomainError.notFound('task');
         return {
           data: changed.map(({ id, order }) => ({ type: 'task' as const, id, attributes: { order } })),
           meta: STABILITY_META,
