@@ -9,8 +9,8 @@
  * so PostgreSQL parses and plans exactly what it does for the service.
  *
  *   GET  /api/users/me/tasks?page=N   token lookup; the page with its total (one statement)
- *   POST /api/users/me/tasks          token lookup; begin, lock user row, max order,
- *                                     insert, commit
+ *   POST /api/users/me/tasks          token lookup; begin, lock user row, insert (with
+ *                                     the next order), commit
  *
  * Env: DATABASE_URL, PORT, HOST (127.0.0.1), POOL_SIZE (10, the service's default).
  * Runs with Node's own type stripping: `node bench/floor-server.ts`.
@@ -45,8 +45,10 @@ const SQL = {
        ) as t on true
       order by t."order", t.id`,
   lock: 'select id from users where id = $1 for update',
-  next: 'select coalesce(max("order"), 0) + 1 as next from tasks where user_id = $1',
-  insert: `insert into "tasks" ("user_id", "project_id", "label", "order", "planned_count", "state", "started_at", "planned_at", "created_at") values ($1, $2, $3, $4, $5, $6, $7, $8, $9) returning "id"`,
+  // src/tasks/task.store.ts insertTask: the order computed by the insert.
+  insert: `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, created_at)
+     values ($1, $2, $3, (select coalesce(max("order"), 0) + 1 from tasks where user_id = $4), $5, $6, $7, $8, $9)
+     returning id, "order"`,
 };
 
 interface ListedRow {
@@ -179,10 +181,9 @@ async function create(res: ServerResponse, userId: number, body: string) {
   try {
     await client.query('begin');
     await client.query(inline(SQL.lock, [userId]));
-    const { rows } = await client.query<{ next: number }>(inline(SQL.next, [userId]));
-    const order = Number(rows[0]!.next);
     const at = now();
-    const inserted = await client.query<{ id: number }>(inline(SQL.insert, [userId, null, label, order, 0, 'started', at, null, at]));
+    const inserted = await client.query<{ id: number; order: number }>(inline(SQL.insert, [userId, null, label, userId, 0, 'started', at, null, at]));
+    const order = inserted.rows[0]!.order;
     await client.query('commit');
     const task: TaskRow = {
       id: inserted.rows[0]!.id,

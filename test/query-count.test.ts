@@ -34,8 +34,8 @@ const EXPECTED = {
   projectPause: 8, // projectStart without the count of started projects
   projectFinish: 7, // token; begin, lock owner, project, update project, task ids, commit
   projectDelete: 7, // token; begin, lock owner, project, release tasks, delete, commit
-  taskCreate: 6, // token; begin, lock owner, next order, insert, commit
-  taskCreateInProject: 7, // taskCreate + the project's state
+  taskCreate: 5, // token; begin, lock owner, insert (with the next order), commit
+  taskCreateInProject: 6, // taskCreate + the project's state
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
   taskUpdateLabel: 5, // token; task; begin, update, commit

@@ -255,6 +255,14 @@ function prng(seed: number) {
 
 // =============================================================================================
 describe('POST /api/users/me/tasks', () => {
+  it('keeps a label with quotes, backslashes, placeholders and emoji exactly as sent', async () => {
+    const user = await app.register();
+    const label = `it's a \\ "test" ? ?? $1 :name '' -- ; drop table tasks; 🐘 \u00e9\u0301 %s`;
+    const created = await createTask(user.token, { label });
+    expect(created.attributes.label).toBe(label);
+    expect((await getTask(user.token, created.id)).data.attributes.label).toBe(label);
+  });
+
   it('creates a started task without a project, answers 201 with the full task, and GET returns the same', async () => {
     const user = await app.register();
     const res = await createRes(user.token, { task: { label: 'Buy coffee' } });

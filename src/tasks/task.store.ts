@@ -5,14 +5,45 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ProjectTransition } from '../projects/project.lifecycle.js';
+import { toSeconds } from '../core/clock.js';
 import type { TaskFields } from './task.view.js';
 
-export async function nextTaskOrder(em: SqlEntityManager, userId: number): Promise<number> {
-  const [row] = await em.execute<{ next: number }[]>(
-    'select coalesce(max("order"), 0) + 1 as next from tasks where user_id = ?',
-    [userId],
+export interface NewTask {
+  userId: number;
+  projectId: number | null;
+  label: string;
+  plannedCount: number;
+  state: TaskFields['state'];
+  startedAt: Date | null;
+  plannedAt: Date | null;
+  createdAt: Date;
+}
+
+/**
+ * Inserts a task at the end of the user's order: the order is computed by the insert itself,
+ * so the caller, which holds the owner's lock, spends one round trip on it instead of two.
+ * Returns the task as presented.
+ */
+export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<TaskFields> {
+  const [row] = await em.execute<Array<{ id: number; order: number }>>(
+    `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, created_at)
+     values (?, ?, ?, (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?)
+     returning id, "order"`,
+    [task.userId, task.projectId, task.label, task.userId, task.plannedCount, task.state, task.startedAt, task.plannedAt, task.createdAt],
   );
-  return Number(row!.next);
+  return {
+    id: row!.id,
+    userId: task.userId,
+    projectId: task.projectId,
+    label: task.label,
+    order: row!.order,
+    plannedCount: task.plannedCount,
+    state: task.state,
+    startedAt: toSeconds(task.startedAt),
+    plannedAt: toSeconds(task.plannedAt),
+    finishedAt: 0,
+    abandonedAt: 0,
+  };
 }
 
 export interface OrderChange {

@@ -20,7 +20,7 @@ import {
   TaskOrderDocument,
   UpdateTaskInput,
 } from './task.schema.js';
-import { listTasks, moveTask, nextTaskOrder } from './task.store.js';
+import { insertTask, listTasks, moveTask } from './task.store.js';
 import { presentTask, presentTaskFields } from './task.view.js';
 
 const TAGS = ['tasks'];
@@ -74,19 +74,17 @@ export const tasksRouter = router({
         const project = project_id == null ? null : await findLinkedProject(em, ctx.user.id, project_id);
         const state = initialTaskState({ plannedAt: planned_at !== undefined, project });
         const now = ctx.clock.now();
-        const task = em.create(Task, {
+        const task = await insertTask(em, {
           userId: ctx.user.id,
           projectId: project?.id ?? null,
           label,
-          order: await nextTaskOrder(em, ctx.user.id),
           plannedCount: state === 'planned' ? 1 : 0,
           state,
           startedAt: state === 'newed' ? null : now,
           plannedAt: planned_at === undefined ? null : fromSeconds(planned_at),
           createdAt: now,
         });
-        await em.flush();
-        return taskDocument(task);
+        return { data: presentTaskFields(task), meta: STABILITY_META };
       }),
     ),
 
