@@ -51,9 +51,8 @@ const SQL = {
      returning id, "order"`,
 };
 
-interface ListedRow {
-  total: number;
-  id: number | null;
+interface TaskRow {
+  id: number;
   user_id: number;
   project_id: number | null;
   label: string;
@@ -66,19 +65,8 @@ interface ListedRow {
   abandoned_at: number;
 }
 
-interface TaskRow {
-  id: number;
-  user_id: number;
-  project_id: number | null;
-  label: string;
-  order: number;
-  planned_count: number;
-  state: string;
-  started_at: Date | null;
-  planned_at: Date | null;
-  finished_at: Date | null;
-  abandoned_at: Date | null;
-}
+/** A row of the list statement: a task with the total, or only the total on an empty page. */
+type ListedRow = TaskRow & { total: number };
 
 /** `$n` → the literal value, as MikroORM's platform.formatQuery writes it. */
 function literal(value: unknown): string {
@@ -90,6 +78,7 @@ function literal(value: unknown): string {
 const inline = (text: string, params: unknown[]) => text.replace(/\$(\d+)/g, (_, n: string) => literal(params[Number(n) - 1]));
 
 const sec = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : 0);
+/** A task as the service presents it, from a row whose timestamps are whole seconds. */
 const present = (t: TaskRow) => ({
   type: 'task',
   id: t.id,
@@ -98,10 +87,10 @@ const present = (t: TaskRow) => ({
     order: t.order,
     plannedCount: t.planned_count,
     state: t.state,
-    startedAt: sec(t.started_at),
-    plannedAt: sec(t.planned_at),
-    finishedAt: sec(t.finished_at),
-    abandonedAt: sec(t.abandoned_at),
+    startedAt: t.started_at,
+    plannedAt: t.planned_at,
+    finishedAt: t.finished_at,
+    abandonedAt: t.abandoned_at,
   },
   relationships: {
     user: { data: { type: 'user', id: t.user_id } },
@@ -141,24 +130,7 @@ async function list(req: IncomingMessage, res: ServerResponse, userId: number, u
   const cutoff = new Date(Math.floor(n.getTime() / DAY_MS) * DAY_MS - 14 * DAY_MS);
   const { rows } = await pool.query<ListedRow>(inline(SQL.list, [userId, userId, cutoff, userId, cutoff, PAGE, (page - 1) * PAGE]));
   const total = Number(rows[0]?.total ?? 0);
-  const data = rows.filter((r) => r.id !== null).map((t) => ({
-    type: 'task',
-    id: t.id,
-    attributes: {
-      label: t.label,
-      order: t.order,
-      plannedCount: t.planned_count,
-      state: t.state,
-      startedAt: t.started_at,
-      plannedAt: t.planned_at,
-      finishedAt: t.finished_at,
-      abandonedAt: t.abandoned_at,
-    },
-    relationships: {
-      user: { data: { type: 'user', id: t.user_id } },
-      project: { data: t.project_id === null ? null : { type: 'project', id: t.project_id } },
-    },
-  }));
+  const data = rows.filter((r) => r.id !== null).map(present);
   const base = `http://${req.headers.host}${LIST_PATH}`;
   const last = Math.max(1, Math.ceil(total / PAGE));
   const links: Record<string, string> = { first: `${base}?page=1`, last: `${base}?page=${last}` };
@@ -193,10 +165,10 @@ async function create(res: ServerResponse, userId: number, body: string) {
       order,
       planned_count: 0,
       state: 'started',
-      started_at: at,
-      planned_at: null,
-      finished_at: null,
-      abandoned_at: null,
+      started_at: sec(at),
+      planned_at: 0,
+      finished_at: 0,
+      abandoned_at: 0,
     };
     send(res, 201, { data: present(task), meta: META });
   } catch (error) {
