@@ -75,6 +75,7 @@ describe('task counts', () => {
       projects.push((await app.request('POST', '/api/users/me/projects', { token: user.token, body: { project: { name: `p${i}` } } })).body.data.id);
     }
     const tasks: number[] = [];
+    let replacements = 0;
     const op = fc.oneof(
       fc.record({ kind: fc.constant('create' as const), project: fc.option(fc.nat(2)), planned: fc.boolean() }),
       fc.record({ kind: fc.constant('state' as const), task: fc.nat(), state: fc.constantFrom('started', 'planned', 'finished', 'newed', 'abandoned') }),
@@ -103,7 +104,9 @@ describe('task counts', () => {
           } else if (o.kind === 'delete') {
             const res = await app.request('DELETE', `/api/projects/${projects[o.project]}`, { token });
             if (res.status === 204) {
-              projects[o.project] = (await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: `p${Date.now()}${o.project}` } } })).body.data.id;
+              const replacement = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: `r${++replacements}` } } });
+              expect(replacement.status, replacement.text).toBe(201);
+              projects[o.project] = replacement.body.data.id;
             }
           }
         }
@@ -153,6 +156,24 @@ describe('task counts', () => {
     await expectListConsistent(user);
     await sql('delete from users where id = ?', [user.id]);
     expect(await sql('select * from task_counts where user_id = ?', [user.id])).toEqual([]);
+  });
+
+  it('a task inserted finished (no open task in its shard yet) counts once replanned, and can be finished again', async () => {
+    const user = await app.register();
+    const [row] = await sql<{ id: number }>(
+      `insert into tasks (user_id, label, "order", state, planned_count, created_at, started_at, planned_at, finished_at)
+       values (?, 'done before', 1, 'finished', 1, now(), now(), now(), now()) returning id`,
+      [user.id],
+    );
+    const put = (state: string) => app.request('PUT', `/api/tasks/${row!.id}/state`, { token: user.token, body: { task: { state } } });
+    expect((await put('planned')).status).toBe(200);
+    expect(await countMismatches()).toEqual([]);
+    expect((await put('finished')).status).toBe(200);
+    expect((await put('planned')).status).toBe(200);
+    expect(await countMismatches()).toEqual([]);
+    // Every task's shard has its count row, open or not.
+    expect(await sql(`select t.id from tasks t where not exists (select 1 from task_counts c where c.user_id = t.user_id and c.shard = t.id % 16)`)).toEqual([]);
+    await expectListConsistent(user);
   });
 
   it('the list counts finished tasks only inside its 14-day window, as the days pass', async () => {

@@ -15,6 +15,9 @@ import { Migration } from '@mikro-orm/migrations';
  * it holds a count row. The only statements that move several shards of one user (a project
  * delete abandoning its tasks) run under the owner's lock, so no two of them interleave.
  * Shards keep state changes of different tasks of one user from queueing on one row.
+ * Inserting a task creates the count row of its shard (with 0 when it is not open), so every
+ * task's shard row exists whenever the task does. TRUNCATE fires none of these triggers: a
+ * truncated `tasks` needs `task_counts` truncated with it.
  */
 export class Migration20261123000000_task_counts extends Migration {
   override name = 'Migration20261123000000_task_counts';
@@ -26,8 +29,12 @@ export class Migration20261123000000_task_counts extends Migration {
       "open" integer not null check ("open" >= 0),
       primary key ("user_id", "shard")
     );`);
+    // A count row for every shard that holds a task of the user, open or not: a later change
+    // of that task's state only ever updates its row, never inserts one (an insert would take
+    // a key-share lock on the user's row, which the owner's lock holds: a deadlock).
     this.addSql(`insert into "task_counts" ("user_id", "shard", "open")
-      select "user_id", "id" % 16, count(*) from "tasks" where "state" not in ('abandoned', 'finished') group by "user_id", "id" % 16;`);
+      select "user_id", "id" % 16, count(*) filter (where "state" not in ('abandoned', 'finished'))
+        from "tasks" group by "user_id", "id" % 16;`);
 
     // One function for the three events: the change of each count is the open rows after the
     // statement minus the open rows before it. A task counts in the shard of its id, so
@@ -36,8 +43,8 @@ export class Migration20261123000000_task_counts extends Migration {
       begin
         if tg_op = 'INSERT' then
           insert into "task_counts" as c ("user_id", "shard", "open")
-            select "user_id", "id" % 16, count(*) from "new_rows" where "state" not in ('abandoned', 'finished')
-             group by "user_id", "id" % 16
+            select "user_id", "id" % 16, count(*) filter (where "state" not in ('abandoned', 'finished'))
+              from "new_rows" group by "user_id", "id" % 16
              order by 1, 2
             on conflict ("user_id", "shard") do update set "open" = c."open" + excluded."open";
         elsif tg_op = 'UPDATE' then
