@@ -20,6 +20,8 @@ export interface RunningService {
   databaseDescription: string;
   orm: MikroORM;
   server: Server;
+  /** Requests and procedure runs not yet over. */
+  inFlight: InFlight;
   stop(): Promise<void>;
 }
 
@@ -66,7 +68,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (!options.database) await database.stop();
     throw error;
   }
+  const inFlight = new InFlight();
   const app = createApp({
+    inFlight,
     orm,
     clock: options.clock ?? systemClock,
     logger,
@@ -75,7 +79,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     rateLimits: { authPerMinute: config.rateLimitAuthPerMinute, perMinute: config.rateLimitPerMinute },
     corsOrigins: config.corsOrigins,
   });
-  const inFlight = new InFlight();
   const http = createHttpServer(inFlight.wrap(app));
   await listen(http, config.port, config.host);
   const { port } = http.address() as AddressInfo;
@@ -88,6 +91,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     databaseDescription: database.description,
     orm,
     server: http,
+    inFlight,
     stop() {
       stopping ??= (async () => {
         const deadline = Date.now() + config.shutdownTimeoutMs;
@@ -96,7 +100,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {
           logger.warn({ running: inFlight.size }, 'stopping with request handlers still running');
         }
-        await orm.close(true);
+        // Bounded too: a pool that cannot end (a connection stuck in the database) must not
+        // keep the process from stopping.
+        await Promise.race([orm.close(true), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
         if (!options.database) await database.stop();
       })();
       return stopping;

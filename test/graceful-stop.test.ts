@@ -41,20 +41,27 @@ describe('graceful stop', () => {
     const service = await startService({ config, logger });
 
     // Registrations hash at the production cost: their clients are gone long before they end.
+    // Half go through REST, half as tRPC batches streamed as JSON lines, whose response ends
+    // as soon as the client hangs up while the procedure still runs.
     const aborts = Array.from({ length: 8 }, () => new AbortController());
-    const sent = aborts.map((abort, i) =>
-      fetch(`${service.url}/api/users`, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', Connection: 'close' },
-        body: JSON.stringify({ user: { username: `hung_up${i}`, password: 'password1' } }),
-        signal: abort.signal,
-      }).catch((error: Error) => error.name),
-    );
-    const connections = () => new Promise<number>((resolve, reject) => service.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
-    while ((await connections()) < 8) await new Promise((r) => setImmediate(r));
-    await new Promise((r) => setTimeout(r, 20)); // the bodies have arrived; hashing has begun
+    const sent = aborts.map((abort, i) => {
+      const user = { username: `hung_up${i}`, password: 'password1' };
+      const init = { method: 'POST', signal: abort.signal };
+      const call =
+        i % 2 === 0
+          ? fetch(`${service.url}/api/users`, { ...init, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ user }) })
+          : fetch(`${service.url}/trpc/users.register?batch=1`, {
+              ...init,
+              headers: { 'Content-Type': 'application/json', 'trpc-accept': 'application/jsonl' },
+              body: JSON.stringify({ 0: { json: { user } } }),
+            });
+      return call.then((r) => r.text()).catch((error: Error) => error.name);
+    });
+    // Every request is in (8) and every procedure runs (8): the bodies have all been read.
+    while (service.inFlight.size < 16) await new Promise((r) => setTimeout(r, 1));
     for (const abort of aborts) abort.abort();
     expect(await Promise.all(sent)).toEqual(Array(8).fill('AbortError'));
+    const connections = () => new Promise<number>((resolve, reject) => service.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
     while ((await connections()) > 0) await new Promise((r) => setImmediate(r));
 
     await service.stop();

@@ -42,6 +42,8 @@ export interface Context {
   rateLimits: { authPerMinute: number; perMinute: number };
   /** Sets a response header (rate-limit headers); a no-op without HTTP. */
   setHeader: (name: string, value: string) => void;
+  /** Counts a procedure run until the returned function is called (a graceful stop waits for 0). */
+  enterProcedure?: () => () => void;
 }
 
 export interface AuthedUser {
@@ -102,7 +104,17 @@ const errorConversion = t.middleware(async ({ next, getRawInput, meta }) => {
   return result;
 });
 
-export const publicProcedure = t.procedure.use(errorConversion);
+/** Every procedure run is counted while it runs, whether or not its client is still there. */
+const counted = t.middleware(async ({ ctx, next }) => {
+  const leave = ctx.enterProcedure?.();
+  try {
+    return await next();
+  } finally {
+    leave?.();
+  }
+});
+
+export const publicProcedure = t.procedure.use(counted).use(errorConversion);
 
 function rateLimit(limitOf: (ctx: Context) => number, keyOf: (ctx: Context & { tokenHash?: string }) => string) {
   return t.middleware(async ({ ctx, next }) => {

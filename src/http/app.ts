@@ -18,6 +18,7 @@ import type { Logger } from '../core/logger.js';
 import type { Context } from '../core/trpc.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
 import { appRouter } from '../router.js';
+import type { InFlight } from './in-flight.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 
 export interface AppDependencies {
@@ -29,6 +30,8 @@ export interface AppDependencies {
   rateLimits?: { authPerMinute: number; perMinute: number };
   /** Origins allowed to call the API from a browser; none by default. */
   corsOrigins?: string[];
+  /** Counts running procedures for a graceful stop (src/server.ts). */
+  inFlight?: InFlight;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -78,6 +81,7 @@ export function createApp(deps: AppDependencies): express.Express {
     setHeader: (name, value) => {
       if (!res.headersSent) res.setHeader(name, value);
     },
+    enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
   });
 
   if (rateLimits.authPerMinute > 0 || rateLimits.perMinute > 0) {
@@ -153,7 +157,14 @@ export function createApp(deps: AppDependencies): express.Express {
       sendErrorResponse(res, { status: 413, errors: [apiError(413, 'payload_too_large', 'The request body is larger than 100 KiB.')] });
     } else if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
       sendErrorResponse(res, { status: 415, errors: [apiError(415, 'unsupported_media_type', 'Send the body as UTF-8 application/json.')] });
-    } else if (type === 'request.aborted' || type === 'request.size.invalid' || type === 'stream.encoding.set') {
+    } else if (
+      type === 'request.aborted' ||
+      type === 'request.size.invalid' ||
+      type === 'stream.encoding.set' ||
+      // A body that does not inflate (Content-Encoding: gzip over anything else): the body
+      // parser's own 400, which has no type.
+      (type === undefined && (err as { status?: number }).status === 400)
+    ) {
       sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body could not be read.')] });
     } else {
       const response = toErrorResponse(err);

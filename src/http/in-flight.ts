@@ -11,8 +11,29 @@ export class InFlight {
   private count = 0;
   private waiters: Array<() => void> = [];
 
+  /** Requests not yet answered plus procedures still running. */
   get size(): number {
     return this.count;
+  }
+
+  /**
+   * Counts one procedure run until `leave` is called. A tRPC batch streamed as JSON lines
+   * ends its response when its client hangs up, while its procedures still run: they are
+   * counted here, by a middleware that every procedure passes (src/core/trpc.ts).
+   */
+  enter(): () => void {
+    this.count += 1;
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.release();
+    };
+  }
+
+  private release(): void {
+    this.count -= 1;
+    if (this.count === 0) for (const wake of this.waiters.splice(0)) wake();
   }
 
   /** `listener`, counting each request until its response is ended. */
@@ -24,8 +45,7 @@ export class InFlight {
       res.end = ((...args: Parameters<typeof res.end>) => {
         if (!ended) {
           ended = true;
-          this.count -= 1;
-          if (this.count === 0) for (const wake of this.waiters.splice(0)) wake();
+          this.release();
         }
         return end.apply(res, args);
       }) as typeof res.end;
