@@ -3,7 +3,7 @@
  * routes and methods, tokens, media types, JSON parsing, body size, body wrappers, request
  * ids, health and readiness, and the same codes through the tRPC door.
  */
-import { createServer } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -229,6 +229,38 @@ describe('malformed JSON: 400 invalid_json', () => {
       const res = await app.request(method, path, { token, rawBody: '{"', headers: { 'Content-Type': 'application/json' } });
       expectErrorEnvelope(res, 400, 'invalid_json');
     }
+  });
+});
+
+describe('a body that cannot be read: 400 invalid_json', () => {
+  /** A request through node:http, which sends a body on any method. */
+  function raw(method: string, path: string, headers: Record<string, string>, body: Buffer): Promise<ApiResponse> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(`${app.baseUrl}${path}`, { method, headers: { Authorization: token, 'Content-Length': String(body.length), ...headers } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => {
+          const h = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+          resolve({ status: res.statusCode!, headers: h, text, body: text ? JSON.parse(text) : undefined });
+        });
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  it('gzip that does not inflate, on a POST and on a GET', async () => {
+    for (const method of ['POST', 'GET']) {
+      const res = await raw(method, '/api/users/me/tasks', { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, Buffer.from('not gzip at all'));
+      expectErrorEnvelope(res, 400, 'invalid_json');
+    }
+  });
+
+  it('a GET with Content-Length 00 carries no body: 200', async () => {
+    const res = await raw('GET', '/api/users/me/tasks', { 'Content-Length': '00' }, Buffer.alloc(0));
+    expect(res.status, res.text).toBe(200);
   });
 });
 

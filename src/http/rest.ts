@@ -39,7 +39,7 @@ function isJsonMediaType(contentType: string | undefined): boolean {
 /** A body is on its way: announced by a non-zero Content-Length or by Transfer-Encoding. */
 function carriesBody(req: Request): boolean {
   const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  return req.headers['transfer-encoding'] !== undefined || Number(length) > 0;
 }
 
 interface RestOptions {
