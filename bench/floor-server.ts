@@ -44,7 +44,7 @@ const SQL = {
          ) as page join tasks on tasks.id = page.id
        ) as t on true
       order by t."order", t.id`,
-  lock: 'select id from users where id = $1 for update',
+  lock: 'select id from users where id = $1 for no key update',
   // src/tasks/task.store.ts insertTask: the order computed by the insert.
   insert: `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, created_at)
      values ($1, $2, $3, (select coalesce(max("order"), 0) + 1 from tasks where user_id = $4), $5, $6, $7, $8, $9)

@@ -6,5 +6,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 
 export async function lockOwner(em: SqlEntityManager, userId: number): Promise<void> {
-  await em.execute('select id from users where id = ? for update', [userId]);
+  // `no key update`: excludes every other holder of this lock, but not the key-share locks
+  // that inserts referencing the user take (a login's token, a task's foreign-key check).
+  await em.execute('select id from users where id = ? for no key update', [userId]);
 }
