@@ -28,9 +28,12 @@ function expectCopiedHere(heading: string, addressLine: string) {
   const block = blocks.find((b) => b.split('\n').includes(addressLine));
   expect(block, `a ts block under "${heading}" with ${addressLine}`).toBeDefined();
   const lines = block!.split('\n').map((l) => l.trim());
-  const here = new Set(thisFile.split('\n').map((l) => l.trim()));
-  const missing = lines.filter((l) => l && !l.startsWith('import ') && l !== addressLine && !here.has(l));
-  expect(missing, `README lines of "${heading}" that this test does not run`).toEqual([]);
+  // The README's lines, in their order and one after the other, from the address line on.
+  const copied = lines.filter((l) => l && !l.startsWith('import ') && l !== addressLine);
+  const here = thisFile.split('\n').map((l) => l.trim());
+  const start = here.findIndex((l, i) => l === copied[0] && here[i - 1] === addressLine.replace(/'http:\/\/localhost:3000'/, 'app.baseUrl'));
+  expect(start, `"${copied[0]}" after the address line in this test`).toBeGreaterThan(0);
+  expect(here.slice(start, start + copied.length), `README lines of "${heading}" as this test runs them`).toEqual(copied);
 }
 
 let app: TestApp;
