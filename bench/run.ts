@@ -35,6 +35,7 @@ import readline from 'node:readline';
 import pg from 'pg';
 import { openOrm } from '../src/db/database.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
+import { mulberry32 } from '../test/helpers/prng.js';
 import { mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from './load.js';
 import { seedUser, taskIdsByOrder, type SeededUser } from './seed.js';
 import { range, startCountingApp, type CountingApp } from './statements.js';
@@ -223,17 +224,6 @@ interface Row {
 
 const rows: Row[] = [];
 
-/** A small seeded PRNG, for repeatable request sequences. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 const f0 = (n: number) => n.toFixed(0);
 const f1 = (n: number) => n.toFixed(1);
 

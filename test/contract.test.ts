@@ -8,11 +8,11 @@
  * against their schemas too.
  */
 import { readFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawRequest } from './helpers/http.js';
 import { DAY, T0, seconds, startTestApp, type ApiResponse, type TestApp } from './helpers/test-app.js';
 
 type Json = Record<string, any>;
@@ -139,27 +139,13 @@ describe('openapi.json describes what the service answers', () => {
     return res;
   }
 
-  /** A call with a body as written, through node:http (fetch refuses a body on a GET). */
+  /** A call with a body as written (fetch refuses a body on a GET). */
   async function rawCall(operation: Operation, options: CallOptions, body: string, contentType: string | undefined, what: string) {
     const url = new URL(urlOf(operation, options), app.baseUrl);
-    const headers: Record<string, string> = { 'Content-Length': String(Buffer.byteLength(body)) };
+    const headers: Record<string, string> = {};
     if (options.token) headers.Authorization = options.token;
     if (contentType) headers['Content-Type'] = contentType;
-    const res = await new Promise<{ status: number; headers: Headers; text: string; body: any }>((resolve, reject) => {
-      const req = httpRequest(url, { method: operation.method.toUpperCase(), headers }, (r) => {
-        let text = '';
-        r.setEncoding('utf8');
-        r.on('data', (c: string) => (text += c));
-        r.on('end', () => {
-          const h = new Headers();
-          for (const [k, v] of Object.entries(r.headers)) if (typeof v === 'string') h.set(k, v);
-          resolve({ status: r.statusCode!, headers: h, text, body: text ? JSON.parse(text) : undefined });
-        });
-      });
-      // The service may answer (413) before it has read all of a big body.
-      req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'EPIPE' || error.code === 'ECONNRESET' ? undefined : reject(error)));
-      req.end(body);
-    });
+    const res = await rawRequest(url, operation.method.toUpperCase(), headers, body);
     checkAgainstDocument(operation, res, what);
     return res;
   }

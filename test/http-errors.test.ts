@@ -3,7 +3,7 @@
  * routes and methods, tokens, media types, JSON parsing, body size, body wrappers, request
  * ids, health and readiness, and the same codes through the tRPC door.
  */
-import { createServer, request as httpRequest } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -11,6 +11,7 @@ import { ManualClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
 import { openOrm } from '../src/db/database.js';
 import { createApp } from '../src/http/app.js';
+import { rawRequest } from './helpers/http.js';
 import { T0, createTestDatabase, startTestApp, type ApiResponse, type TestApp } from './helpers/test-app.js';
 
 let app: TestApp;
@@ -233,23 +234,8 @@ describe('malformed JSON: 400 invalid_json', () => {
 });
 
 describe('a body that cannot be read: 400 invalid_json', () => {
-  /** A request through node:http, which sends a body on any method. */
-  function raw(method: string, path: string, headers: Record<string, string>, body: Buffer): Promise<ApiResponse> {
-    return new Promise((resolve, reject) => {
-      const req = httpRequest(`${app.baseUrl}${path}`, { method, headers: { Authorization: token, 'Content-Length': String(body.length), ...headers } }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('end', () => {
-          const h = new Headers();
-          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
-          resolve({ status: res.statusCode!, headers: h, text, body: text ? JSON.parse(text) : undefined });
-        });
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  }
+  const raw = (method: string, path: string, headers: Record<string, string>, body: Buffer) =>
+    rawRequest(`${app.baseUrl}${path}`, method, { Authorization: token, ...headers }, body);
 
   it('gzip that does not inflate, on a POST and on a GET', async () => {
     for (const method of ['POST', 'GET']) {

@@ -6,6 +6,7 @@
  * app instances on one database), and the same scenarios through the tRPC client.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { mulberry32 } from './helpers/prng.js';
 import { DAY, T0, seconds, startTestApp, type ApiResponse, type TestApp } from './helpers/test-app.js';
 
 let app: TestApp;
@@ -239,18 +240,6 @@ async function taskIn(user: User, state: TaskState, newedProject?: number): Prom
       return changeState(user.token, t.id, 'abandoned');
     }
   }
-}
-
-/** A small deterministic PRNG (mulberry32), so that "random" reorders are reproducible. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 // =============================================================================================
@@ -1174,7 +1163,7 @@ describe('concurrency', () => {
   }
 
   async function parallelReorder(doors: TestApp[], token: string, ids: number[], count: number, seed: number) {
-    const random = prng(seed);
+    const random = mulberry32(seed);
     const moves = range(count).map(() => ({
       id: ids[Math.floor(random() * ids.length)]!,
       order: 1 + Math.floor(random() * (ids.length + 3)),

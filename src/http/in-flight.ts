@@ -1,9 +1,9 @@
 /**
- * Requests whose handlers are still running. A client that disconnects closes its
+ * Requests and procedure runs that are not over yet. A client that disconnects closes its
  * connection, so the HTTP server may report itself closed while the handler of that request
  * still talks to the database; a stop waits for `settled()` before it closes the ORM.
- * A request counts until its response is ended, which both doors do once the procedure
- * has returned or failed, whether or not the client is still there.
+ * A request counts until its response is ended (`wrap`), a procedure until it has returned
+ * or failed (`enter`), whether or not its client is still there.
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 
@@ -39,14 +39,10 @@ export class InFlight {
   /** `listener`, counting each request until its response is ended. */
   wrap(listener: RequestListener): RequestListener {
     return (req: IncomingMessage, res: ServerResponse) => {
-      this.count += 1;
-      let ended = false;
+      const leave = this.enter();
       const end = res.end;
       res.end = ((...args: Parameters<typeof res.end>) => {
-        if (!ended) {
-          ended = true;
-          this.release();
-        }
+        leave();
         return end.apply(res, args);
       }) as typeof res.end;
       listener(req, res);
