@@ -1,59 +1,54 @@
 /**
- * The one catalogue of errors (API-CONTRACT.md §2) and the one place that turns
- * domain errors, zod issues and transport failures into the error envelope.
+ * The one catalogue of errors (API-CONTRACT.md §2): every code the service answers with, its
+ * HTTP status, title and default detail. The `ErrorCode` type, every envelope (src/core/
+ * failures.ts turns any failure into one) and openapi.json's codes are derived from it.
+ *
+ * Touch this file to add or reword an error; nothing else lists codes or statuses.
  */
 import type { ZodError } from 'zod';
 
-export type ErrorCode =
-  | 'parameter_missing'
-  | 'invalid'
-  | 'too_long'
-  | 'too_short'
-  | 'taken'
-  | 'must_be_set'
-  | 'cannot_be_set'
-  | 'cannot_be_before_started_at'
-  | 'cannot_be_after_today'
-  | 'reached_max_started'
-  | 'invalid_transition'
-  | 'record_not_found'
-  | 'unauthorized'
-  | 'login_failed'
-  | 'missing_endpoint'
-  | 'unsupported_media_type'
-  | 'invalid_json'
-  | 'payload_too_large'
-  | 'headers_too_large'
-  | 'malformed_request'
-  | 'rate_limited'
-  | 'internal_error'
-  | 'service_unavailable';
+/** Request bodies larger than this are 413 `payload_too_large` (API-CONTRACT.md §1). */
+export const BODY_LIMIT_BYTES = 100 * 1024;
+/** Arrays and objects nested deeper than this are 400 `invalid_json` (API-CONTRACT.md §1). */
+export const MAX_JSON_DEPTH = 64;
 
-const TITLES: Record<ErrorCode, string> = {
-  parameter_missing: 'Resource validation failed',
-  invalid: 'Resource validation failed',
-  too_long: 'Resource validation failed',
-  too_short: 'Resource validation failed',
-  taken: 'Resource validation failed',
-  must_be_set: 'State change refused',
-  cannot_be_set: 'State change refused',
-  cannot_be_before_started_at: 'State change refused',
-  cannot_be_after_today: 'State change refused',
-  reached_max_started: 'State change refused',
-  invalid_transition: 'State change refused',
-  record_not_found: 'Record not found',
-  unauthorized: 'Unauthorized',
-  login_failed: 'Login failed',
-  missing_endpoint: 'Endpoint not found',
-  unsupported_media_type: 'Unsupported media type',
-  invalid_json: 'Invalid JSON',
-  payload_too_large: 'Payload too large',
-  headers_too_large: 'Request headers too large',
-  malformed_request: 'Malformed request',
-  rate_limited: 'Too many requests',
-  internal_error: 'Internal server error',
-  service_unavailable: 'Service unavailable',
-};
+interface ErrorSpec {
+  status: number;
+  title: string;
+  detail: string;
+}
+
+const VALIDATION = 'Resource validation failed';
+const STATE = 'State change refused';
+
+export const ERROR_CATALOGUE = {
+  parameter_missing: { status: 422, title: VALIDATION, detail: 'This attribute is required.' },
+  invalid: { status: 422, title: VALIDATION, detail: 'This value is not valid.' },
+  too_long: { status: 422, title: VALIDATION, detail: 'This value is too long.' },
+  too_short: { status: 422, title: VALIDATION, detail: 'This value is too short.' },
+  taken: { status: 422, title: VALIDATION, detail: 'This value is already taken.' },
+  must_be_set: { status: 422, title: STATE, detail: 'This attribute must be set.' },
+  cannot_be_set: { status: 422, title: STATE, detail: 'This attribute cannot be set here.' },
+  cannot_be_before_started_at: { status: 422, title: STATE, detail: 'This date cannot be before the start.' },
+  cannot_be_after_today: { status: 422, title: STATE, detail: 'This date cannot be after today.' },
+  reached_max_started: { status: 422, title: STATE, detail: 'Too many projects are started at the same time.' },
+  invalid_transition: { status: 422, title: STATE, detail: 'The resource cannot reach the given state.' },
+  record_not_found: { status: 404, title: 'Record not found', detail: 'No record with this id exists for the current user.' },
+  unauthorized: { status: 401, title: 'Unauthorized', detail: 'A valid access token is required in the Authorization header.' },
+  login_failed: { status: 401, title: 'Login failed', detail: 'The username or the password is wrong.' },
+  missing_endpoint: { status: 404, title: 'Endpoint not found', detail: 'No endpoint answers this method and path.' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type', detail: 'Send the request body as UTF-8 application/json.' },
+  invalid_json: { status: 400, title: 'Invalid JSON', detail: 'The request body is not valid JSON.' },
+  payload_too_large: { status: 413, title: 'Payload too large', detail: `The request body is larger than ${BODY_LIMIT_BYTES / 1024} KiB.` },
+  headers_too_large: { status: 431, title: 'Request headers too large', detail: 'The request line and headers must stay under 16 KiB.' },
+  malformed_request: { status: 400, title: 'Malformed request', detail: 'The request is not valid HTTP.' },
+  rate_limited: { status: 429, title: 'Too many requests', detail: 'Too many requests; retry later.' },
+  internal_error: { status: 500, title: 'Internal server error', detail: 'Something went wrong on our side; the request id identifies it in our logs.' },
+  service_unavailable: { status: 503, title: 'Service unavailable', detail: 'The database cannot be reached right now; try again shortly.' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+export const ERROR_CODES = Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]];
 
 export interface ErrorSource {
   pointer?: string;
@@ -69,13 +64,20 @@ export interface ApiError {
   source?: ErrorSource;
 }
 
-export interface ErrorEnvelope {
-  errors: ApiError[];
+export interface ErrorOptions extends ErrorSource {
+  /** This occurrence; the catalogue's default detail when omitted. */
+  detail?: string;
+  /** Only where one code answers with several statuses (`invalid` on a query parameter is 400). */
+  status?: number;
 }
 
-export function apiError(status: number, code: ErrorCode, detail: string, source?: ErrorSource): ApiError {
-  const error: ApiError = { status: String(status), code, title: TITLES[code], detail };
-  if (source) error.source = source;
+/** An error of the catalogue, with what this occurrence adds. */
+export function apiError(code: ErrorCode, options: ErrorOptions = {}): ApiError {
+  const spec: ErrorSpec = ERROR_CATALOGUE[code];
+  const { detail = spec.detail, status = spec.status, pointer, parameter } = options;
+  const error: ApiError = { status: String(status), code, title: spec.title, detail };
+  if (pointer !== undefined) error.source = { pointer };
+  else if (parameter !== undefined) error.source = { parameter };
   return error;
 }
 
@@ -87,52 +89,69 @@ export class DomainError extends Error {
   override readonly name = 'DomainError';
   /** Seconds after which a retry may succeed (429, 503). */
   retryAfter?: number;
-  constructor(
-    readonly status: number,
-    readonly errors: ApiError[],
-  ) {
+  readonly status: number;
+  constructor(readonly errors: ApiError[]) {
     super(errors[0]?.detail ?? 'Request failed');
+    this.status = Number(errors[0]?.status ?? 500);
   }
 
   get code(): ErrorCode {
     return this.errors[0]?.code ?? 'internal_error';
   }
 
+  static of(code: ErrorCode, options: ErrorOptions = {}): DomainError {
+    return new DomainError([apiError(code, options)]);
+  }
+
   /** A 422 on one field of the request body. */
-  static validation(code: ErrorCode, pointer: string, detail: string): DomainError {
-    return new DomainError(422, [apiError(422, code, detail, { pointer })]);
+  static validation(code: ErrorCode, pointer: string, detail?: string): DomainError {
+    return DomainError.of(code, { status: 422, pointer, detail });
   }
 
   static notFound(resource: 'project' | 'task' | 'user'): DomainError {
-    return new DomainError(404, [
-      apiError(404, 'record_not_found', `No ${resource} with this id exists for the current user.`, {
-        pointer: `/${resource}`,
-      }),
-    ]);
+    return DomainError.of('record_not_found', {
+      detail: `No ${resource} with this id exists for the current user.`,
+      pointer: `/${resource}`,
+    });
   }
 
-  static unauthorized(detail = 'A valid access token is required in the Authorization header.'): DomainError {
-    return new DomainError(401, [apiError(401, 'unauthorized', detail)]);
+  static unauthorized(detail?: string): DomainError {
+    return DomainError.of('unauthorized', { detail });
   }
 
-  static of(status: number, code: ErrorCode, detail: string, source?: ErrorSource): DomainError {
-    return new DomainError(status, [apiError(status, code, detail, source)]);
+  withRetryAfter(seconds: number): this {
+    this.retryAfter = seconds;
+    return this;
   }
 }
 
 /** Collects validation errors so that all of them are reported together. */
 export class ValidationErrors {
   readonly errors: ApiError[] = [];
-  add(code: ErrorCode, pointer: string, detail: string): void {
-    this.errors.push(apiError(422, code, detail, { pointer }));
+  add(code: ErrorCode, pointer: string, detail?: string): void {
+    this.errors.push(apiError(code, { status: 422, pointer, detail }));
+  }
+  /** Runs a check that may throw a DomainError, keeping its errors instead. */
+  collect(check: () => void): void {
+    try {
+      check();
+    } catch (error) {
+      if (!(error instanceof DomainError)) throw error;
+      this.errors.push(...error.errors);
+    }
   }
   throwIfAny(): void {
-    if (this.errors.length > 0) throw new DomainError(422, this.errors);
+    if (this.errors.length > 0) throw new DomainError(this.errors);
   }
 }
 
+/** A query parameter that is not an integer >= 1 (the only kind the API takes). */
+export function invalidQueryParameter(name: string): ApiError {
+  return apiError('invalid', { status: 400, detail: `Query parameter ${name} must be an integer >= 1.`, parameter: name });
+}
+
 /** Marker message for a required attribute whose absence is `must_be_set`, not `parameter_missing`. */
-export const MUST_BE_SET = 'This attribute must be set.';
+export const MUST_BE_SET = ERROR_CATALOGUE.must_be_set.detail;
 
 export interface ZodConversionOptions {
   /** Raw input the schema saw; tells a missing member from one of the wrong type. */
@@ -171,14 +190,7 @@ export function fromZodError(error: ZodError, options: ZodConversionOptions): Do
   }
   const query = issues.filter((i) => typeof i.path[0] === 'string' && queryParameters.includes(i.path[0]));
   if (query.length > 0) {
-    return new DomainError(
-      400,
-      query.map((i) =>
-        apiError(400, 'invalid', `Query parameter ${String(i.path[0])} must be an integer >= 1.`, {
-          parameter: String(i.path[0]),
-        }),
-      ),
-    );
+    return new DomainError(query.map((i) => invalidQueryParameter(String(i.path[0]))));
   }
 
   const seen = new Set<string>();
@@ -211,7 +223,7 @@ export function fromZodError(error: ZodError, options: ZodConversionOptions): Do
     const key = `${code} ${pointer}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    errors.push(apiError(422, code, detail, { pointer }));
+    errors.push(apiError(code, { status: 422, detail, pointer }));
   }
-  return new DomainError(422, errors);
+  return new DomainError(errors);
 }

@@ -1,11 +1,12 @@
 /**
- * Classifies any thrown value into the error envelope: domain errors as they are, zod
- * input failures by their issues, transport failures by their tRPC code, a database that
- * cannot be reached as 503, and everything else as a 500 that reveals nothing.
+ * The one function that turns any failure into what the client sees (`toErrorResponse`):
+ * domain errors as they are, zod input failures by their issues, transport failures by
+ * their tRPC code or their body parser's type, a database that cannot be reached as 503,
+ * and everything else as a 500 that reveals nothing. `errorBody` writes the envelope.
  */
 import { TRPCError } from '@trpc/server';
 import { ConnectionException } from '@mikro-orm/core';
-import { DomainError, apiError, fromZodError, type ApiError } from './errors.js';
+import { DomainError, apiError, fromZodError, type ApiError, type ErrorCode } from './errors.js';
 import type { ZodError } from 'zod';
 
 export interface ErrorResponse {
@@ -13,6 +14,11 @@ export interface ErrorResponse {
   errors: ApiError[];
   /** Seconds to wait before retrying (429, 503). */
   retryAfter?: number;
+}
+
+/** The body of every error answer (API-CONTRACT.md §2). */
+export function errorBody(response: Pick<ErrorResponse, 'errors'>): string {
+  return JSON.stringify({ errors: response.errors });
 }
 
 const UNAVAILABLE_CODES = new Set([
@@ -35,13 +41,40 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 }
 
 export function unavailable(): DomainError {
-  const error = DomainError.of(503, 'service_unavailable', 'The database cannot be reached right now; try again shortly.');
-  error.retryAfter = 5;
-  return error;
+  return DomainError.of('service_unavailable').withRetryAfter(5);
 }
 
 export function isZodError(error: unknown): error is ZodError {
   return error instanceof Error && error.name === 'ZodError' && Array.isArray((error as ZodError).issues);
+}
+
+const single = (code: ErrorCode, detail?: string): ErrorResponse => {
+  const error = apiError(code, { detail });
+  return { status: Number(error.status), errors: [error] };
+};
+
+/** Failures of Express's body parser, by their `type`, before any procedure runs. */
+function fromBodyParser(error: unknown): ErrorResponse | undefined {
+  const { type, status } = error as { type?: unknown; status?: unknown };
+  switch (type) {
+    case 'entity.parse.failed':
+      return single('invalid_json');
+    case 'entity.too.large':
+      return single('payload_too_large');
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return single('unsupported_media_type');
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return single('invalid_json', 'The request body could not be read.');
+    case undefined:
+      // A body that does not inflate (Content-Encoding: gzip over anything else): the body
+      // parser's own 400, which has no type.
+      return status === 400 && !(error instanceof TRPCError) ? single('invalid_json', 'The request body could not be read.') : undefined;
+    default:
+      return undefined;
+  }
 }
 
 /** Maps a failure to the status and errors the client sees. */
@@ -54,21 +87,21 @@ export function toErrorResponse(error: unknown): ErrorResponse {
   if (error instanceof TRPCError) {
     switch (error.code) {
       case 'PARSE_ERROR':
-        return { status: 400, errors: [apiError(400, 'invalid_json', 'The request body is not valid JSON.')] };
+        return single('invalid_json');
       case 'UNSUPPORTED_MEDIA_TYPE':
-        return { status: 415, errors: [apiError(415, 'unsupported_media_type', 'Send the body as application/json.')] };
+        return single('unsupported_media_type');
       case 'PAYLOAD_TOO_LARGE':
-        return { status: 413, errors: [apiError(413, 'payload_too_large', 'The request body is larger than 100 KiB.')] };
+        return single('payload_too_large');
       case 'NOT_FOUND':
       case 'METHOD_NOT_SUPPORTED':
-        return { status: 404, errors: [apiError(404, 'missing_endpoint', 'No endpoint answers this method and path.')] };
+        return single('missing_endpoint');
       case 'UNAUTHORIZED':
         return toErrorResponse(DomainError.unauthorized());
       case 'BAD_REQUEST':
         if (isZodError(error.cause)) return toErrorResponse(fromZodError(error.cause, { rawInput: undefined }));
         // The tRPC door could not read the call (bad batch framing, superjson metadata).
-        return { status: 400, errors: [apiError(400, 'invalid_json', 'The request input could not be read.')] };
+        return single('invalid_json', 'The request input could not be read.');
     }
   }
-  return { status: 500, errors: [apiError(500, 'internal_error', 'Something went wrong on our side; the request id identifies it in our logs.')] };
+  return fromBodyParser(error) ?? single('internal_error');
 }

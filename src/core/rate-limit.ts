@@ -52,7 +52,6 @@ export function rateLimitHeaders(decision: RateLimitDecision): Record<string, st
 }
 
 export function rateLimited(decision: RateLimitDecision): DomainError {
-  const error = DomainError.of(429, 'rate_limited', `Too many requests; retry in ${Math.max(1, decision.reset)} seconds.`);
-  error.retryAfter = Math.max(1, decision.reset);
-  return error;
+  const seconds = Math.max(1, decision.reset);
+  return DomainError.of('rate_limited', { detail: `Too many requests; retry in ${seconds} seconds.` }).withRetryAfter(seconds);
 }

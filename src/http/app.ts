@@ -11,8 +11,8 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import swaggerUi from 'swagger-ui-express';
 import type { Clock } from '../core/clock.js';
-import { apiError } from '../core/errors.js';
-import { toErrorResponse } from '../core/failures.js';
+import { BODY_LIMIT_BYTES, DomainError } from '../core/errors.js';
+import { toErrorResponse, unavailable } from '../core/failures.js';
 import { pruneRateLimits } from '../core/rate-limit.js';
 import type { Logger } from '../core/logger.js';
 import type { Context } from '../core/trpc.js';
@@ -112,11 +112,7 @@ export function createApp(deps: AppDependencies): express.Express {
       await orm.em.getConnection().execute('select 1');
       res.json({ status: 'ready' });
     } catch {
-      sendErrorResponse(res, {
-        status: 503,
-        errors: [apiError(503, 'service_unavailable', 'The database cannot be reached.')],
-        retryAfter: 5,
-      });
+      sendErrorResponse(res, toErrorResponse(unavailable()));
     }
   });
 
@@ -131,7 +127,7 @@ export function createApp(deps: AppDependencies): express.Express {
     createExpressMiddleware({
       router: appRouter,
       createContext: ({ req, res }) => createContext(req, res),
-      maxBodySize: 100 * 1024,
+      maxBodySize: BODY_LIMIT_BYTES,
       onError: ({ error }) => {
         if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
       },
@@ -143,38 +139,17 @@ export function createApp(deps: AppDependencies): express.Express {
   app.use(api);
 
   app.use((_req, res) => {
-    sendErrorResponse(res, {
-      status: 404,
-      errors: [apiError(404, 'missing_endpoint', 'No endpoint answers this method and path.')],
-    });
+    sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
   });
 
   const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
-    const type = (err as { type?: string }).type;
-    if (type === 'entity.parse.failed') {
-      sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body is not valid JSON.')] });
-    } else if (type === 'entity.too.large') {
-      sendErrorResponse(res, { status: 413, errors: [apiError(413, 'payload_too_large', 'The request body is larger than 100 KiB.')] });
-    } else if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
-      sendErrorResponse(res, { status: 415, errors: [apiError(415, 'unsupported_media_type', 'Send the body as UTF-8 application/json.')] });
-    } else if (
-      type === 'request.aborted' ||
-      type === 'request.size.invalid' ||
-      type === 'stream.encoding.set' ||
-      // A body that does not inflate (Content-Encoding: gzip over anything else): the body
-      // parser's own 400, which has no type.
-      (type === undefined && (err as { status?: number }).status === 400)
-    ) {
-      sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body could not be read.')] });
-    } else {
-      const response = toErrorResponse(err);
-      if (response.status >= 500) logger.error({ err, reqId: res.getHeader('x-request-id') }, 'request failed');
-      if (res.headersSent) {
-        res.end();
-        return;
-      }
-      sendErrorResponse(res, response);
+    const response = toErrorResponse(err);
+    if (response.status >= 500) logger.error({ err, reqId: res.getHeader('x-request-id') }, 'request failed');
+    if (res.headersSent) {
+      res.end();
+      return;
     }
+    sendErrorResponse(res, response);
   };
   app.use(errorHandler);
   return app;

@@ -5,12 +5,14 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { apiError } from '../core/errors.js';
+import { DomainError, type ErrorCode } from '../core/errors.js';
+import { errorBody, toErrorResponse } from '../core/failures.js';
 
-function rawErrorResponse(status: number, reason: string, detail: string): string {
-  const body = JSON.stringify({ errors: [apiError(status, status === 431 ? 'headers_too_large' : 'malformed_request', detail)] });
+function rawErrorResponse(code: ErrorCode, reason: string, options: { status?: number; detail?: string } = {}): string {
+  const response = toErrorResponse(DomainError.of(code, options));
+  const body = errorBody(response);
   return [
-    `HTTP/1.1 ${status} ${reason}`,
+    `HTTP/1.1 ${response.status} ${reason}`,
     'Content-Type: application/json; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(body)}`,
     `X-Request-Id: ${randomUUID()}`,
@@ -36,10 +38,10 @@ export function createHttpServer(app: RequestListener): Server {
     }
     const response =
       error.code === 'HPE_HEADER_OVERFLOW'
-        ? rawErrorResponse(431, 'Request Header Fields Too Large', 'The request line and headers must stay under 16 KiB.')
+        ? rawErrorResponse('headers_too_large', 'Request Header Fields Too Large')
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? rawErrorResponse(408, 'Request Timeout', 'The request took too long to arrive.')
-          : rawErrorResponse(400, 'Bad Request', 'The request is not valid HTTP.');
+          ? rawErrorResponse('malformed_request', 'Request Timeout', { status: 408, detail: 'The request took too long to arrive.' })
+          : rawErrorResponse('malformed_request', 'Bad Request');
     socket.end(response);
   });
   return server;

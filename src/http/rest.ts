@@ -16,19 +16,17 @@ import {
   createProcedureCache,
   normalizePath,
 } from 'trpc-to-openapi';
-import { DomainError, apiError } from '../core/errors.js';
-import { toErrorResponse, type ErrorResponse } from '../core/failures.js';
+import { BODY_LIMIT_BYTES, DomainError, invalidQueryParameter } from '../core/errors.js';
+import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { AppMeta, Context } from '../core/trpc.js';
 import type { AppRouter } from '../router.js';
-
-export const BODY_LIMIT_BYTES = 100 * 1024;
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
   res.status(response.status);
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   if (response.retryAfter !== undefined) res.setHeader('Retry-After', String(response.retryAfter));
-  res.end(JSON.stringify({ errors: response.errors }));
+  res.end(errorBody(response));
 }
 
 function isJsonMediaType(contentType: string | undefined): boolean {
@@ -70,10 +68,7 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
     // here, since the library would skip empty values and Number() would accept the others.
     for (const name of meta?.queryParameters ?? []) {
       if (url.searchParams.has(name) && url.searchParams.getAll(name).some((v) => !/^[1-9][0-9]*$/.test(v))) {
-        sendErrorResponse(res, {
-          status: 400,
-          errors: [apiError(400, 'invalid', `Query parameter ${name} must be an integer >= 1.`, { parameter: name })],
-        });
+        sendErrorResponse(res, toErrorResponse(new DomainError([invalidQueryParameter(name)])));
         return;
       }
     }
@@ -81,10 +76,7 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
     // DELETE, which then ignore it once it has been read (and found to be JSON within limits).
     if (acceptsRequestBody(req.method as never) || carriesBody(req)) {
       if (!isJsonMediaType(req.headers['content-type'])) {
-        sendErrorResponse(res, {
-          status: 415,
-          errors: [apiError(415, 'unsupported_media_type', 'Send the request body as application/json.')],
-        });
+        sendErrorResponse(res, toErrorResponse(DomainError.of('unsupported_media_type')));
         return;
       }
       // Media types are case-insensitive; the library compares them case-sensitively.

@@ -7,21 +7,11 @@
  */
 import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
-import { apiError, type ApiError, type ErrorCode } from '../core/errors.js';
+import { BODY_LIMIT_BYTES, DomainError, ERROR_CODES, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
 import type { AppMeta } from '../core/trpc.js';
 import { appRouter } from '../router.js';
 
 export const API_VERSION = '1.0.0';
-
-/** Every code of the catalogue; `satisfies` keeps this list and the `ErrorCode` type in step. */
-export const ERROR_CODES = Object.keys({
-  parameter_missing: true, invalid: true, too_long: true, too_short: true, taken: true,
-  must_be_set: true, cannot_be_set: true, cannot_be_before_started_at: true, cannot_be_after_today: true,
-  reached_max_started: true, invalid_transition: true, record_not_found: true, unauthorized: true,
-  login_failed: true, missing_endpoint: true, unsupported_media_type: true, invalid_json: true,
-  payload_too_large: true, headers_too_large: true, malformed_request: true, rate_limited: true,
-  internal_error: true, service_unavailable: true,
-} satisfies Record<ErrorCode, true>) as [ErrorCode, ...ErrorCode[]];
 
 const ApiErrorSchema = z
   .object({
@@ -50,7 +40,7 @@ interface ErrorResponseSpec {
 }
 
 /** Operations without a request body still read one that is sent, and ignore it once valid. */
-const BODY_NOT_TAKEN = 'only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB';
+const BODY_NOT_TAKEN = `only when a body is sent: this operation takes none, and ignores a JSON body of at most ${BODY_LIMIT_BYTES / 1024} KiB`;
 
 /**
  * The error statuses an operation can answer with, and the codes of each. `missing_endpoint`
@@ -308,18 +298,10 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
 /** Example errors of the statuses every operation shares, by code. */
 function commonErrorExample(code: ErrorCode, meta: AppMeta): ApiError {
   switch (code) {
-    case 'invalid_json': return apiError(400, code, 'The request body is not valid JSON.');
-    case 'invalid': return apiError(400, code, 'Query parameter page must be an integer >= 1.', { parameter: 'page' });
-    case 'unauthorized': return apiError(401, code, 'A valid access token is required in the Authorization header.');
-    case 'login_failed': return apiError(401, code, 'The username or the password is wrong.');
-    case 'record_not_found':
-      return apiError(404, code, `No ${meta.resource} with this id exists for the current user.`, { pointer: `/${meta.resource}` });
-    case 'payload_too_large': return apiError(413, code, 'The request body is larger than 100 KiB.');
-    case 'unsupported_media_type': return apiError(415, code, 'Send the request body as application/json.');
-    case 'rate_limited': return apiError(429, code, 'Too many requests; retry in 42 seconds.');
-    case 'internal_error': return apiError(500, code, 'Something went wrong on our side; the request id identifies it in our logs.');
-    case 'service_unavailable': return apiError(503, code, 'The database cannot be reached right now; try again shortly.');
-    default: throw new Error(`No example for ${code}`);
+    case 'invalid': return invalidQueryParameter('page');
+    case 'record_not_found': return DomainError.notFound(meta.resource ?? 'project').errors[0]!;
+    case 'rate_limited': return apiError(code, { detail: 'Too many requests; retry in 42 seconds.' });
+    default: return apiError(code);
   }
 }
 
@@ -331,7 +313,7 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
     if (status === 422) {
       const known = unprocessable.find(([c]) => c === code);
       if (!known) continue;
-      error = apiError(422, code, known[2], { pointer: known[1] });
+      error = apiError(code, { status: 422, detail: known[2], pointer: known[1] });
     } else {
       error = commonErrorExample(code, meta);
     }
@@ -342,8 +324,8 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
       summary: 'Every validation error of the request is reported',
       value: {
         errors: [
-          apiError(422, 'invalid', 'Project name may contain only letters, digits, underscores and hyphens.', { pointer: '/project/name' }),
-          apiError(422, 'too_long', 'Project name is too long (at most 100 characters).', { pointer: '/project/name' }),
+          apiError('invalid', { detail: 'Project name may contain only letters, digits, underscores and hyphens.', pointer: '/project/name' }),
+          apiError('too_long', { detail: 'Project name is too long (at most 100 characters).', pointer: '/project/name' }),
         ],
       },
     };
@@ -391,7 +373,7 @@ const TAGS = [
 const DESCRIPTION = [
   'Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson).',
   '',
-  '- Bodies are JSON, sent with `Content-Type: application/json`, at most 100 KiB (else 415, 400 or 413). A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.',
+  `- Bodies are JSON, sent with \`Content-Type: application/json\`, at most ${BODY_LIMIT_BYTES / 1024} KiB (else 415, 400 or 413). A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
   '- Every project and task response carries `meta` with a notice that the output may change soon.',
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',

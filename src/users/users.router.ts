@@ -97,7 +97,7 @@ export const usersRouter = router({
       decoyHash ??= hashPassword('decoy password', ctx.passwordHashCost);
       const valid = await verifyPassword(input.password, user?.passwordHash ?? (await decoyHash));
       if (!user || !valid) {
-        throw toTRPCError(DomainError.of(401, 'login_failed', 'The username or the password is wrong.'));
+        throw toTRPCError(DomainError.of('login_failed'));
       }
       const token = addToken(ctx.em, ctx.clock, user);
       await ctx.em.flush();
