@@ -9,7 +9,7 @@ import { Project, type ProjectStateRequest } from '../src/projects/project.entit
 import { PROJECT_STATES, PROJECT_TRANSITIONS } from '../src/projects/project.lifecycle.js';
 import { ChangeProjectStateInput } from '../src/projects/project.schema.js';
 import { Task } from '../src/tasks/task.entity.js';
-import { TASK_STATES, initialTaskState, type TaskState } from '../src/tasks/task.lifecycle.js';
+import { TASK_STATES, newTaskFields, type TaskState } from '../src/tasks/task.lifecycle.js';
 import { ChangeTaskStateInput } from '../src/tasks/task.schema.js';
 
 const HOUR = 3_600;
@@ -104,14 +104,14 @@ describe('project state machine: every (from, requested) pair', () => {
       action: 'start',
       request: { state: 'started', due_at: START_DUE_S },
       after: (b) => ({ ...b, state: 'started', startedAt: now.getTime(), dueAt: START_DUE_S * 1000 }),
-      tasks: { from: 'newed', to: 'started' },
+      tasks: { action: 'start', states: ['newed'] },
       countsAgainstLimit: true,
     },
     'started>paused': {
       action: 'pause',
       request: { state: 'paused' },
       after: (b) => ({ ...b, state: 'paused', pausedAt: now.getTime() }),
-      tasks: { from: 'started', to: 'newed' },
+      tasks: { action: 'cancel', states: ['started'] },
       countsAgainstLimit: false,
     },
     'paused>started': {
@@ -119,7 +119,7 @@ describe('project state machine: every (from, requested) pair', () => {
       request: { state: 'started' },
       // startedAt and dueAt stay; pausedAt is unset.
       after: (b) => ({ ...b, state: 'started', pausedAt: null }),
-      tasks: { from: 'newed', to: 'started' },
+      tasks: { action: 'start', states: ['newed'] },
       countsAgainstLimit: true,
     },
     'started>finished': {
@@ -172,9 +172,9 @@ describe('project state machine: every (from, requested) pair', () => {
 
   it('publishes exactly the four moves of SPEC.md 3.1 in its table', () => {
     expect(PROJECT_TRANSITIONS.map((t) => [t.action, t.from, t.to, t.tasks])).toEqual([
-      ['start', 'newed', 'started', { from: 'newed', to: 'started' }],
-      ['pause', 'started', 'paused', { from: 'started', to: 'newed' }],
-      ['restart', 'paused', 'started', { from: 'newed', to: 'started' }],
+      ['start', 'newed', 'started', { action: 'start', states: ['newed'] }],
+      ['pause', 'started', 'paused', { action: 'cancel', states: ['started'] }],
+      ['restart', 'paused', 'started', { action: 'start', states: ['newed'] }],
       ['finish', 'started', 'finished', null],
     ]);
   });
@@ -646,7 +646,7 @@ describe('Task.moveToProject re-syncs the state', () => {
   });
 });
 
-describe('initialTaskState (SPEC.md 4.5)', () => {
+describe('newTaskFields (SPEC.md 4.5, API-CONTRACT.md §5)', () => {
   it.each([
     [true, null, 'planned'],
     [true, { started: false }, 'planned'],
@@ -655,6 +655,16 @@ describe('initialTaskState (SPEC.md 4.5)', () => {
     [false, { started: true }, 'started'],
     [false, null, 'started'],
   ] as const)('plannedAt %s, project %j -> %s', (plannedAt, project, expected) => {
-    expect(initialTaskState({ plannedAt, project: project ? { ...project } : null })).toBe(expected);
+    const plannedAtDate = plannedAt ? at(NOW_S + 3 * DAY) : null;
+    const fields = newTaskFields({ plannedAt: plannedAtDate, project: project ? { ...project } : null }, now);
+    expect(fields.state).toBe(expected);
+    expect(fields).toEqual({
+      state: expected,
+      plannedCount: expected === 'planned' ? 1 : 0,
+      startedAt: expected === 'newed' ? null : now,
+      plannedAt: plannedAtDate,
+      finishedAt: null,
+      abandonedAt: null,
+    });
   });
 });

@@ -3,6 +3,8 @@
  * One row per action: where it starts, where it ends, which dates it takes, whether it
  * counts against the limit of started projects, and what it does to the project's tasks.
  */
+import type { ProjectTaskEffect } from '../tasks/task.lifecycle.js';
+
 export const PROJECT_STATES = ['newed', 'started', 'paused', 'finished'] as const;
 export type ProjectState = (typeof PROJECT_STATES)[number];
 
@@ -36,8 +38,11 @@ export interface ProjectTransition {
   finishedAt: DateRule;
   /** The move makes the project `started`, so the limit applies. */
   countsAsStarted: boolean;
-  /** Tasks of the project moved from one state to another by this action. */
-  tasks: { from: 'newed'; to: 'started' } | { from: 'started'; to: 'newed' } | null;
+  /**
+   * What the move does to the project's tasks (API-CONTRACT.md §4): start and restart start
+   * its newed tasks; pause cancels its started tasks back to newed (not its planned ones).
+   */
+  tasks: ProjectTaskEffect | null;
   /** The side effects of SPEC.md 3.1 on the project's own dates. */
   apply(project: ProjectDates, input: ProjectActionInput): void;
 }
@@ -45,7 +50,7 @@ export interface ProjectTransition {
 export const PROJECT_TRANSITIONS: readonly ProjectTransition[] = [
   {
     action: 'start', from: 'newed', to: 'started', dueAt: 'required', finishedAt: 'forbidden',
-    countsAsStarted: true, tasks: { from: 'newed', to: 'started' },
+    countsAsStarted: true, tasks: { action: 'start', states: ['newed'] },
     apply(project, { now, dueAt }) {
       project.startedAt = now;
       project.dueAt = dueAt ?? null;
@@ -53,14 +58,14 @@ export const PROJECT_TRANSITIONS: readonly ProjectTransition[] = [
   },
   {
     action: 'pause', from: 'started', to: 'paused', dueAt: 'forbidden', finishedAt: 'forbidden',
-    countsAsStarted: false, tasks: { from: 'started', to: 'newed' },
+    countsAsStarted: false, tasks: { action: 'cancel', states: ['started'] },
     apply(project, { now }) {
       project.pausedAt = now;
     },
   },
   {
     action: 'restart', from: 'paused', to: 'started', dueAt: 'optional', finishedAt: 'forbidden',
-    countsAsStarted: true, tasks: { from: 'newed', to: 'started' },
+    countsAsStarted: true, tasks: { action: 'start', states: ['newed'] },
     apply(project, { dueAt }) {
       project.pausedAt = null;
       if (dueAt) project.dueAt = dueAt;

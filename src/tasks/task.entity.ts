@@ -1,11 +1,10 @@
 /**
- * A task of one user: its lifecycle (task.lifecycle.ts), its place among the user's tasks,
- * and its link to a project. Orders are assigned and shifted by TaskOrdering under the
- * owner's lock; everything else happens here.
+ * A task of one user: its state (whose rules are all in task.lifecycle.ts), its place among
+ * the user's tasks (assigned and shifted in SQL by task.store.ts) and its link to a project.
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
 import { DomainError, pointerOf } from '../core/errors.js';
-import { TASK_STATES, findTaskAction, type TaskAction } from './task.lifecycle.js';
+import { TASK_STATES, applyTaskAction, findTaskAction, projectSyncAction, type TaskAction } from './task.lifecycle.js';
 
 const TaskSchema = defineEntity({
   name: 'Task',
@@ -44,26 +43,15 @@ export class Task extends TaskSchema.class {
         throw DomainError.validation('cannot_be_set', pointerOf(['task', member]), `${member} cannot be set when changing the state.`);
       }
     }
-    action.apply(this, now);
-    this.state = action.to;
+    applyTaskAction(this, action, now);
     return action;
   }
 
-  /**
-   * Links the task to another project (or none) and re-syncs its state
-   * (API-CONTRACT.md §5): a newed task starts when its project is started or gone;
-   * a started task goes back to newed when its new project is not started.
-   */
+  /** Links the task to another project (or none); its state follows (`projectSyncAction`). */
   moveToProject(project: { id: number; started: boolean } | null, now: Date): void {
     this.projectId = project?.id ?? null;
-    const projectRunning = project === null || project.started;
-    if (this.state === 'newed' && projectRunning) {
-      this.state = 'started';
-      this.startedAt ??= now;
-    } else if (this.state === 'started' && !projectRunning) {
-      this.state = 'newed';
-      this.startedAt = null;
-    }
+    const action = projectSyncAction(this.state, project);
+    if (action) applyTaskAction(this, action, now);
   }
 }
 TaskSchema.setClass(Task);

@@ -1,76 +1,133 @@
 /**
- * The task state machine of SPEC.md 3.2, as a table: the requested state and the current
- * state select the action (API-CONTRACT.md §4), and each action has its side effects.
+ * Everything that can happen to a task's state, in one place (SPEC.md 3.2, 4.5;
+ * API-CONTRACT.md §4–§6). Touch this file to change a task rule; nothing else decides one.
+ *
+ * - TASK_ACTIONS: the state machine as a table. Each action names the states it leaves,
+ *   the state it reaches and its effects on the task's dates and plannedCount, as data.
+ * - The five ways a task changes state all apply an action of that table:
+ *   1. a requested change (PUT /tasks/:id/state): `findTaskAction`;
+ *   2. creation (SPEC.md 4.5): `newTaskFields` applies start or plan to a blank newed task;
+ *   3. joining or leaving a project (PATCH /tasks/:id): `projectSyncAction`;
+ *   4. the project starting, restarting or pausing: its transition names a task action
+ *      (project.lifecycle.ts), applied in SQL to all its tasks at once;
+ *   5. the project being deleted: `PROJECT_DELETED_ACTION`, also in SQL.
+ * - `applyTaskAction` runs an action on an object, `taskActionSql` on rows: both read the
+ *   same effects, so they cannot disagree (test/task-rules.test.ts runs both and compares).
  */
 export const TASK_STATES = ['newed', 'started', 'planned', 'finished', 'abandoned'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
-export interface TaskDates {
-  startedAt?: Date | null;
-  plannedAt?: Date | null;
-  finishedAt?: Date | null;
-  abandonedAt?: Date | null;
-  plannedCount: number;
-}
+/** The dated attributes of a task, by property and by column. */
+export const TASK_DATE_COLUMNS = {
+  startedAt: 'started_at',
+  plannedAt: 'planned_at',
+  finishedAt: 'finished_at',
+  abandonedAt: 'abandoned_at',
+} as const;
+export type TaskDate = keyof typeof TASK_DATE_COLUMNS;
+
+/** What an action does to one date: set it to now, set it to now unless set, or unset it. */
+export type DateEffect = 'now' | 'nowIfUnset' | 'unset';
+
+export type TaskDates = { [D in TaskDate]?: Date | null } & { plannedCount: number; state: TaskState };
+
+export type TaskActionName = 'start' | 'plan' | 'replan' | 'finish' | 'cancel' | 'abandon';
 
 export interface TaskAction {
-  action: 'start' | 'plan' | 'replan' | 'finish' | 'cancel' | 'abandon';
+  action: TaskActionName;
   from: readonly TaskState[];
   to: TaskState;
-  apply(task: TaskDates, now: Date): void;
+  dates: { readonly [D in TaskDate]?: DateEffect };
+  /** plannedCount + 1. */
+  counts?: true;
 }
 
 export const TASK_ACTIONS: readonly TaskAction[] = [
-  {
-    action: 'start', from: ['newed'], to: 'started',
-    apply(task, now) {
-      task.startedAt ??= now;
-    },
-  },
-  {
-    action: 'plan', from: ['newed', 'started'], to: 'planned',
-    apply(task, now) {
-      task.startedAt ??= now;
-      task.plannedAt = now;
-      task.plannedCount += 1;
-    },
-  },
-  {
-    action: 'replan', from: ['planned', 'finished'], to: 'planned',
-    apply(task, now) {
-      task.plannedAt = now;
-      task.plannedCount += 1;
-      task.finishedAt = null;
-    },
-  },
-  {
-    action: 'finish', from: ['planned'], to: 'finished',
-    apply(task, now) {
-      task.finishedAt = now;
-    },
-  },
-  {
-    action: 'cancel', from: ['started', 'planned'], to: 'newed',
-    apply(task) {
-      task.startedAt = null;
-      task.plannedAt = null;
-    },
-  },
-  {
-    action: 'abandon', from: ['newed', 'started', 'planned'], to: 'abandoned',
-    apply(task, now) {
-      task.abandonedAt = now;
-    },
-  },
+  { action: 'start', from: ['newed'], to: 'started', dates: { startedAt: 'nowIfUnset' } },
+  { action: 'plan', from: ['newed', 'started'], to: 'planned', dates: { startedAt: 'nowIfUnset', plannedAt: 'now' }, counts: true },
+  { action: 'replan', from: ['planned', 'finished'], to: 'planned', dates: { plannedAt: 'now', finishedAt: 'unset' }, counts: true },
+  { action: 'finish', from: ['planned'], to: 'finished', dates: { finishedAt: 'now' } },
+  { action: 'cancel', from: ['started', 'planned'], to: 'newed', dates: { startedAt: 'unset', plannedAt: 'unset' } },
+  { action: 'abandon', from: ['newed', 'started', 'planned'], to: 'abandoned', dates: { abandonedAt: 'now' } },
 ];
 
+export function taskAction(name: TaskActionName): TaskAction {
+  return TASK_ACTIONS.find((a) => a.action === name)!;
+}
+
+/** The action a requested state selects from the current one (API-CONTRACT.md §4). */
 export function findTaskAction(from: TaskState, to: string): TaskAction | undefined {
   return TASK_ACTIONS.find((a) => a.to === to && a.from.includes(from));
 }
 
-/** States a task may be in when it is created, by SPEC.md 4.5. */
-export function initialTaskState(input: { plannedAt: boolean; project: { started: boolean } | null }): TaskState {
-  if (input.plannedAt) return 'planned';
-  if (input.project && !input.project.started) return 'newed';
-  return 'started';
+/** Applies an action's effects to a task (whose state is one of `action.from`). */
+export function applyTaskAction(task: TaskDates, action: TaskAction, now: Date): void {
+  for (const [date, effect] of Object.entries(action.dates) as Array<[TaskDate, DateEffect]>) {
+    if (effect === 'now') task[date] = now;
+    else if (effect === 'nowIfUnset') task[date] ??= now;
+    else task[date] = null;
+  }
+  if (action.counts) task.plannedCount += 1;
+  task.state = action.to;
 }
+
+/**
+ * The same action as a SQL `set` list, for statements that move many tasks at once: each
+ * column changes only on rows in one of `states` (by default the action's `from`), so one
+ * statement can also touch rows the action leaves alone. `params` fill its `?` in order.
+ */
+export function taskActionSql(action: TaskAction, now: Date, states: readonly TaskState[] = action.from): { set: string; params: Date[] } {
+  const when = `state in (${states.map((state) => `'${state}'`).join(', ')})`;
+  const set: string[] = [];
+  const params: Date[] = [];
+  const assign = (column: string, value: string) => set.push(`${column} = case when ${when} then ${value} else ${column} end`);
+  for (const [date, effect] of Object.entries(action.dates) as Array<[TaskDate, DateEffect]>) {
+    const column = TASK_DATE_COLUMNS[date];
+    if (effect === 'unset') {
+      assign(column, 'null');
+    } else {
+      assign(column, effect === 'now' ? '?::timestamptz' : `coalesce(${column}, ?::timestamptz)`);
+      params.push(now);
+    }
+  }
+  if (action.counts) assign('planned_count', 'planned_count + 1');
+  assign('state', `'${action.to}'`);
+  return { set: set.join(', '), params };
+}
+
+/**
+ * SPEC.md 4.5 and API-CONTRACT.md §5: a task is born newed with nothing set; with
+ * `planned_at` it is planned (plan, its plannedAt the given one), else under a project that
+ * is not started it stays newed, else it starts.
+ */
+export function newTaskFields(input: { plannedAt: Date | null; project: { started: boolean } | null }, now: Date): TaskDates {
+  const task: TaskDates = { state: 'newed', plannedCount: 0, startedAt: null, plannedAt: null, finishedAt: null, abandonedAt: null };
+  if (input.plannedAt) {
+    applyTaskAction(task, taskAction('plan'), now);
+    task.plannedAt = input.plannedAt;
+  } else if (!input.project || input.project.started) {
+    applyTaskAction(task, taskAction('start'), now);
+  }
+  return task;
+}
+
+/**
+ * API-CONTRACT.md §5: a task that joins a project (or leaves every project) follows it: a
+ * newed task starts when the project is started or gone; a started task is cancelled back
+ * to newed when the new project is not started. Other states are unchanged.
+ */
+export function projectSyncAction(state: TaskState, project: { started: boolean } | null): TaskAction | undefined {
+  const projectRunning = project === null || project.started;
+  if (state === 'newed' && projectRunning) return taskAction('start');
+  if (state === 'started' && !projectRunning) return taskAction('cancel');
+  return undefined;
+}
+
+/** What a project's change does to its tasks: an action, applied to its tasks in `states`. */
+export interface ProjectTaskEffect {
+  action: TaskActionName;
+  states: readonly TaskState[];
+}
+
+/** API-CONTRACT.md §6: deleting a project abandons its tasks that can be (and detaches all). */
+export const PROJECT_DELETED: ProjectTaskEffect = { action: 'abandon', states: taskAction('abandon').from };

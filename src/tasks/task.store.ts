@@ -1,35 +1,37 @@
 /**
  * Set-based task statements: order assignment and shifting, the effect of a project's
  * state change or deletion on its tasks, and the task ids listed on projects. Each is one
- * SQL statement whatever the number of tasks; callers hold the owner's lock.
+ * SQL statement whatever the number of tasks. Those that write run inside a user's write
+ * (src/core/write.ts), under the owner's lock; the state effects come from the actions of
+ * task.lifecycle.ts, never written out here.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { ProjectTransition } from '../projects/project.lifecycle.js';
+import { taskAction, taskActionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
 import { toSeconds } from '../core/clock.js';
 import type { TaskFields } from './task.view.js';
 
-export interface NewTask {
+export interface NewTask extends TaskDates {
   userId: number;
   projectId: number | null;
   label: string;
-  plannedCount: number;
-  state: TaskFields['state'];
-  startedAt: Date | null;
-  plannedAt: Date | null;
   createdAt: Date;
 }
 
 /**
  * Inserts a task at the end of the user's order: the order is computed by the insert itself,
  * so the caller, which holds the owner's lock, spends one round trip on it instead of two.
- * Returns the task as presented.
+ * Its state and dates are those of `newTaskFields` (task.lifecycle.ts). Returns the task as
+ * presented.
  */
 export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<TaskFields> {
   const [row] = await em.execute<Array<{ id: number; order: number }>>(
-    `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, created_at)
-     values (?, ?, ?, (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?)
+    `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
+     values (?, ?, ?, (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?, ?, ?)
      returning id, "order"`,
-    [task.userId, task.projectId, task.label, task.userId, task.plannedCount, task.state, task.startedAt, task.plannedAt, task.createdAt],
+    [
+      task.userId, task.projectId, task.label, task.userId, task.plannedCount, task.state,
+      task.startedAt ?? null, task.plannedAt ?? null, task.finishedAt ?? null, task.abandonedAt ?? null, task.createdAt,
+    ],
   );
   return {
     id: row!.id,
@@ -41,14 +43,21 @@ export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<T
     state: task.state,
     startedAt: toSeconds(task.startedAt),
     plannedAt: toSeconds(task.plannedAt),
-    finishedAt: 0,
-    abandonedAt: 0,
+    finishedAt: toSeconds(task.finishedAt),
+    abandonedAt: toSeconds(task.abandonedAt),
   };
 }
 
 export interface OrderChange {
   id: number;
   order: number;
+}
+
+export interface TaskMove {
+  /** Every changed task by order; just the task when it did not move. */
+  changed: OrderChange[];
+  /** The tasks that moved, as presented after the move (none when it did not move). */
+  moved: TaskFields[];
 }
 
 /**
@@ -59,11 +68,10 @@ export interface OrderChange {
  * statement so that this one's snapshot sees every order committed before the lock. The
  * (user_id, order) uniqueness is checked at the statement's end.
  *
- * Returns every changed row by order (just the task when it does not move), or null when
- * the user has no such task.
+ * Returns null when the user has no such task.
  */
-export async function moveTask(em: SqlEntityManager, userId: number, taskId: number, requested: number): Promise<OrderChange[] | null> {
-  const rows = await em.execute<Array<OrderChange & { moved: boolean }>>(
+export async function moveTask(em: SqlEntityManager, userId: number, taskId: number, requested: number): Promise<TaskMove | null> {
+  const rows = await em.execute<Array<OrderChange & { moved: ListedTaskRow | null }>>(
     `with target as (
        select id, "order" as from_order,
               least(?::bigint, (select max("order") from tasks where user_id = ?))::int as to_order
@@ -75,51 +83,39 @@ export async function moveTask(em: SqlEntityManager, userId: number, taskId: num
          from target
         where tasks.user_id = ? and target.to_order <> target.from_order
           and tasks."order" between least(target.from_order, target.to_order) and greatest(target.from_order, target.to_order)
-       returning tasks.id, tasks."order"
+       returning ${TASK_COLUMNS('tasks')}
      )
-     select id, "order", true as moved from moved
+     select id, "order", to_jsonb(moved) as moved from moved
      union all
-     select id, from_order, false from target`,
+     select id, from_order, null from target`,
     [requested, userId, taskId, userId, userId],
   );
   if (rows.length === 0) return null;
-  const moved = rows.filter((r) => r.moved);
-  const changed = moved.length > 0 ? moved : rows;
-  return changed.map((r) => ({ id: r.id, order: r.order })).sort((a, b) => a.order - b.order);
+  const moved = rows.flatMap((r) => (r.moved ? [taskFieldsOf(r.moved)] : []));
+  const changed = (moved.length > 0 ? moved : rows).map((r) => ({ id: r.id, order: r.order })).sort((a, b) => a.order - b.order);
+  return { changed, moved };
 }
 
-/** Start/restart starts the project's newed tasks; pause returns its started ones to newed. */
-export async function applyProjectTransitionToTasks(
+/**
+ * Applies a project's effect on its tasks (its start, restart or pause; its deletion, which
+ * also detaches every task). Returns the ids of the tasks that changed.
+ */
+export async function applyToProjectTasks(
   em: SqlEntityManager,
   projectId: number,
-  transition: ProjectTransition,
+  effect: ProjectTaskEffect,
   now: Date,
-): Promise<void> {
-  const effect = transition.tasks;
-  if (!effect) return;
-  if (effect.to === 'started') {
-    await em.execute(
-      `update tasks set state = 'started', started_at = coalesce(started_at, ?) where project_id = ? and state = 'newed'`,
-      [now, projectId],
-    );
-  } else {
-    await em.execute(
-      `update tasks set state = 'newed', started_at = null where project_id = ? and state = 'started'`,
-      [projectId],
-    );
-  }
-}
-
-/** Deleting a project abandons its unfinished tasks and detaches all of them. */
-export async function releaseProjectTasks(em: SqlEntityManager, projectId: number, now: Date): Promise<void> {
-  await em.execute(
-    `update tasks set
-        abandoned_at = case when state in ('newed', 'started', 'planned') then ? else abandoned_at end,
-        state = case when state in ('newed', 'started', 'planned') then 'abandoned' else state end,
-        project_id = null
-      where project_id = ?`,
-    [now, projectId],
+  options: { detach?: boolean } = {},
+): Promise<number[]> {
+  const { set, params } = taskActionSql(taskAction(effect.action), now, effect.states);
+  const statesList = `'{${effect.states.join(',')}}'`;
+  const rows = await em.execute<Array<{ id: number }>>(
+    options.detach
+      ? `update tasks set ${set}, project_id = null where project_id = ? returning id`
+      : `update tasks set ${set} where project_id = ? and state = any(${statesList}::text[]) returning id`,
+    [...params, projectId],
   );
+  return rows.map((r) => r.id);
 }
 
 /** Ids of each project's non-abandoned tasks, by order: one query for a whole page. */
@@ -140,9 +136,15 @@ export async function taskIdsOfProjects(em: SqlEntityManager, projectIds: readon
 /** A timestamp column as whole Unix seconds, 0 when unset, read by pg as a JS number. */
 const SECONDS = (column: string) => `coalesce(floor(extract(epoch from ${column})), 0)::float8`;
 
+/** A task's columns as presented, timestamps in seconds. */
+const TASK_COLUMNS = (t: string) =>
+  `${t}.id, ${t}.user_id, ${t}.project_id, ${t}.label, ${t}."order", ${t}.planned_count, ${t}.state,
+   ${SECONDS(`${t}.started_at`)} as started_at, ${SECONDS(`${t}.planned_at`)} as planned_at,
+   ${SECONDS(`${t}.finished_at`)} as finished_at, ${SECONDS(`${t}.abandoned_at`)} as abandoned_at`;
+
 interface ListedTaskRow {
-  total: number;
-  id: number | null;
+  total?: number;
+  id: number;
   user_id: number;
   project_id: number | null;
   label: string;
@@ -153,6 +155,22 @@ interface ListedTaskRow {
   planned_at: number;
   finished_at: number;
   abandoned_at: number;
+}
+
+function taskFieldsOf(row: ListedTaskRow): TaskFields {
+  return {
+    id: row.id,
+    userId: row.user_id,
+    projectId: row.project_id,
+    label: row.label,
+    order: row.order,
+    plannedCount: row.planned_count,
+    state: row.state,
+    startedAt: row.started_at,
+    plannedAt: row.planned_at,
+    finishedAt: row.finished_at,
+    abandonedAt: row.abandoned_at,
+  };
 }
 
 export interface TaskListPage {
@@ -178,9 +196,7 @@ export async function listTasks(
   offset: number,
 ): Promise<TaskListPage> {
   const rows = await em.execute<ListedTaskRow[]>(
-    `select c.total, t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state,
-            ${SECONDS('t.started_at')} as started_at, ${SECONDS('t.planned_at')} as planned_at,
-            ${SECONDS('t.finished_at')} as finished_at, ${SECONDS('t.abandoned_at')} as abandoned_at
+    `select c.total, ${TASK_COLUMNS('t')}
        from (select ((select coalesce(sum("open"), 0) from task_counts where user_id = ?)
                   + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int as total) as c
        left join lateral (
@@ -194,22 +210,17 @@ export async function listTasks(
       order by t."order", t.id`,
     [userId, userId, finishedSince, userId, finishedSince, limit, offset],
   );
-  const tasks: TaskFields[] = [];
-  for (const row of rows) {
-    if (row.id === null) continue; // the one row of an empty page, carrying the total
-    tasks.push({
-      id: row.id,
-      userId: row.user_id,
-      projectId: row.project_id,
-      label: row.label,
-      order: row.order,
-      plannedCount: row.planned_count,
-      state: row.state,
-      startedAt: row.started_at,
-      plannedAt: row.planned_at,
-      finishedAt: row.finished_at,
-      abandonedAt: row.abandoned_at,
-    });
-  }
+  // An empty page is one row carrying the total, with no task.
+  const tasks = rows.filter((row) => row.id !== null).map(taskFieldsOf);
   return { tasks, total: Number(rows[0]?.total ?? 0) };
+}
+
+/** Tasks by id, as presented (any user's: callers pass ids of their own user's tasks). */
+export async function tasksByIds(em: SqlEntityManager, ids: readonly number[]): Promise<TaskFields[]> {
+  if (ids.length === 0) return [];
+  const rows = await em.execute<ListedTaskRow[]>(
+    `select ${TASK_COLUMNS('t')} from tasks t where t.id = any(?::int[])`,
+    [`{${ids.map((id) => Math.trunc(id)).join(',')}}`],
+  );
+  return rows.map(taskFieldsOf);
 }

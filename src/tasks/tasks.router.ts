@@ -1,13 +1,13 @@
 /** Tasks of the current user (SPEC.md 4.5–4.9, API-CONTRACT.md §5). */
-import { LockMode, type SqlEntityManager } from '@mikro-orm/postgresql';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { daysBefore, fromSeconds, startOfUtcDay } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
 import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
 import { Project } from '../projects/project.entity.js';
-import { lockOwner } from '../users/owner-lock.js';
+import { userWrite, type ChangeSet } from '../changes/user-write.js';
 import { Task } from './task.entity.js';
-import { initialTaskState } from './task.lifecycle.js';
+import { newTaskFields } from './task.lifecycle.js';
 import {
   ChangeTaskStateInput,
   CreateTaskInput,
@@ -28,8 +28,8 @@ const LIST_PATH = '/api/users/me/tasks';
 /** Finished tasks stay listed for this many UTC days. */
 const FINISHED_LISTED_DAYS = 14;
 
-async function findOwnedTask(em: SqlEntityManager, userId: number, id: number, lockMode?: LockMode): Promise<Task> {
-  const task = await em.findOne(Task, { id, userId }, lockMode === undefined ? {} : { lockMode });
+async function findOwnedTask(em: SqlEntityManager, userId: number, id: number): Promise<Task> {
+  const task = await em.findOne(Task, { id, userId });
   if (!task) throw DomainError.notFound('task');
   return task;
 }
@@ -45,6 +45,13 @@ async function findLinkedProject(em: SqlEntityManager, userId: number, id: numbe
 
 function taskDocument(task: Task) {
   return { data: presentTask(task), meta: STABILITY_META };
+}
+
+/** A changed task's document, recorded in the write's change set and returned. */
+function recordTask(changes: ChangeSet, task: Task) {
+  const document = taskDocument(task);
+  changes.updated('task', task.id, document.data);
+  return document;
 }
 
 export const tasksRouter = router({
@@ -65,26 +72,17 @@ export const tasksRouter = router({
     })
     .input(CreateTaskInput)
     .output(TaskDocument)
-    .mutation(async ({ ctx, input }) =>
-      ctx.em.transactional(async (em) => {
+    .mutation(({ ctx, input }) =>
+      // Under the owner's lock (taken first by every write) the project's state cannot change
+      // until this task exists, so a task is never left newed under a project that started.
+      userWrite(ctx, async ({ em, userId, now, changes }) => {
         const { label, planned_at, project_id } = input.task;
-        // The owner's lock first: the project's state cannot change until this task exists,
-        // so a task is never left newed under a project that started meanwhile.
-        await lockOwner(em, ctx.user.id);
-        const project = project_id == null ? null : await findLinkedProject(em, ctx.user.id, project_id);
-        const state = initialTaskState({ plannedAt: planned_at !== undefined, project });
-        const now = ctx.clock.now();
-        const task = await insertTask(em, {
-          userId: ctx.user.id,
-          projectId: project?.id ?? null,
-          label,
-          plannedCount: state === 'planned' ? 1 : 0,
-          state,
-          startedAt: state === 'newed' ? null : now,
-          plannedAt: planned_at === undefined ? null : fromSeconds(planned_at),
-          createdAt: now,
-        });
-        return { data: presentTaskFields(task), meta: STABILITY_META };
+        const project = project_id == null ? null : await findLinkedProject(em, userId, project_id);
+        const fields = newTaskFields({ plannedAt: planned_at === undefined ? null : fromSeconds(planned_at), project }, now);
+        const task = presentTaskFields(await insertTask(em, { ...fields, userId, projectId: project?.id ?? null, label, createdAt: now }));
+        changes.created('task', task.id, task);
+        if (project) changes.updated('project', project.id);
+        return { data: task, meta: STABILITY_META };
       }),
     ),
 
@@ -128,26 +126,22 @@ export const tasksRouter = router({
     })
     .input(UpdateTaskInput)
     .output(TaskDocument)
-    .mutation(async ({ ctx, input }) => {
-      const { label, project_id } = input.task;
-      if (project_id === undefined) {
-        const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
+    .mutation(({ ctx, input }) =>
+      userWrite(ctx, async ({ em, userId, now, changes }) => {
+        const { label, project_id } = input.task;
+        const task = await findOwnedTask(em, userId, input.id);
         if (label !== undefined) task.label = label;
-        await ctx.em.flush();
-        return taskDocument(task);
-      }
-      // A state re-sync reads the project's state: hold the owner's lock, as state changes do.
-      return ctx.em.transactional(async (em) => {
-        await lockOwner(em, ctx.user.id);
-        // Locked too: a state change of this task (which takes only the task's lock) waits.
-        const task = await findOwnedTask(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
-        if (label !== undefined) task.label = label;
-        const project = project_id === null ? null : await findLinkedProject(em, ctx.user.id, project_id);
-        task.moveToProject(project, ctx.clock.now());
-        await em.flush();
-        return taskDocument(task);
-      });
-    }),
+        if (project_id !== undefined) {
+          const before = task.projectId ?? null;
+          task.moveToProject(project_id === null ? null : await findLinkedProject(em, userId, project_id), now);
+          // The project the task left and the one it joined list their tasks in their documents.
+          if (before !== (task.projectId ?? null)) {
+            for (const id of [before, task.projectId]) if (id) changes.updated('project', id);
+          }
+        }
+        return recordTask(changes, task);
+      }),
+    ),
 
   changeState: authedProcedure
     .meta({
@@ -171,15 +165,13 @@ export const tasksRouter = router({
     .input(ChangeTaskStateInput)
     .use(keepDroppedMembers('task'))
     .output(TaskDocument)
-    .mutation(async ({ ctx, input }) =>
-      // The task's row is locked while its state is read and written: two changes of one task
-      // (or a change and its project's start or pause) apply one after the other, each to
-      // what the other left, so no plannedCount or date is lost or left inconsistent.
-      ctx.em.transactional(async (em) => {
-        const task = await findOwnedTask(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
-        task.changeState(input.task, ctx.clock.now());
-        await em.flush();
-        return taskDocument(task);
+    .mutation(({ ctx, input }) =>
+      userWrite(ctx, async ({ em, userId, now, changes }) => {
+        const task = await findOwnedTask(em, userId, input.id);
+        task.changeState(input.task, now);
+        // An abandoned task leaves its project's list of tasks.
+        if (task.state === 'abandoned' && task.projectId) changes.updated('project', task.projectId);
+        return recordTask(changes, task);
       }),
     ),
 
@@ -195,14 +187,17 @@ export const tasksRouter = router({
     })
     .input(ReorderTaskInput)
     .output(TaskOrderDocument)
-    .mutation(async ({ ctx, input }) =>
-      ctx.em.transactional(async (em) => {
-        // The lock, then one statement: the lock is held for two round trips.
-        await lockOwner(em, ctx.user.id);
-        const changed = await moveTask(em, ctx.user.id, input.id, input.task.order);
-        if (!changed) throw DomainError.notFound('task');
+    .mutation(({ ctx, input }) =>
+      userWrite(ctx, async ({ em, userId, changes }) => {
+        const move = await moveTask(em, userId, input.id, input.task.order);
+        if (!move) throw DomainError.notFound('task');
+        for (const task of move.moved) {
+          changes.updated('task', task.id, presentTaskFields(task));
+          // Projects list their tasks by order.
+          if (task.projectId !== null) changes.updated('project', task.projectId);
+        }
         return {
-          data: changed.map(({ id, order }) => ({ type: 'task' as const, id, attributes: { order } })),
+          data: move.changed.map(({ id, order }) => ({ type: 'task' as const, id, attributes: { order } })),
           meta: STABILITY_META,
         };
       }),
