@@ -11,9 +11,9 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import superjson from 'superjson';
 import type { OpenApiMeta } from 'trpc-to-openapi';
 import type { Clock } from './clock.js';
+import type { Logger } from './logger.js';
 import { DomainError, fromZodError, type ErrorCode } from './errors.js';
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
-import { hashAccessToken, tokenFromHeader } from '../users/credentials.js';
 import { hit, rateLimitHeaders, rateLimited } from './rate-limit.js';
 
 export interface AppMeta extends OpenApiMeta {
@@ -40,16 +40,30 @@ export interface Context {
   clientIp: string;
   /** Requests a minute; 0 disables the limit. */
   rateLimits: { authPerMinute: number; perMinute: number };
+  /** A request header (the first value when repeated); undefined without HTTP. */
+  header: (name: string) => string | undefined;
   /** Sets a response header (rate-limit headers); a no-op without HTTP. */
   setHeader: (name: string, value: string) => void;
   /** Counts a procedure run until the returned function is called (a graceful stop waits for 0). */
   enterProcedure?: () => () => void;
+  /** The user and token an Authorization header names, if it is valid now (src/users/). */
+  authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
+  log?: Logger;
 }
 
 export interface AuthedUser {
   id: number;
   username: string;
 }
+
+export interface Authentication {
+  user: AuthedUser;
+  /** Hash of the access token used: the key of the per-token rate limit. */
+  tokenHash: string;
+}
+
+/** The context of a procedure behind `authedProcedure`. */
+export type AuthedContext = Context & Authentication;
 
 const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
   400: 'BAD_REQUEST',
@@ -156,15 +170,8 @@ export const credentialsProcedure = publicProcedure.use(
 );
 
 export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
-  const token = tokenFromHeader(ctx.authorization);
-  if (!token) throw toTRPCError(DomainError.unauthorized());
-  const tokenHash = hashAccessToken(token);
-  const rows = await ctx.em.execute<{ id: number; username: string }[]>(
-    `select u.id, u.username from access_tokens t join users u on u.id = t.user_id
-      where t.token_hash = ? and t.expires_at > ?`,
-    [tokenHash, ctx.clock.now()],
-  );
-  const user = rows[0];
-  if (!user) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
-  return next({ ctx: { user: user as AuthedUser, tokenHash } });
+  if (!ctx.authorization) throw toTRPCError(DomainError.unauthorized());
+  const authentication = await ctx.authenticate(ctx.authorization);
+  if (!authentication) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  return next({ ctx: authentication });
 }).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => `token:${ctx.tokenHash}`));

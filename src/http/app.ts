@@ -18,6 +18,7 @@ import type { Logger } from '../core/logger.js';
 import type { Context } from '../core/trpc.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
 import { appRouter } from '../router.js';
+import { authenticate } from '../users/authentication.js';
 import type { InFlight } from './in-flight.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 
@@ -70,19 +71,28 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('etag', false);
 
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
-  const createContext = (req: Request, res: Response): Context => ({
-    em: orm.em.fork(),
-    clock,
-    authorization: req.headers.authorization,
-    baseUrl: `${req.protocol}://${req.host}`,
-    passwordHashCost: deps.passwordHashCost,
-    clientIp: req.ip ?? req.socket.remoteAddress ?? 'unknown',
-    rateLimits,
-    setHeader: (name, value) => {
-      if (!res.headersSent) res.setHeader(name, value);
-    },
-    enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
-  });
+  const createContext = (req: Request, res: Response): Context => {
+    const em = orm.em.fork();
+    return {
+      em,
+      clock,
+      authorization: req.headers.authorization,
+      baseUrl: `${req.protocol}://${req.host}`,
+      passwordHashCost: deps.passwordHashCost,
+      clientIp: req.ip ?? req.socket.remoteAddress ?? 'unknown',
+      rateLimits,
+      header: (name) => {
+        const value = req.headers[name.toLowerCase()];
+        return Array.isArray(value) ? value[0] : value;
+      },
+      setHeader: (name, value) => {
+        if (!res.headersSent) res.setHeader(name, value);
+      },
+      enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
+      authenticate: (authorization) => authenticate(em, authorization, clock.now()),
+      log: logger,
+    };
+  };
 
   if (rateLimits.authPerMinute > 0 || rateLimits.perMinute > 0) {
     const prune = setInterval(() => {

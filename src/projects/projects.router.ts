@@ -1,12 +1,13 @@
 /** Projects of the current user (SPEC.md 4.1–4.4, API-CONTRACT.md §4 and §6). */
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import { LockMode, type SqlEntityManager } from '@mikro-orm/postgresql';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError, ValidationErrors } from '../core/errors.js';
 import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
-import { applyProjectTransitionToTasks, releaseProjectTasks, taskIdsOfProjects } from '../tasks/task.store.js';
-import { lockOwner } from '../users/owner-lock.js';
+import { userWrite, type ChangeSet } from '../changes/user-write.js';
+import { PROJECT_DELETED } from '../tasks/task.lifecycle.js';
+import { applyToProjectTasks, taskIdsOfProjects } from '../tasks/task.store.js';
 import { Project, slugOf } from './project.entity.js';
 import {
   ChangeProjectStateInput,
@@ -23,8 +24,8 @@ import { presentProject } from './project.view.js';
 const TAGS = ['projects'];
 const LIST_PATH = '/api/users/me/projects';
 
-async function findOwnedProject(em: SqlEntityManager, userId: number, id: number, lockMode?: LockMode): Promise<Project> {
-  const project = await em.findOne(Project, { id, userId }, lockMode === undefined ? {} : { lockMode });
+async function findOwnedProject(em: SqlEntityManager, userId: number, id: number): Promise<Project> {
+  const project = await em.findOne(Project, { id, userId });
   if (!project) throw DomainError.notFound('project');
   return project;
 }
@@ -34,7 +35,14 @@ async function projectDocument(em: SqlEntityManager, project: Project) {
   return { data: presentProject(project, taskIds.get(project.id) ?? []), meta: STABILITY_META };
 }
 
-function nameTaken(): DomainError {
+/** A changed project's document, recorded in the write's change set and returned. */
+async function recordProject(em: SqlEntityManager, changes: ChangeSet, project: Project) {
+  const document = await projectDocument(em, project);
+  changes.updated('project', project.id, document.data);
+  return document;
+}
+
+function takenName(): DomainError {
   return DomainError.validation('taken', '/project/name', 'Project name already exists for this user.');
 }
 
@@ -43,7 +51,7 @@ async function flushNamed(em: SqlEntityManager): Promise<void> {
   try {
     await em.flush();
   } catch (error) {
-    if (error instanceof UniqueConstraintViolationException) throw nameTaken();
+    if (error instanceof UniqueConstraintViolationException) throw takenName();
     throw error;
   }
 }
@@ -66,20 +74,17 @@ export const projectsRouter = router({
     })
     .input(CreateProjectInput)
     .output(ProjectDocument)
-    .mutation(async ({ ctx, input }) => {
-      const { name } = input.project;
-      if (await isNameTaken(ctx.em, ctx.user.id, name)) throw nameTaken();
-      const project = ctx.em.create(Project, {
-        userId: ctx.user.id,
-        name,
-        slug: slugOf(name),
-        description: '',
-        state: 'newed',
-        createdAt: ctx.clock.now(),
-      });
-      await flushNamed(ctx.em);
-      return { data: presentProject(project, []), meta: STABILITY_META };
-    }),
+    .mutation(({ ctx, input }) =>
+      userWrite(ctx, async ({ em, userId, now, changes }) => {
+        const { name } = input.project;
+        if (await isNameTaken(em, userId, name)) throw takenName();
+        const project = em.create(Project, { userId, name, slug: slugOf(name), description: '', state: 'newed', createdAt: now });
+        await flushNamed(em);
+        const data = presentProject(project, []);
+        changes.created('project', project.id, data);
+        return { data, meta: STABILITY_META };
+      }),
+    ),
 
   list: authedProcedure
     .meta({
@@ -125,29 +130,20 @@ export const projectsRouter = router({
     })
     .input(UpdateProjectInput)
     .output(ProjectDocument)
-    .mutation(async ({ ctx, input }) =>
-      // The project's row is locked while it is read and written: a due_at checked against
-      // the state and start date stays checked against what a state change in parallel leaves.
-      ctx.em.transactional(async (em) => {
-        const project = await findOwnedProject(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
+    .mutation(({ ctx, input }) =>
+      userWrite(ctx, async ({ em, userId, changes }) => {
+        const project = await findOwnedProject(em, userId, input.id);
         const { name, description, due_at } = input.project;
         const problems = new ValidationErrors();
         if (name !== undefined) {
-          if (await isNameTaken(em, ctx.user.id, name, project.id)) problems.errors.push(...nameTaken().errors);
+          if (await isNameTaken(em, userId, name, project.id)) problems.errors.push(...takenName().errors);
           else project.rename(name);
         }
         if (description !== undefined) project.description = description;
-        if (due_at !== undefined) {
-          try {
-            project.changeDueAt(due_at);
-          } catch (error) {
-            if (!(error instanceof DomainError)) throw error;
-            problems.errors.push(...error.errors);
-          }
-        }
+        if (due_at !== undefined) problems.collect(() => project.changeDueAt(due_at));
         problems.throwIfAny();
         await flushNamed(em);
-        return projectDocument(em, project);
+        return recordProject(em, changes, project);
       }),
     ),
 
@@ -171,18 +167,20 @@ export const projectsRouter = router({
     .input(ChangeProjectStateInput)
     .use(keepDroppedMembers('project'))
     .output(ProjectDocument)
-    .mutation(async ({ ctx, input }) =>
-      ctx.em.transactional(async (em) => {
-        await lockOwner(em, ctx.user.id);
-        const project = await findOwnedProject(em, ctx.user.id, input.id, LockMode.PESSIMISTIC_WRITE);
-        const now = ctx.clock.now();
+    .mutation(({ ctx, input }) =>
+      // The owner's lock (taken first by every write) keeps the count of started projects
+      // true until this one commits, across every server process.
+      userWrite(ctx, async ({ em, userId, now, changes }) => {
+        const project = await findOwnedProject(em, userId, input.id);
         const transition = await project.changeState(input.project, {
           now,
-          startedProjects: () => em.count(Project, { userId: ctx.user.id, state: 'started' }),
+          startedProjects: () => em.count(Project, { userId, state: 'started' }),
         });
         await em.flush();
-        await applyProjectTransitionToTasks(em, project.id, transition, now);
-        return projectDocument(em, project);
+        if (transition.tasks) {
+          for (const id of await applyToProjectTasks(em, project.id, transition.tasks, now)) changes.updated('task', id);
+        }
+        return recordProject(em, changes, project);
       }),
     ),
 
@@ -199,11 +197,12 @@ export const projectsRouter = router({
     .input(ProjectIdInput)
     .output(z.void())
     .mutation(async ({ ctx, input }) => {
-      await ctx.em.transactional(async (em) => {
+      await userWrite(ctx, async ({ em, userId, now, changes }) => {
+        const project = await findOwnedProject(em, userId, input.id);
+        changes.deleted('project', project.id);
         // Under the owner's lock no task can join the project between release and delete.
-        await lockOwner(em, ctx.user.id);
-        const project = await findOwnedProject(em, ctx.user.id, input.id);
-        await releaseProjectTasks(em, project.id, ctx.clock.now());
+        const released = await applyToProjectTasks(em, project.id, PROJECT_DELETED, now, { detach: true });
+        for (const id of released) changes.updated('task', id);
         em.remove(project);
       });
     }),

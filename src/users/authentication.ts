@@ -1,0 +1,20 @@
+/**
+ * Who an Authorization header names (API-CONTRACT.md §3): the user of a known, unexpired
+ * access token, found by the token's hash. The tRPC context is handed this function, so the
+ * core never reads the users' tables itself.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { Authentication } from '../core/trpc.js';
+import { hashAccessToken, tokenFromHeader } from './credentials.js';
+
+export async function authenticate(em: SqlEntityManager, authorization: string | undefined, now: Date): Promise<Authentication | null> {
+  const token = tokenFromHeader(authorization);
+  if (!token) return null;
+  const tokenHash = hashAccessToken(token);
+  const [user] = await em.execute<Array<{ id: number; username: string }>>(
+    `select u.id, u.username from access_tokens t join users u on u.id = t.user_id
+      where t.token_hash = ? and t.expires_at > ?`,
+    [tokenHash, now],
+  );
+  return user ? { user: { id: user.id, username: user.username }, tokenHash } : null;
+}
