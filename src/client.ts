@@ -3,8 +3,15 @@
  *
  *   const api = createClient({ url: 'http://localhost:3000', token });
  *   const { data } = await api.projects.create.mutate({ project: { name: 'Coffee' } });
+ *   api.events.onChange.subscribe({}, { onData: ({ data }) => console.log(data.type) });
+ *
+ * Queries and mutations go over HTTP; subscriptions over Server-Sent Events
+ * (httpSubscriptionLink), through the `eventsource` package so that the access token travels
+ * in the Authorization header, never in the URL. tRPC resumes a dropped subscription by
+ * itself from the last event id it received.
  */
-import { createTRPCClient, httpLink, type TRPCClient } from '@trpc/client';
+import { createTRPCClient, httpLink, httpSubscriptionLink, splitLink, type TRPCClient } from '@trpc/client';
+import { EventSource } from 'eventsource';
 import superjson from 'superjson';
 import type { AppRouter } from './router.js';
 
@@ -19,13 +26,27 @@ export interface ClientOptions {
 }
 
 export function createClient(options: ClientOptions): TRPCClient<AppRouter> {
+  const url = `${options.url.replace(/\/$/, '')}/trpc`;
+  const authorization = (): Record<string, string> => (options.token ? { Authorization: options.token } : {});
+  const baseFetch = options.fetch ?? fetch;
   return createTRPCClient<AppRouter>({
     links: [
-      httpLink({
-        url: `${options.url.replace(/\/$/, '')}/trpc`,
-        transformer: superjson,
-        headers: () => (options.token ? { Authorization: options.token } : {}),
-        ...(options.fetch ? { fetch: options.fetch } : {}),
+      splitLink({
+        condition: (op) => op.type === 'subscription',
+        true: httpSubscriptionLink({
+          url,
+          transformer: superjson,
+          EventSource,
+          eventSourceOptions: () => ({
+            fetch: (input, init) => baseFetch(input, { ...init, headers: { ...init?.headers, ...authorization() } }),
+          }),
+        }),
+        false: httpLink({
+          url,
+          transformer: superjson,
+          headers: authorization,
+          ...(options.fetch ? { fetch: options.fetch } : {}),
+        }),
       }),
     ],
   });

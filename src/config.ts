@@ -19,6 +19,7 @@ const EnvSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CORS_ORIGINS: z.string().optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10_000),
+  EVENTS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
 });
 
 export interface Config {
@@ -35,6 +36,8 @@ export interface Config {
   /** Origins allowed by CORS; empty means CORS is off. */
   corsOrigins: string[];
   shutdownTimeoutMs: number;
+  /** Days the change log keeps events. */
+  eventsRetentionDays: number;
   /** scrypt cost parameter N for new password hashes (a power of two). */
   passwordHashCost: number;
 }
@@ -67,6 +70,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    eventsRetentionDays: e.EVENTS_RETENTION_DAYS,
     passwordHashCost: 1 << 15,
   };
 }

@@ -1,4 +1,5 @@
 /** The whole API: one router, served at /trpc and, through trpc-to-openapi, under /api. */
+import { eventsRouter } from './changes/events.router.js';
 import { createCallerFactory, router } from './core/trpc.js';
 import { projectsRouter } from './projects/projects.router.js';
 import { tasksRouter } from './tasks/tasks.router.js';
@@ -8,6 +9,7 @@ export const appRouter = router({
   users: usersRouter,
   projects: projectsRouter,
   tasks: tasksRouter,
+  events: eventsRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -13,6 +13,7 @@ import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
 import { createApp } from './http/app.js';
 import { createHttpServer } from './http/http-server.js';
 import { InFlight } from './http/in-flight.js';
+import { EventHub } from './changes/event-hub.js';
 
 export interface RunningService {
   url: string;
@@ -69,7 +70,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     throw error;
   }
   const inFlight = new InFlight();
+  const events = new EventHub({ databaseUrl: database.url, log: logger });
   const app = createApp({
+    events,
+    eventsRetentionDays: config.eventsRetentionDays,
     inFlight,
     orm,
     clock: options.clock ?? systemClock,
@@ -95,6 +99,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     stop() {
       stopping ??= (async () => {
         const deadline = Date.now() + config.shutdownTimeoutMs;
+        // Open event streams end first (clients reconnect elsewhere with their last id).
+        await events.stop();
         await closeServer(http, config.shutdownTimeoutMs);
         // Handlers of clients that hung up may still be running: the ORM closes after them.
         if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {

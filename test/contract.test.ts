@@ -165,15 +165,15 @@ describe('openapi.json describes what the service answers', () => {
     await app?.close();
   });
 
-  it('documents 16 operations, each with an operationId, tag and summary', () => {
-    expect(operations).toHaveLength(16);
+  it('documents 18 operations, each with an operationId, tag and summary', () => {
+    expect(operations).toHaveLength(18);
     for (const { id, op } of operations) {
-      expect(id).toMatch(/^(users|projects|tasks)-[a-zA-Z]+$/);
+      expect(id).toMatch(/^(users|projects|tasks|events)-[a-zA-Z]+$/);
       expect(op.tags, id).toEqual([id.split('-')[0]]);
       expect(op.summary, id).toBeTruthy();
       expect(op.description, id).toBeTruthy();
     }
-    expect(doc.tags.map((t: Json) => t.name)).toEqual(['users', 'projects', 'tasks']);
+    expect(doc.tags.map((t: Json) => t.name)).toEqual(['users', 'projects', 'tasks', 'events']);
     for (const tag of doc.tags) expect(tag.description, tag.name).toBeTruthy();
   });
 
@@ -213,11 +213,12 @@ describe('openapi.json describes what the service answers', () => {
       expect(parameters.filter((p) => p.in === 'path').map((p) => p.name), id).toEqual(pathParams);
       for (const p of parameters) {
         expect(p.description, `${id} ${p.name}`).toBeTruthy();
-        expect(p.schema.type, `${id} ${p.name}`).toBe('integer');
+        // Ids and pages are integers; event ids, tickets and the stream's headers are strings.
+        expect(p.schema.type, `${id} ${p.name}`).toBe(p.in === 'path' || p.name === 'page' ? 'integer' : 'string');
         if (p.in === 'path') expect(p.required, id).toBe(true);
       }
       const page = parameters.find((p) => p.name === 'page');
-      if (id.endsWith('-list')) {
+      if (id === 'projects-list' || id === 'tasks-list') {
         expect(page).toMatchObject({ in: 'query', required: false, schema: { type: 'integer', minimum: 1, default: 1 } });
       } else {
         expect(page, id).toBeUndefined();
@@ -364,6 +365,23 @@ describe('openapi.json describes what the service answers', () => {
     await expectStatus('tasks-list', 400, { token, query: 'page=0' }, ['invalid']);
   });
 
+  it('events-list: 200 with the newest id, a page after a cursor, 400 for a bad cursor, 410 for an expired one', async () => {
+    const start = await expectStatus('events-list', 200, { token });
+    expect(start.body.data).toEqual([]);
+    const newest = start.body.meta.last_event_id;
+    expect(Number(newest)).toBeGreaterThan(0);
+    const page = await expectStatus('events-list', 200, { token, query: 'after=0' });
+    expect(page.body.data.length).toBeGreaterThan(0);
+    await expectStatus('events-list', 400, { token, query: 'after=-1' }, ['invalid']);
+    const expired = await expectStatus('events-list', 410, { token, query: `after=${Number(newest) + 1000}` }, ['cursor_expired']);
+    expect(expired.body.meta).toEqual({ last_event_id: newest });
+  });
+
+  it('events-ticket: 201 with a ticket', async () => {
+    const res = await expectStatus('events-ticket', 201, { token });
+    expect(res.body.data.attributes.ticket).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+  });
+
   it('tasks-get: 200', async () => {
     const res = await expectStatus('tasks-get', 200, { token, id: ids.task });
     expect(res.body.data.relationships.project.data).toEqual({ type: 'project', id: ids.startedProject });
@@ -399,7 +417,7 @@ describe('openapi.json describes what the service answers', () => {
 
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
     const secured = operations.filter((o) => o.op.security);
-    expect(secured).toHaveLength(14);
+    expect(secured).toHaveLength(16);
     for (const operation of secured) {
       for (const bad of [undefined, 'not-a-token', revokedToken]) {
         await expectStatus(

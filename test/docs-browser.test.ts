@@ -89,9 +89,9 @@ describe('the docs page in a browser', () => {
     expect(response?.status()).toBe(200);
     await page.locator('.opblock').first().waitFor();
     expect(await page.title()).toBe('Planning service API');
-    await expect.poll(() => page.locator('.opblock').count()).toBe(16);
+    await expect.poll(() => page.locator('.opblock').count()).toBe(18);
     const tags = await page.locator('.opblock-tag-section h3.opblock-tag').evaluateAll((els) => els.map((el) => el.getAttribute('data-tag')));
-    expect(tags).toEqual(['users', 'projects', 'tasks']);
+    expect(tags).toEqual(['users', 'projects', 'tasks', 'events']);
     for (const tag of tags) expect(await page.locator(`#operations-tag-${tag}`).count(), `#operations-tag-${tag}`).toBe(1);
     // The tag descriptions of openapi.json are shown with the sections.
     await expect.poll(() => page.getByText('Registration, login (access tokens) and the current user', { exact: false }).count()).toBe(1);
@@ -100,10 +100,10 @@ describe('the docs page in a browser', () => {
     }
     const perTag = Object.fromEntries(
       await Promise.all(
-        ['users', 'projects', 'tasks'].map(async (tag) => [tag, await page.locator(`.opblock-tag-section:has(h3[data-tag="${tag}"]) .opblock`).count()]),
+        ['users', 'projects', 'tasks', 'events'].map(async (tag) => [tag, await page.locator(`.opblock-tag-section:has(h3[data-tag="${tag}"]) .opblock`).count()]),
       ),
     );
-    expect(perTag).toEqual({ users: 4, projects: 6, tasks: 6 });
+    expect(perTag).toEqual({ users: 4, projects: 6, tasks: 6, events: 2 });
     expect(pageErrors).toEqual([]);
   }, 60_000);
 

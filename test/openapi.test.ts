@@ -22,7 +22,7 @@ describe('openapi.json', () => {
     const operations = Object.entries(doc.paths).flatMap(([path, methods]: [string, any]) =>
       Object.entries(methods).map(([method, op]: [string, any]) => ({ path, method, op })),
     );
-    expect(operations).toHaveLength(16);
+    expect(operations).toHaveLength(18);
     for (const { method, path, op } of operations) {
       const statuses = Object.keys(op.responses);
       const success = statuses.filter((s) => s.startsWith('2'));
@@ -30,7 +30,9 @@ describe('openapi.json', () => {
       if (method === 'delete') expect(success).toEqual(['204']);
       if (method === 'post') expect(success).toEqual(['201']);
       for (const status of statuses.filter((s) => !s.startsWith('2'))) {
-        expect(op.responses[status].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/ErrorEnvelope' });
+        // A 410 cursor_expired also gives the id to restart from (API-CONTRACT.md §10).
+        const envelope = status === '410' ? 'CursorExpired' : 'ErrorEnvelope';
+        expect(op.responses[status].content['application/json'].schema).toEqual({ $ref: `#/components/schemas/${envelope}` });
       }
       const isPublic = path === '/api/users' || path === '/api/users/authorizations';
       expect(op.security === undefined, `${method} ${path} security`).toBe(isPublic);

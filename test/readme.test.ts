@@ -108,4 +108,34 @@ describe('README', () => {
     expect(page!.data[0]!.attributes.label).toBe('Grind beans');
     expectCopiedHere('## Using it from TypeScript', "const baseUrl = 'http://localhost:3000';");
   });
+
+  it('runs the change log example: delta sync, and the subscription that prints changes', async () => {
+    const app = await startTestApp();
+    onTestFinished(() => app.close());
+    const { meta } = await createClient({ url: app.baseUrl }).users.register.mutate({ user: { username: 'alice', password: 'correct horse' } });
+    const token = meta.token;
+    const printed: unknown[][] = [];
+    const console = { log: (...values: unknown[]) => printed.push(values) };
+    // From here on, the README's example as written, but for the address.
+    const url = app.baseUrl;
+    const api = createClient({ url, token });
+    const { meta: log } = await api.events.list.query({});
+    const subscription = api.events.onChange.subscribe({ lastEventId: log.last_event_id }, {
+      onData: ({ id, data: event }) => console.log(id, event.type, event.data.id),
+    });
+    await api.tasks.create.mutate({ task: { label: 'Steep' } });
+    onTestFinished(() => subscription.unsubscribe());
+    const deadline = Date.now() + 5_000;
+    while (printed.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(printed).toEqual([['1', 'task.created', 1]]);
+    expectCopiedHere('## Staying in sync', "const url = 'http://localhost:3000';");
+
+    // The curl block's delta sync, run as written against the same log.
+    const script = codeBlockAfter('## Staying in sync', 'sh').split('\n').filter((l) => !l.startsWith('curl -N')).join('\n');
+    const { stdout } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', `auth="Authorization: ${token}"\n${script}`], {
+      env: { ...process.env, BASE: app.baseUrl },
+    });
+    expect(stdout).toContain('{"data":[],"links":{},"meta":{"last_event_id":"1"}}');
+    expect(stdout).toContain('"type":"task.created"');
+  });
 });

@@ -60,14 +60,15 @@ export async function logPosition(em: SqlEntityManager, userId: number): Promise
 
 /** Up to `limit` events of the user after `after`, oldest first. */
 export async function readEvents(em: SqlEntityManager, userId: number, after: bigint, limit: number): Promise<EventPage> {
-  const rows = await em.execute<Array<{ seq: string; type: string; data: unknown; at: number }>>(
-    `select seq::text as seq, type, data, extract(epoch from at)::float8 as at
-       from events where user_id = ? and seq > ? order by seq limit ?`,
+  const rows = await em.execute<Array<{ id: string; type: string; data: unknown; at: number }>>(
+    // Ordered by the column, not by its text alias (which would put 10 before 2).
+    `select e.seq::text as id, e.type, e.data, extract(epoch from e.at)::float8 as at
+       from events e where e.user_id = ? and e.seq > ? order by e.seq limit ?`,
     [userId, after.toString(), limit + 1],
   );
   const more = rows.length > limit;
   return {
-    events: rows.slice(0, limit).map((r) => ({ id: r.seq, type: r.type, data: r.data, at: Math.floor(Number(r.at)) })),
+    events: rows.slice(0, limit).map((r) => ({ id: r.id, type: r.type, data: r.data, at: Math.floor(Number(r.at)) })),
     more,
   };
 }
@@ -89,4 +90,31 @@ export async function pruneEvents(em: SqlEntityManager, before: Date, batch = 5_
     [before, batch],
   );
   return row?.removed ?? 0;
+}
+
+/** Stores a stream ticket (by its hash) for `tokenHash`'s user, valid until `expiresAt`. */
+export async function storeStreamTicket(em: SqlEntityManager, ticketHash: string, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
+  await em.execute('insert into event_stream_tickets (ticket_hash, user_id, token_hash, expires_at) values (?, ?, ?, ?)', [
+    ticketHash, userId, tokenHash, expiresAt,
+  ]);
+}
+
+/** Uses a ticket up: the user and token it was issued from, or null (unknown, used or expired). */
+export async function redeemStreamTicket(em: SqlEntityManager, ticketHash: string, now: Date): Promise<{ userId: number; tokenHash: string } | null> {
+  const [row] = await em.execute<Array<{ user_id: number; token_hash: string; live: boolean }>>(
+    'delete from event_stream_tickets where ticket_hash = ? returning user_id, token_hash, expires_at > ? as live',
+    [ticketHash, now],
+  );
+  return row?.live ? { userId: row.user_id, tokenHash: row.token_hash } : null;
+}
+
+/** Whether an access token (by hash) is still valid. */
+export async function tokenIsValid(em: SqlEntityManager, tokenHash: string, now: Date): Promise<boolean> {
+  const rows = await em.execute('select 1 from access_tokens where token_hash = ? and expires_at > ?', [tokenHash, now]);
+  return rows.length > 0;
+}
+
+/** Drops expired stream tickets. */
+export async function pruneStreamTickets(em: SqlEntityManager, now: Date): Promise<void> {
+  await em.execute('delete from event_stream_tickets where expires_at < ?', [now]);
 }

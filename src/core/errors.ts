@@ -44,6 +44,7 @@ export const ERROR_CATALOGUE = {
   malformed_request: { status: 400, title: 'Malformed request', detail: 'The request is not valid HTTP.' },
   rate_limited: { status: 429, title: 'Too many requests', detail: 'Too many requests; retry later.' },
   internal_error: { status: 500, title: 'Internal server error', detail: 'Something went wrong on our side; the request id identifies it in our logs.' },
+  cursor_expired: { status: 410, title: 'Cursor expired', detail: 'Events after this id are no longer kept: reload your lists, then follow the log from meta.last_event_id.' },
   service_unavailable: { status: 503, title: 'Service unavailable', detail: 'The database cannot be reached right now; try again shortly.' },
 } as const satisfies Record<string, ErrorSpec>;
 
@@ -89,6 +90,8 @@ export class DomainError extends Error {
   override readonly name = 'DomainError';
   /** Seconds after which a retry may succeed (429, 503). */
   retryAfter?: number;
+  /** A top-level `meta` beside `errors`, where the contract gives one (410 cursor_expired). */
+  meta?: Record<string, unknown>;
   readonly status: number;
   constructor(readonly errors: ApiError[]) {
     super(errors[0]?.detail ?? 'Request failed');
@@ -123,6 +126,11 @@ export class DomainError extends Error {
     this.retryAfter = seconds;
     return this;
   }
+
+  withMeta(meta: Record<string, unknown>): this {
+    this.meta = meta;
+    return this;
+  }
 }
 
 /** Collects validation errors so that all of them are reported together. */
@@ -145,9 +153,16 @@ export class ValidationErrors {
   }
 }
 
-/** A query parameter that is not an integer >= 1 (the only kind the API takes). */
+/** The query parameters the API takes, each written one way only (no `01`, `1e3`, `0x1`, ` 1`). */
+export const QUERY_PARAMETERS: Record<string, { pattern: RegExp; detail: string }> = {
+  page: { pattern: /^[1-9][0-9]*$/, detail: 'Query parameter page must be an integer >= 1.' },
+  after: { pattern: /^(0|[1-9][0-9]{0,17})$/, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
+};
+
+/** A query parameter not written as QUERY_PARAMETERS says. */
 export function invalidQueryParameter(name: string): ApiError {
-  return apiError('invalid', { status: 400, detail: `Query parameter ${name} must be an integer >= 1.`, parameter: name });
+  const detail = QUERY_PARAMETERS[name]?.detail ?? `Query parameter ${name} is not valid.`;
+  return apiError('invalid', { status: 400, detail, parameter: name });
 }
 
 /** Marker message for a required attribute whose absence is `must_be_set`, not `parameter_missing`. */

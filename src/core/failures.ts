@@ -14,11 +14,12 @@ export interface ErrorResponse {
   errors: ApiError[];
   /** Seconds to wait before retrying (429, 503). */
   retryAfter?: number;
+  meta?: Record<string, unknown>;
 }
 
-/** The body of every error answer (API-CONTRACT.md §2). */
-export function errorBody(response: Pick<ErrorResponse, 'errors'>): string {
-  return JSON.stringify({ errors: response.errors });
+/** The body of every error answer (API-CONTRACT.md §2; §10 adds `meta` to a 410). */
+export function errorBody(response: Pick<ErrorResponse, 'errors' | 'meta'>): string {
+  return JSON.stringify(response.meta ? { errors: response.errors, meta: response.meta } : { errors: response.errors });
 }
 
 const UNAVAILABLE_CODES = new Set([
@@ -81,7 +82,12 @@ function fromBodyParser(error: unknown): ErrorResponse | undefined {
 export function toErrorResponse(error: unknown): ErrorResponse {
   const cause = error instanceof TRPCError ? error.cause : error;
   if (cause instanceof DomainError) {
-    return { status: cause.status, errors: cause.errors, ...(cause.retryAfter ? { retryAfter: cause.retryAfter } : {}) };
+    return {
+      status: cause.status,
+      errors: cause.errors,
+      ...(cause.retryAfter ? { retryAfter: cause.retryAfter } : {}),
+      ...(cause.meta ? { meta: cause.meta } : {}),
+    };
   }
   if (isDatabaseUnavailable(cause)) return toErrorResponse(unavailable());
   if (error instanceof TRPCError) {

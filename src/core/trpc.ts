@@ -49,6 +49,22 @@ export interface Context {
   /** The user and token an Authorization header names, if it is valid now (src/users/). */
   authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
   log?: Logger;
+  /** The change log's live side in this process (src/changes/event-hub.ts). */
+  live?: LiveEvents;
+}
+
+/** What a stream of the change log needs from this process's event hub. */
+export interface LiveEvents {
+  /** Milliseconds between a stream's idle ticks (heartbeat, token check, re-read). */
+  readonly idleMs: number;
+  subscribe(userId: number, tokenHash: string): Promise<LiveSubscription>;
+}
+
+export interface LiveSubscription {
+  readonly closed: boolean;
+  /** Resolves on new events of the user (also ones before the call), an idle tick, or close. */
+  wait(idleMs: number, signal?: AbortSignal): Promise<'wake' | 'idle' | 'closed'>;
+  close(): void;
 }
 
 export interface AuthedUser {
@@ -71,6 +87,9 @@ const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
   404: 'NOT_FOUND',
   413: 'PAYLOAD_TOO_LARGE',
   415: 'UNSUPPORTED_MEDIA_TYPE',
+  409: 'CONFLICT',
+  410: 'NOT_FOUND',
+  412: 'PRECONDITION_FAILED',
   422: 'UNPROCESSABLE_CONTENT',
   429: 'TOO_MANY_REQUESTS',
   503: 'SERVICE_UNAVAILABLE',
@@ -92,7 +111,13 @@ const t = initTRPC
       return {
         code: shape.code,
         message: first.detail,
-        data: { code: first.code, httpStatus: response.status, path: shape.data.path, errors: response.errors },
+        data: {
+          code: first.code,
+          httpStatus: response.status,
+          path: shape.data.path,
+          errors: response.errors,
+          ...(response.meta ? { meta: response.meta, ...response.meta } : {}),
+        },
       };
     },
   });

@@ -19,6 +19,10 @@ import type { Context } from '../core/trpc.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
 import { appRouter } from '../router.js';
 import { authenticate } from '../users/authentication.js';
+import { EventHub } from '../changes/event-hub.js';
+import { EVENTS_PATH } from '../changes/events.router.js';
+import { pruneEvents, pruneStreamTickets } from '../changes/event.store.js';
+import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 
@@ -33,6 +37,10 @@ export interface AppDependencies {
   corsOrigins?: string[];
   /** Counts running procedures for a graceful stop (src/server.ts). */
   inFlight?: InFlight;
+  /** This process's live change feed; one is made (and kept in `app.locals.events`) if omitted. */
+  events?: EventHub;
+  /** Days the change log keeps events (EVENTS_RETENTION_DAYS). */
+  eventsRetentionDays?: number;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -71,6 +79,9 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('etag', false);
 
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
+  const events = deps.events ?? new EventHub({ databaseUrl: orm.config.get('clientUrl')!, log: logger });
+  app.locals.events = events;
+  const retentionDays = deps.eventsRetentionDays ?? 30;
   const createContext = (req: Request, res: Response): Context => {
     const em = orm.em.fork();
     return {
@@ -91,6 +102,7 @@ export function createApp(deps: AppDependencies): express.Express {
       enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
       log: logger,
+      live: events,
     };
   };
 
@@ -100,6 +112,16 @@ export function createApp(deps: AppDependencies): express.Express {
     }, 60_000);
     prune.unref();
   }
+  // Retention of the change log and expired stream tickets: small batches, off the request path.
+  const pruneLog = setInterval(() => {
+    const now = clock.now();
+    void (async () => {
+      const em = orm.em.fork();
+      while ((await pruneEvents(em, new Date(now.getTime() - retentionDays * 86_400_000))) > 0);
+      await pruneStreamTickets(em, now);
+    })().catch((err: unknown) => logger.warn({ err }, 'pruning the change log failed'));
+  }, 10 * 60_000);
+  pruneLog.unref();
 
   app.use(requestId);
   app.use(requestLog(logger));
@@ -143,6 +165,8 @@ export function createApp(deps: AppDependencies): express.Express {
       },
     }),
   );
+
+  app.get(EVENTS_PATH, eventStreamHandler({ orm, clock, live: events, logger, authenticate: (a) => authenticate(orm.em.fork(), a, clock.now()) }));
 
   const api = express.Router();
   api.use(...restHandlers({ router: appRouter, createContext, logger }));

@@ -16,7 +16,7 @@ import {
   createProcedureCache,
   normalizePath,
 } from 'trpc-to-openapi';
-import { BODY_LIMIT_BYTES, DomainError, invalidQueryParameter } from '../core/errors.js';
+import { BODY_LIMIT_BYTES, DomainError, QUERY_PARAMETERS, invalidQueryParameter } from '../core/errors.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { AppMeta, Context } from '../core/trpc.js';
@@ -48,7 +48,12 @@ interface RestOptions {
 
 export function restHandlers({ router, createContext, logger }: RestOptions): RequestHandler[] {
   const findProcedure = createProcedureCache(router);
-  const procedures = router._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta } }>;
+  const procedures = router._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta; inputs: Array<{ _zod?: { def: { type: string } } }> } }>;
+  /** Operations whose input is void take no body (revoke, a stream ticket): like a GET. */
+  const takesBody = (path: string | undefined, method: string) => {
+    const inputs = path ? procedures[path]?._def.inputs : undefined;
+    return acceptsRequestBody(method as never) && !(inputs?.length === 1 && inputs[0]?._zod?.def.type === 'void');
+  };
 
   const guard: RequestHandler = (req, res, next) => {
     const url = new URL(req.url, 'http://localhost');
@@ -64,23 +69,29 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
       sendErrorResponse(res, toErrorResponse(DomainError.notFound(meta.resource)));
       return;
     }
-    // Query integers are written like path ids: "?page=", "1e3", "0x10" or "01" are refused
-    // here, since the library would skip empty values and Number() would accept the others.
+    // Query parameters are written one way only (QUERY_PARAMETERS): "?page=", "1e3", "0x10" or
+    // "01" are refused here, since the library would skip empty values and Number() would
+    // accept the others.
     for (const name of meta?.queryParameters ?? []) {
-      if (url.searchParams.has(name) && url.searchParams.getAll(name).some((v) => !/^[1-9][0-9]*$/.test(v))) {
+      const pattern = QUERY_PARAMETERS[name]?.pattern;
+      if (pattern && url.searchParams.has(name) && url.searchParams.getAll(name).some((v) => !pattern.test(v))) {
         sendErrorResponse(res, toErrorResponse(new DomainError([invalidQueryParameter(name)])));
         return;
       }
     }
-    // API-CONTRACT.md §1 holds every request that carries a body to JSON, also a GET or a
-    // DELETE, which then ignore it once it has been read (and found to be JSON within limits).
-    if (acceptsRequestBody(req.method as never) || carriesBody(req)) {
+    // API-CONTRACT.md §1 holds every request that carries a body to JSON, also a GET, a DELETE
+    // or a POST that takes none, which then ignore it once it has been read (and found to be
+    // JSON within limits).
+    if (takesBody(found.procedure?.path, req.method) || carriesBody(req)) {
       if (!isJsonMediaType(req.headers['content-type'])) {
         sendErrorResponse(res, toErrorResponse(DomainError.of('unsupported_media_type')));
         return;
       }
       // Media types are case-insensitive; the library compares them case-sensitively.
       req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
+    } else if (acceptsRequestBody(req.method as never)) {
+      // A POST that takes no body and sent none: the library would ask for a media type anyway.
+      req.headers['content-type'] = 'application/json';
     }
     next();
   };

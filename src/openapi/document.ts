@@ -29,6 +29,10 @@ const ApiErrorSchema = z
   .strict();
 
 export const ErrorEnvelopeSchema = z.object({ errors: z.array(ApiErrorSchema).min(1) }).strict();
+/** API-CONTRACT.md §10: a 410 cursor_expired also gives the id to restart from. */
+export const CursorExpiredSchema = z
+  .object({ errors: z.array(ApiErrorSchema).min(1), meta: z.object({ last_event_id: z.string() }).strict() })
+  .strict();
 
 type Json = Record<string, unknown>;
 
@@ -49,13 +53,14 @@ const BODY_NOT_TAKEN = `only when a body is sent: this operation takes none, and
 function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   const domain = meta.errorCodes ?? [];
   const specs: ErrorResponseSpec[] = [];
-  const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found');
+  const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found' && c !== 'cursor_expired');
   const bodyNote = hasBody ? undefined : BODY_NOT_TAKEN;
   specs.push({ status: 400, codes: ['invalid_json'], note: bodyNote && `\`invalid_json\` ${bodyNote}` });
   if (meta.queryParameters?.length) specs.push({ status: 400, codes: ['invalid'] });
   if (meta.openapi?.protect !== false) specs.push({ status: 401, codes: ['unauthorized'] });
   if (domain.includes('login_failed')) specs.push({ status: 401, codes: ['login_failed'] });
   if (meta.resource) specs.push({ status: 404, codes: ['record_not_found'] });
+  if (domain.includes('cursor_expired')) specs.push({ status: 410, codes: ['cursor_expired'] });
   specs.push({ status: 413, codes: ['payload_too_large'], note: bodyNote }, { status: 415, codes: ['unsupported_media_type'], note: bodyNote });
   const unprocessable = [...requestCodes, ...(domain.includes('record_not_found') ? ['record_not_found' as const] : [])];
   if (unprocessable.length) specs.push({ status: 422, codes: unprocessable });
@@ -72,7 +77,7 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad request', 401: 'Unauthorized', 404: 'Not found', 413: 'Payload too large',
-  415: 'Unsupported media type', 422: 'Validation failed', 429: 'Too many requests',
+  410: 'Gone', 415: 'Unsupported media type', 422: 'Validation failed', 429: 'Too many requests',
   500: 'Internal server error', 503: 'Service unavailable',
 };
 
@@ -278,6 +283,19 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
       ['invalid_transition', '/task/state', 'A newed task cannot become finished.'],
     ],
   },
+  'events-list': {
+    response: {
+      data: [
+        { id: '1041', type: 'project.updated', data: project(1, { state: 'started', startedAt: NOW, dueAt: NOW + 7 * DAY, isInProgress: true }, [7]), at: NOW },
+        { id: '1042', type: 'task.updated', data: task(7, { state: 'started', startedAt: NOW }), at: NOW },
+      ],
+      links: { next: `${ORIGIN}/api/users/me/events?after=1042` },
+      meta: { last_event_id: '1042' },
+    },
+  },
+  'events-ticket': {
+    response: { data: { type: 'event_stream_ticket', attributes: { ticket: 'kV9pQ2x7Lm4RtY8wZc1NbH6dF3gJ0sAe', expiresAt: NOW + 60 } } },
+  },
   'tasks-reorder': {
     request: { top: { summary: 'Move to the top', value: { task: { order: 1 } } } },
     response: {
@@ -301,6 +319,7 @@ function commonErrorExample(code: ErrorCode, meta: AppMeta): ApiError {
     case 'invalid': return invalidQueryParameter('page');
     case 'record_not_found': return DomainError.notFound(meta.resource ?? 'project').errors[0]!;
     case 'rate_limited': return apiError(code, { detail: 'Too many requests; retry in 42 seconds.' });
+    case 'cursor_expired': return apiError(code);
     default: return apiError(code);
   }
 }
@@ -317,7 +336,8 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
     } else {
       error = commonErrorExample(code, meta);
     }
-    examples[code] = { summary: `${code}${error.source?.pointer ? ` on ${error.source.pointer}` : ''}`, value: { errors: [error] } };
+    const value = code === 'cursor_expired' ? { errors: [error], meta: { last_event_id: '1042' } } : { errors: [error] };
+    examples[code] = { summary: `${code}${error.source?.pointer ? ` on ${error.source.pointer}` : ''}`, value };
   }
   if (operationId === 'projects-create' && status === 422) {
     examples['invalid+too_long'] = {
@@ -364,10 +384,37 @@ function responseHeaders(status: number): Json {
   return headers;
 }
 
+/** The same path with `Accept: text/event-stream` is a stream (src/http/event-stream.ts). */
+function describeEventStream(operation: Json): void {
+  (operation.parameters as Json[]).push(
+    {
+      name: 'Accept', in: 'header', required: false, schema: { type: 'string', enum: ['application/json', 'text/event-stream'] },
+      description: '`text/event-stream` opens a Server-Sent Events stream of the change log instead of a page.',
+    },
+    {
+      name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,17})$' },
+      description: 'Stream only: resume after this event id (what EventSource sends when it reconnects); wins over `after`.',
+    },
+    {
+      name: 'ticket', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,100}$' },
+      description: 'Stream only: a ticket from POST /api/users/me/events/tickets, in place of the Authorization header (for EventSource).',
+    },
+  );
+  const ok = (operation.responses as Record<string, Json>)['200']!;
+  (ok.content as Record<string, Json>)['text/event-stream'] = {
+    schema: {
+      type: 'string',
+      description: 'Server-Sent Events: for each change `id: <event id>`, `event: <event type>`, `data: <the ChangeEvent as JSON>`; `: heartbeat` comments every 15 s; an `event: error` with an error envelope as data before the server ends a stream it cannot go on with (token revoked, database gone).',
+    },
+    example: 'retry: 2000\n\nid: 1042\nevent: task.updated\ndata: {"id":"1042","type":"task.updated","data":{"type":"task","id":7,...},"at":1781524800}\n\n: heartbeat\n\n',
+  };
+}
+
 const TAGS = [
   { name: 'users', description: 'Registration, login (access tokens) and the current user. Registering and logging in need no token.' },
   { name: 'projects', description: "The current user's projects and their lifecycle: newed, started, paused, finished. At most 3 started at once." },
   { name: 'tasks', description: "The current user's tasks: their order, their lifecycle (newed, started, planned, finished, abandoned) and their project." },
+  { name: 'events', description: "The change log of the current user's projects and tasks: delta sync, a live Server-Sent Events stream, and tickets for browsers' EventSource." },
 ];
 
 const DESCRIPTION = [
@@ -416,6 +463,10 @@ export function buildOpenApiDocument(): Json {
         parameter.description = `Id of one of the current user's ${meta.resource}s. Unknown, malformed or foreign ids are 404 \`record_not_found\`.`;
         parameter.example = 1;
       }
+      if (parameter.in === 'query' && parameter.name === 'after') {
+        parameter.description = 'The last event id you have (`0` for the whole kept log). Not an event id: 400 `invalid`.';
+        parameter.example = '1041';
+      }
       if (parameter.in === 'query' && parameter.name === 'page') {
         parameter.required = false;
         parameter.description = 'Page number, from 1 (default 1). Not an integer >= 1: 400 `invalid`. Beyond the last page: empty `data`.';
@@ -441,6 +492,7 @@ export function buildOpenApiDocument(): Json {
         content,
       };
     }
+    if (operationId === 'events-list') describeEventStream(operation);
     for (const { status, codes, note } of errorResponses(meta, operation.requestBody !== undefined)) {
       responses[String(status)] = {
         description: `${STATUS_TEXT[status]}: ${codes.map((c) => `\`${c}\``).join(', ')}${note ? ` (${note})` : ''}`,
@@ -448,7 +500,7 @@ export function buildOpenApiDocument(): Json {
         'x-error-codes': codes,
         content: {
           'application/json': {
-            schema: { $ref: '#/components/schemas/ErrorEnvelope' },
+            schema: { $ref: `#/components/schemas/${status === 410 ? 'CursorExpired' : 'ErrorEnvelope'}` },
             examples: errorExamples(operationId, meta, status, codes),
           },
         },
@@ -460,6 +512,8 @@ export function buildOpenApiDocument(): Json {
   const schemas = Object.fromEntries(Object.entries(components.schemas ?? {}).filter(([name]) => !name.startsWith('error.')));
   schemas.ErrorEnvelope = z.toJSONSchema(ErrorEnvelopeSchema, { target: 'draft-2020-12' });
   delete (schemas.ErrorEnvelope as Json).$schema;
+  schemas.CursorExpired = z.toJSONSchema(CursorExpiredSchema, { target: 'draft-2020-12' });
+  delete (schemas.CursorExpired as Json).$schema;
   components.schemas = schemas;
   components.headers = HEADERS;
   return doc;

@@ -177,6 +177,7 @@ export const projectsRouter = router({
           startedProjects: () => em.count(Project, { userId, state: 'started' }),
         });
         await em.flush();
+        changes.updated('project', project.id); // first: its tasks' events follow it
         if (transition.tasks) {
           for (const id of await applyToProjectTasks(em, project.id, transition.tasks, now)) changes.updated('task', id);
         }

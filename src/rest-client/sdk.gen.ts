@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses } from './types.gen.js';
+import type { EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -241,4 +241,32 @@ export const tasksReorder = <ThrowOnError extends boolean = false>(options: Opti
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * Changes since a cursor (delta sync), or a live stream
+ *
+ * The changes to your projects and tasks after `after`, oldest first, at most 100 a page, with `links.next` while more remain and `meta.last_event_id` to pass as `after` next time.
+ *
+ * Without `after`, `data` is empty and `meta.last_event_id` is the newest id: take it first, then load your lists, then follow from it (events carry whole documents, so seeing a change twice is harmless).
+ *
+ * With `Accept: text/event-stream` the same path is a Server-Sent Events stream (`id:` the event id, `event:` its type, `data:` the event), resumable with `Last-Event-ID` or `?after=`, with a `: heartbeat` comment every 15 s. A browser's EventSource, which cannot send an Authorization header, opens it with `?ticket=` from POST /api/users/me/events/tickets.
+ *
+ * A cursor older than what is kept (EVENTS_RETENTION_DAYS) is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading.
+ */
+export const eventsList = <ThrowOnError extends boolean = false>(options?: Options<EventsListData, ThrowOnError>): RequestResult<EventsListResponses, EventsListErrors, ThrowOnError> => (options?.client ?? client).get<EventsListResponses, EventsListErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/events',
+    ...options
+});
+
+/**
+ * A ticket for a browser's event stream
+ *
+ * A single-use ticket, valid 60 s, that opens one event stream as `GET /api/users/me/events?ticket=...` with `Accept: text/event-stream` (a browser's EventSource cannot send an Authorization header; the access token never goes in a URL). The stream ends when the token it was issued from is revoked or expires.
+ */
+export const eventsTicket = <ThrowOnError extends boolean = false>(options?: Options<EventsTicketData, ThrowOnError>): RequestResult<EventsTicketResponses, EventsTicketErrors, ThrowOnError> => (options?.client ?? client).post<EventsTicketResponses, EventsTicketErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/events/tickets',
+    ...options
 });

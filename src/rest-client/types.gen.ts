@@ -121,6 +121,27 @@ export type TaskOrder = {
     };
 };
 
+/**
+ * One change to your projects or tasks, carrying the resource's document after the change (for a delete, its type and id).
+ */
+export type ChangeEvent = {
+    id: string;
+    type: 'project.created' | 'project.updated' | 'project.deleted' | 'task.created' | 'task.updated';
+    data: Project | Task | DeletedResource;
+    /**
+     * When the change committed, in Unix seconds.
+     */
+    at: number;
+};
+
+/**
+ * What a delete event carries: the type and id of the deleted resource.
+ */
+export type DeletedResource = {
+    type: 'project' | 'task';
+    id: number;
+};
+
 export type ErrorEnvelope = {
     errors: Array<{
         /**
@@ -130,7 +151,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -144,6 +165,34 @@ export type ErrorEnvelope = {
             parameter?: string;
         };
     }>;
+};
+
+export type CursorExpired = {
+    errors: Array<{
+        /**
+         * HTTP status, as a string.
+         */
+        status: string;
+        /**
+         * Stable snake_case code.
+         */
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        title: string;
+        detail: string;
+        source?: {
+            /**
+             * JSON Pointer into the request body.
+             */
+            pointer?: string;
+            /**
+             * Query parameter at fault.
+             */
+            parameter?: string;
+        };
+    }>;
+    meta: {
+        last_event_id: string;
+    };
 };
 
 export type UsersRegisterData = {
@@ -1159,3 +1208,146 @@ export type TasksReorderResponses = {
 };
 
 export type TasksReorderResponse = TasksReorderResponses[keyof TasksReorderResponses];
+
+export type EventsListData = {
+    body?: never;
+    headers?: {
+        /**
+         * `text/event-stream` opens a Server-Sent Events stream of the change log instead of a page.
+         */
+        Accept?: 'application/json' | 'text/event-stream';
+        /**
+         * Stream only: resume after this event id (what EventSource sends when it reconnects); wins over `after`.
+         */
+        'Last-Event-ID'?: string;
+    };
+    path?: never;
+    query?: {
+        /**
+         * An event id (opaque; increasing within your log).
+         */
+        after?: string;
+        /**
+         * Stream only: a ticket from POST /api/users/me/events/tickets, in place of the Authorization header (for EventSource).
+         */
+        ticket?: string;
+    };
+    url: '/api/users/me/events';
+};
+
+export type EventsListErrors = {
+    /**
+     * Bad request: `invalid_json`, `invalid` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Gone: `cursor_expired`
+     */
+    410: CursorExpired;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type EventsListError = EventsListErrors[keyof EventsListErrors];
+
+export type EventsListResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Array<ChangeEvent>;
+        links: {
+            next?: string;
+        };
+        meta: {
+            /**
+             * The id to pass as `after` next time.
+             */
+            last_event_id: string;
+        };
+    };
+};
+
+export type EventsListResponse = EventsListResponses[keyof EventsListResponses];
+
+export type EventsTicketData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/users/me/events/tickets';
+};
+
+export type EventsTicketErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type EventsTicketError = EventsTicketErrors[keyof EventsTicketErrors];
+
+export type EventsTicketResponses = {
+    /**
+     * Created
+     */
+    201: {
+        data: {
+            type: 'event_stream_ticket';
+            attributes: {
+                ticket: string;
+                /**
+                 * Unix seconds; the ticket opens one stream before then.
+                 */
+                expiresAt: number;
+            };
+        };
+    };
+};
+
+export type EventsTicketResponse = EventsTicketResponses[keyof EventsTicketResponses];

@@ -91,7 +91,7 @@ export async function moveTask(em: SqlEntityManager, userId: number, taskId: num
     [requested, userId, taskId, userId, userId],
   );
   if (rows.length === 0) return null;
-  const moved = rows.flatMap((r) => (r.moved ? [taskFieldsOf(r.moved)] : []));
+  const moved = rows.flatMap((r) => (r.moved ? [taskFieldsOf(r.moved)] : [])).sort((a, b) => a.order - b.order);
   const changed = (moved.length > 0 ? moved : rows).map((r) => ({ id: r.id, order: r.order })).sort((a, b) => a.order - b.order);
   return { changed, moved };
 }

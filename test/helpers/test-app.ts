@@ -13,6 +13,7 @@ import { createLogger, type Logger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/db/database.js';
 import { createApp } from '../../src/http/app.js';
 import { createHttpServer } from '../../src/http/http-server.js';
+import { EventHub } from '../../src/changes/event-hub.js';
 
 /** 2026-06-15T12:00:00Z, a Monday. */
 export const T0 = Date.UTC(2026, 5, 15, 12, 0, 0);
@@ -55,6 +56,8 @@ export interface TestAppOptions {
   rateLimits?: { authPerMinute: number; perMinute: number };
   logger?: Logger;
   clock?: ManualClock;
+  /** Milliseconds between an event stream's idle ticks (heartbeat, token check). */
+  eventsIdleMs?: number;
 }
 
 export async function startTestApp(options: TestAppOptions = {}) {
@@ -68,6 +71,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
     trustProxy: false,
     passwordHashCost: 1024,
     rateLimits: options.rateLimits,
+    events: new EventHub({ databaseUrl, idleMs: options.eventsIdleMs ?? 15_000 }),
   });
   const server = createHttpServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -109,6 +113,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
     register,
     trpc: (token?: string) => createClient({ url: baseUrl, token }),
     async close() {
+      await (app.locals.events as { stop(): Promise<void> }).stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await orm.close(true);

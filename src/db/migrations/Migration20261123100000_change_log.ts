@@ -23,9 +23,18 @@ export class Migration20261123100000_change_log extends Migration {
       primary key ("user_id", "seq")
     );`);
     this.addSql(`create index "events_at_index" on "events" ("at");`);
+    // Short-lived, single-use tickets that open one event stream from a browser's EventSource,
+    // which cannot send an Authorization header: the long-lived token never goes in a URL.
+    this.addSql(`create table "event_stream_tickets" (
+      "ticket_hash" text primary key,
+      "user_id" integer not null references "users" ("id") on delete cascade,
+      "token_hash" text not null,
+      "expires_at" timestamptz not null
+    );`);
   }
 
   override down(): void {
+    this.addSql(`drop table if exists "event_stream_tickets";`);
     this.addSql(`drop table if exists "events";`);
     this.addSql(`alter table "users" drop column if exists "last_event_seq", drop column if exists "events_pruned_through";`);
   }

@@ -1,0 +1,89 @@
+/**
+ * The change log for clients (API-CONTRACT.md §10): delta sync (`events.list`, GET
+ * /api/users/me/events), the tRPC subscription `events.onChange`, and tickets that let a
+ * browser's EventSource open the REST stream (src/http/event-stream.ts) without putting
+ * its access token in a URL.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { tracked } from '@trpc/server';
+import { z } from 'zod';
+import { toSeconds } from '../core/clock.js';
+import { DomainError } from '../core/errors.js';
+import { authedProcedure, router } from '../core/trpc.js';
+import { followEvents, startCursor } from './event-feed.js';
+import { ChangeEvent, EVENTS_PAGE_SIZE, EventsInput, EventsPage, OnChangeInput, StreamTicketDocument } from './event.schema.js';
+import { readEvents, storeStreamTicket, tokenIsValid } from './event.store.js';
+
+const TAGS = ['events'];
+export const EVENTS_PATH = '/api/users/me/events';
+/** A stream ticket opens one stream within this many seconds. */
+export const TICKET_SECONDS = 60;
+
+export const hashTicket = (ticket: string) => createHash('sha256').update(ticket).digest('base64url');
+
+export const eventsRouter = router({
+  list: authedProcedure
+    .meta({
+      openapi: {
+        method: 'GET', path: EVENTS_PATH, tags: TAGS,
+        summary: 'Changes since a cursor (delta sync), or a live stream',
+        description: [
+          `The changes to your projects and tasks after \`after\`, oldest first, at most ${EVENTS_PAGE_SIZE} a page, with \`links.next\` while more remain and \`meta.last_event_id\` to pass as \`after\` next time.`,
+          'Without `after`, `data` is empty and `meta.last_event_id` is the newest id: take it first, then load your lists, then follow from it (events carry whole documents, so seeing a change twice is harmless).',
+          'With `Accept: text/event-stream` the same path is a Server-Sent Events stream (`id:` the event id, `event:` its type, `data:` the event), resumable with `Last-Event-ID` or `?after=`, with a `: heartbeat` comment every 15 s. A browser\'s EventSource, which cannot send an Authorization header, opens it with `?ticket=` from POST /api/users/me/events/tickets.',
+          'A cursor older than what is kept (EVENTS_RETENTION_DAYS) is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading.',
+        ].join('\n\n'),
+      },
+      queryParameters: ['after'],
+      errorCodes: ['cursor_expired'],
+    })
+    .input(EventsInput)
+    .output(EventsPage)
+    .query(async ({ ctx, input }) => {
+      const cursor = await startCursor(ctx.em, ctx.user.id, input.after);
+      if (input.after === undefined) return { data: [], links: {}, meta: { last_event_id: cursor.toString() } };
+      const page = await readEvents(ctx.em, ctx.user.id, cursor, EVENTS_PAGE_SIZE);
+      const last = page.events.at(-1)?.id ?? cursor.toString();
+      return {
+        data: page.events as ChangeEvent[],
+        links: page.more ? { next: `${ctx.baseUrl}${EVENTS_PATH}?after=${last}` } : {},
+        meta: { last_event_id: last },
+      };
+    }),
+
+  onChange: authedProcedure.input(OnChangeInput).subscription(async function* ({ ctx, input, signal }) {
+    const live = ctx.live;
+    if (!live) throw DomainError.of('service_unavailable', { detail: 'Live changes are not served here.' });
+    const after = await startCursor(ctx.em, ctx.user.id, input?.lastEventId);
+    const feed = followEvents({
+      em: () => ctx.em.fork(),
+      live,
+      subscription: await live.subscribe(ctx.user.id, ctx.tokenHash),
+      userId: ctx.user.id,
+      after,
+      signal: signal ?? new AbortController().signal,
+      stillAuthorized: () => tokenIsValid(ctx.em.fork(), ctx.tokenHash, ctx.clock.now()),
+    });
+    for await (const event of feed) {
+      if (event) yield tracked(event.id, event as ChangeEvent);
+    }
+  }),
+
+  ticket: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: `${EVENTS_PATH}/tickets`, tags: TAGS,
+        summary: 'A ticket for a browser\'s event stream',
+        description: `A single-use ticket, valid ${TICKET_SECONDS} s, that opens one event stream as \`GET ${EVENTS_PATH}?ticket=...\` with \`Accept: text/event-stream\` (a browser's EventSource cannot send an Authorization header; the access token never goes in a URL). The stream ends when the token it was issued from is revoked or expires.`,
+      },
+      successStatus: 201,
+    })
+    .input(z.void())
+    .output(StreamTicketDocument)
+    .mutation(async ({ ctx }) => {
+      const ticket = randomBytes(24).toString('base64url');
+      const expiresAt = new Date(ctx.clock.now().getTime() + TICKET_SECONDS * 1000);
+      await storeStreamTicket(ctx.em, hashTicket(ticket), ctx.user.id, ctx.tokenHash, expiresAt);
+      return { data: { type: 'event_stream_ticket' as const, attributes: { ticket, expiresAt: toSeconds(expiresAt) } } };
+    }),
+});

@@ -1,0 +1,127 @@
+/**
+ * GET /api/users/me/events with `Accept: text/event-stream`: the change log as Server-Sent
+ * Events (API-CONTRACT.md §10). trpc-to-openapi answers JSON only, so this one route is
+ * served here, before the REST door, from the same feed as the tRPC subscription.
+ *
+ * - Authentication: the Authorization header, or `?ticket=` from POST .../events/tickets
+ *   (single use, 60 s) for a browser's EventSource.
+ * - Resumption: `Last-Event-ID` (what EventSource sends when it reconnects), else `?after=`.
+ * - `: heartbeat` comments every idle tick keep proxies from closing the stream; the same
+ *   tick re-checks the token, so a revoked or expired one ends the stream within one tick.
+ * - A client too slow to read: the server writes one page at a time and waits for the
+ *   socket to drain; one that does not drain within SLOW_CLIENT_MS is told why and
+ *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that.
+ */
+import type { Request, RequestHandler, Response } from 'express';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Clock } from '../core/clock.js';
+import { DomainError, invalidQueryParameter, QUERY_PARAMETERS } from '../core/errors.js';
+import { toErrorResponse } from '../core/failures.js';
+import type { Logger } from '../core/logger.js';
+import type { Authentication, LiveEvents } from '../core/trpc.js';
+import { followEvents, startCursor } from '../changes/event-feed.js';
+import { hashTicket } from '../changes/events.router.js';
+import { redeemStreamTicket, tokenIsValid } from '../changes/event.store.js';
+import { sendErrorResponse } from './rest.js';
+
+const SLOW_CLIENT_MS = 30_000;
+
+export interface EventStreamOptions {
+  orm: MikroORM;
+  clock: Clock;
+  live: LiveEvents;
+  logger: Logger;
+  authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
+}
+
+function wantsEventStream(req: Request): boolean {
+  return (req.headers.accept ?? '').toLowerCase().includes('text/event-stream');
+}
+
+function drained(res: Response, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(ok);
+    };
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    const timer = setTimeout(() => done(false), ms);
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+  });
+}
+
+export function eventStreamHandler(options: EventStreamOptions): RequestHandler {
+  const { orm, clock, live, logger } = options;
+
+  async function who(req: Request): Promise<{ userId: number; tokenHash: string } | null> {
+    const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
+    if (ticket !== undefined && !req.headers.authorization) {
+      return /^[A-Za-z0-9_-]{1,100}$/.test(ticket) ? redeemStreamTicket(orm.em.fork(), hashTicket(ticket), clock.now()) : null;
+    }
+    const authentication = await options.authenticate(req.headers.authorization);
+    return authentication && { userId: authentication.user.id, tokenHash: authentication.tokenHash };
+  }
+
+  return (req, res, next) => {
+    if (!wantsEventStream(req)) {
+      next();
+      return;
+    }
+    (async () => {
+      const lastEventId = req.headers['last-event-id'];
+      const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : req.query.after;
+      if (after !== undefined && (typeof after !== 'string' || !QUERY_PARAMETERS.after!.pattern.test(after))) {
+        throw new DomainError([invalidQueryParameter('after')]);
+      }
+      const client = await who(req);
+      if (!client) throw DomainError.unauthorized();
+      const cursor = await startCursor(orm.em.fork(), client.userId, after);
+
+      const abort = new AbortController();
+      res.on('close', () => abort.abort());
+      const feed = followEvents({
+        em: () => orm.em.fork(),
+        live,
+        subscription: await live.subscribe(client.userId, client.tokenHash),
+        userId: client.userId,
+        after: cursor,
+        signal: abort.signal,
+        stillAuthorized: () => tokenIsValid(orm.em.fork(), client.tokenHash, clock.now()),
+      });
+      res.status(200);
+      res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('X-Accel-Buffering', 'no');
+      res.flushHeaders();
+      res.write(`retry: 2000\n: stream of the change log after ${cursor}\n\n`);
+      try {
+        for await (const event of feed) {
+          const chunk = event ? `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n` : ': heartbeat\n\n';
+          if (!res.write(chunk) && !(await drained(res, SLOW_CLIENT_MS))) {
+            if (!res.destroyed) {
+              res.end(`event: error\ndata: ${JSON.stringify({ code: 'slow_consumer', detail: 'The client did not read the stream fast enough; reconnect with Last-Event-ID.' })}\n\n`);
+            }
+            return;
+          }
+        }
+        res.end();
+      } catch (error) {
+        const response = toErrorResponse(error);
+        if (response.status >= 500) logger.warn({ err: error, reqId: res.getHeader('x-request-id') }, 'event stream ended by a failure');
+        if (!res.destroyed) res.end(`event: error\ndata: ${JSON.stringify({ errors: response.errors })}\n\n`);
+      }
+    })().catch((error: unknown) => {
+      if (res.headersSent) {
+        if (!res.destroyed) res.end();
+        return;
+      }
+      const response = toErrorResponse(error);
+      if (response.status >= 500) logger.error({ err: error, reqId: res.getHeader('x-request-id') }, 'request failed');
+      sendErrorResponse(res, response);
+    });
+  };
+}
