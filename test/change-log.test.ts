@@ -4,6 +4,7 @@
  * Server-Sent Events stream (live delivery, resumption by Last-Event-ID and ?after=,
  * heartbeats, tickets for EventSource, limits, revocation) and the tRPC subscription.
  */
+import net from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createClient } from '../src/client.js';
 import { MAX_STREAMS_PER_TOKEN } from '../src/changes/event-hub.js';
@@ -317,5 +318,42 @@ describe('the tRPC subscription events.onChange', () => {
       });
     });
     expect(error.data.code).toBe('invalid');
+  });
+});
+
+describe('a client that does not read', () => {
+  it('is told why and disconnected, and the server lets go of its stream', async () => {
+    const slow = await startTestApp({ eventsIdleMs: 150, eventsSlowClientMs: 300 });
+    try {
+      const u = await slow.register();
+      // 20,000 events of 2 KB each: far more than the socket buffers on both sides hold.
+      await slow.orm.em.fork().execute(
+        `insert into events (user_id, seq, type, data, at)
+         select ?, g, 'task.updated', jsonb_build_object('type', 'task', 'id', g, 'pad', repeat('x', 2000)), now()
+           from generate_series(1, 20000) g`,
+        [u.id],
+      );
+      await slow.orm.em.fork().execute('update users set last_event_seq = 20000 where id = ?', [u.id]);
+      const { port } = new URL(slow.baseUrl);
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await new Promise<void>((resolve) => socket.once('connect', resolve));
+      socket.write(`GET ${EVENTS}?after=0 HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: ${u.token}\r\n\r\n`);
+      socket.pause(); // and never read
+      const hub = slow.events;
+      const deadline = Date.now() + 20_000;
+      while (hub.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(hub.size, 'the stream never opened').toBe(1);
+      while (hub.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(hub.size, 'the stream of a client that does not read was never let go').toBe(0);
+      // What the client finally reads ends with the reason.
+      socket.resume();
+      let text = '';
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      await new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      expect(text).toContain('event: error');
+      expect(text).toContain('slow_consumer');
+    } finally {
+      await slow.close();
+    }
   });
 });

@@ -79,11 +79,14 @@ export interface EventHubOptions {
   databaseUrl: string;
   /** Milliseconds between a stream's idle ticks; 15 s by default. */
   idleMs?: number;
+  /** Milliseconds a stream waits for a client to read what was written before it gives up; 30 s. */
+  slowClientMs?: number;
   log?: Logger;
 }
 
 export class EventHub implements LiveEvents {
   readonly idleMs: number;
+  readonly slowClientMs: number;
   readonly #byUser = new Map<number, Set<Subscription>>();
   readonly #byToken = new Map<string, number>();
   #client: pg.Client | undefined;
@@ -93,6 +96,7 @@ export class EventHub implements LiveEvents {
 
   constructor(private readonly options: EventHubOptions) {
     this.idleMs = options.idleMs ?? 15_000;
+    this.slowClientMs = options.slowClientMs ?? 30_000;
   }
 
   /** Open streams in this process. */

@@ -9,7 +9,7 @@
  * - `: heartbeat` comments every idle tick keep proxies from closing the stream; the same
  *   tick re-checks the token, so a revoked or expired one ends the stream within one tick.
  * - A client too slow to read: the server writes one page at a time and waits for the
- *   socket to drain; one that does not drain within SLOW_CLIENT_MS is told why and
+ *   socket to drain; one that does not drain within 30 s (`slowClientMs`) is told why and
  *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that.
  */
 import type { Request, RequestHandler, Response } from 'express';
@@ -18,18 +18,17 @@ import type { Clock } from '../core/clock.js';
 import { DomainError, invalidQueryParameter, QUERY_PARAMETERS } from '../core/errors.js';
 import { toErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
-import type { Authentication, LiveEvents } from '../core/trpc.js';
+import type { Authentication } from '../core/trpc.js';
+import type { EventHub } from '../changes/event-hub.js';
 import { followEvents, startCursor } from '../changes/event-feed.js';
 import { hashTicket } from '../changes/events.router.js';
 import { redeemStreamTicket, tokenIsValid } from '../changes/event.store.js';
 import { sendErrorResponse } from './rest.js';
 
-const SLOW_CLIENT_MS = 30_000;
-
 export interface EventStreamOptions {
   orm: MikroORM;
   clock: Clock;
-  live: LiveEvents;
+  live: EventHub;
   logger: Logger;
   authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
 }
@@ -101,9 +100,13 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
       try {
         for await (const event of feed) {
           const chunk = event ? `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n` : ': heartbeat\n\n';
-          if (!res.write(chunk) && !(await drained(res, SLOW_CLIENT_MS))) {
+          if (!res.write(chunk) && !(await drained(res, live.slowClientMs))) {
             if (!res.destroyed) {
               res.end(`event: error\ndata: ${JSON.stringify({ code: 'slow_consumer', detail: 'The client did not read the stream fast enough; reconnect with Last-Event-ID.' })}\n\n`);
+              // A client that never reads again does not keep the socket and its buffers.
+              const cut = setTimeout(() => res.destroy(), 10 * live.slowClientMs);
+              cut.unref();
+              res.once('close', () => clearTimeout(cut));
             }
             return;
           }

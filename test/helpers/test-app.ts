@@ -58,12 +58,15 @@ export interface TestAppOptions {
   clock?: ManualClock;
   /** Milliseconds between an event stream's idle ticks (heartbeat, token check). */
   eventsIdleMs?: number;
+  /** Milliseconds an event stream waits for a client that does not read. */
+  eventsSlowClientMs?: number;
 }
 
 export async function startTestApp(options: TestAppOptions = {}) {
   const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
   const orm: MikroORM = await openOrm(databaseUrl, { migrate: true, poolSize: 20 });
   const clock = options.clock ?? new ManualClock(T0);
+  const events = new EventHub({ databaseUrl, idleMs: options.eventsIdleMs, slowClientMs: options.eventsSlowClientMs });
   const app = createApp({
     orm,
     clock,
@@ -71,7 +74,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
     trustProxy: false,
     passwordHashCost: 1024,
     rateLimits: options.rateLimits,
-    events: new EventHub({ databaseUrl, idleMs: options.eventsIdleMs ?? 15_000 }),
+    events,
   });
   const server = createHttpServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -107,13 +110,15 @@ export async function startTestApp(options: TestAppOptions = {}) {
   return {
     baseUrl,
     databaseUrl,
+    /** This app's live change feed (open streams, their limits). */
+    events,
     clock,
     orm,
     request,
     register,
     trpc: (token?: string) => createClient({ url: baseUrl, token }),
     async close() {
-      await (app.locals.events as { stop(): Promise<void> }).stop();
+      await events.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await orm.close(true);
