@@ -50,7 +50,8 @@ export async function* followEvents(options: FeedOptions): AsyncGenerator<Stored
   try {
     let cursor = options.after;
     for (;;) {
-      const page = await readEvents(options.em(), options.userId, cursor, EVENTS_PAGE_SIZE);
+      const live = subscription.take(cursor);
+      const page = live ? { events: live, more: false } : await readEvents(options.em(), options.userId, cursor, EVENTS_PAGE_SIZE);
       for (const event of page.events) {
         if (subscription.closed || options.signal.aborted) return;
         yield event;

@@ -1,10 +1,12 @@
 /**
  * Live delivery of the change log within one server process: one LISTEN connection per
  * process (not one per subscriber) on the channel the writes NOTIFY on commit, and the open
- * streams of this process, woken by user. A wake-up only says "read again": every stream
- * reads its user's events from the table after its own cursor, so a missed or duplicated
- * notification can delay an event (until the next heartbeat) but never lose, repeat or
- * reorder one.
+ * streams of this process, by user. A notification carries its write's events when they fit
+ * (event.store.ts); a stream takes them from there only when they follow its cursor without
+ * a gap, and otherwise reads its user's events from the table after its cursor. So a
+ * missed, late or duplicated notification can delay an event (until the next idle tick,
+ * which always reads the table) but never lose, repeat or reorder one; and live delivery
+ * costs no query per stream.
  *
  * It also enforces the streams' limits: at most MAX_STREAMS_PER_TOKEN open streams per access
  * token in this process (API-CONTRACT.md §10), and `stop()` ends every stream so that a
@@ -13,17 +15,23 @@
 import pg from 'pg';
 import { DomainError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import type { LiveEvents, LiveSubscription } from '../core/trpc.js';
-import { EVENTS_CHANNEL } from './event.store.js';
+import type { LiveEvents, LiveSubscription, LogEvent } from '../core/trpc.js';
+import { EVENTS_CHANNEL, parseNotification, type Notification } from './event.store.js';
 
 export const MAX_STREAMS_PER_TOKEN = 10;
 
 export type WaitResult = 'wake' | 'idle' | 'closed';
 
+/** Events a subscription keeps from notifications before it must read the table instead. */
+const INBOX_LIMIT = 500;
+
 /** One open stream: woken when its user's log grows, closed when the hub stops. */
 export class Subscription implements LiveSubscription {
   #pending = false;
   #closed = false;
+  /** Events that notifications carried, in order; `#gap` when one came without them. */
+  #inbox: LogEvent[] = [];
+  #gap = true;
   #resolve: ((result: WaitResult) => void) | undefined;
   constructor(
     readonly userId: number,
@@ -38,6 +46,34 @@ export class Subscription implements LiveSubscription {
   wake(): void {
     this.#pending = true;
     this.#settle('wake');
+  }
+
+  /** A notification of the user's log: its events, or only that there are some (`null`). */
+  offer(events: LogEvent[] | null): void {
+    if (events === null || this.#inbox.length + events.length > INBOX_LIMIT) {
+      this.#gap = true;
+      this.#inbox = [];
+    } else if (!this.#gap) {
+      this.#inbox.push(...events);
+    }
+    this.wake();
+  }
+
+  take(after: bigint): LogEvent[] | null {
+    if (this.#gap) {
+      // The table is read next: what notifications bring from now on follows that read.
+      this.#gap = false;
+      this.#inbox = [];
+      return null;
+    }
+    const fresh = this.#inbox.filter((e) => BigInt(e.id) > after);
+    this.#inbox = [];
+    let expected = after + 1n;
+    for (const event of fresh) {
+      if (BigInt(event.id) !== expected) return null; // a gap: read the table (the inbox is empty now)
+      expected++;
+    }
+    return fresh;
   }
 
   /** Resolves on a wake-up (also one that came before the call), after `idleMs`, or on close. */
@@ -55,6 +91,8 @@ export class Subscription implements LiveSubscription {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         if (result === 'wake') this.#pending = false;
+      // An idle tick reads the table, a safety net for a notification lost with its connection.
+      if (result === 'idle') this.#gap = true;
         resolve(result);
       };
     });
@@ -147,12 +185,12 @@ export class EventHub implements LiveEvents {
     else this.#byToken.delete(subscription.tokenHash);
   }
 
-  #wakeUser(userId: number): void {
-    for (const s of this.#byUser.get(userId) ?? []) s.wake();
+  #notify(notification: Notification): void {
+    for (const s of this.#byUser.get(notification.userId) ?? []) s.offer(notification.events ?? null);
   }
 
   #wakeAll(): void {
-    for (const set of this.#byUser.values()) for (const s of set) s.wake();
+    for (const set of this.#byUser.values()) for (const s of set) s.offer(null);
   }
 
   /** Connects the LISTEN connection once; a lost one is replaced, and every stream re-reads. */
@@ -161,8 +199,8 @@ export class EventHub implements LiveEvents {
     this.#connecting ??= (async () => {
       const client = new pg.Client({ connectionString: this.options.databaseUrl, connectionTimeoutMillis: 5_000 });
       client.on('notification', (message) => {
-        const userId = Number.parseInt(message.payload?.split(':')[0] ?? '', 10);
-        if (Number.isInteger(userId)) this.#wakeUser(userId);
+        const notification = parseNotification(message.payload);
+        if (notification) this.#notify(notification);
       });
       client.on('error', (error) => {
         this.options.log?.warn({ err: error }, 'change log listener lost its connection; reconnecting');

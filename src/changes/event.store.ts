@@ -8,6 +8,7 @@
  * listeners (delivered on commit); the table is the truth they read.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { LogEvent } from '../core/trpc.js';
 
 /** The channel every process listens on; the payload is `<user id>:<newest seq>`. */
 export const EVENTS_CHANNEL = 'user_events';
@@ -19,13 +20,16 @@ export interface NewEvent {
   at: number;
 }
 
-export interface StoredEvent extends NewEvent {
-  id: string;
-}
+export type StoredEvent = LogEvent;
+
+/** A NOTIFY payload carries the events themselves when they fit in this many bytes. */
+const PAYLOAD_BYTES = 7_000;
 
 /**
  * Appends the events of one write in one statement: numbers them after the user's newest,
- * moves that mark, stores them and notifies. The caller holds the owner's lock.
+ * moves that mark, stores them and notifies. The caller holds the owner's lock. The payload
+ * is `<user>:<first>:<last>` and, when they fit, `:<the events as JSON>`, so that live
+ * streams rarely read the table (event-hub.ts).
  */
 export async function appendEvents(em: SqlEntityManager, userId: number, events: readonly NewEvent[], now: Date): Promise<void> {
   if (events.length === 0) return;
@@ -36,11 +40,36 @@ export async function appendEvents(em: SqlEntityManager, userId: number, events:
        insert into events (user_id, seq, type, data, at)
        select ?, mark.base + e.n, e.ev->>'type', e.ev->'data', ?
          from mark, jsonb_array_elements(?::jsonb) with ordinality as e(ev, n)
-       returning seq
+       returning seq, type, data, at
+     ), payload as (
+       select ? || ':' || min(seq) || ':' || max(seq) as head,
+              json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text as body
+         from stored
      )
-     select pg_notify('${EVENTS_CHANNEL}', ? || ':' || max(seq)) from stored`,
+     select pg_notify('${EVENTS_CHANNEL}', case when octet_length(body) <= ${PAYLOAD_BYTES} then head || ':' || body else head end) from payload`,
     [events.length, userId, events.length, userId, now, JSON.stringify(events.map(({ type, data }) => ({ type, data }))), String(userId)],
   );
+}
+
+export interface Notification {
+  userId: number;
+  first: bigint;
+  last: bigint;
+  /** The events, when the payload carried them. */
+  events?: StoredEvent[];
+}
+
+/** Reads a NOTIFY payload of `appendEvents`; null when it is not one. */
+export function parseNotification(payload: string | undefined): Notification | null {
+  const match = /^(\d+):(\d+):(\d+)(?::([\s\S]*))?$/.exec(payload ?? '');
+  if (!match) return null;
+  let events: StoredEvent[] | undefined;
+  try {
+    events = match[4] === undefined ? undefined : (JSON.parse(match[4]) as StoredEvent[]);
+  } catch {
+    events = undefined;
+  }
+  return { userId: Number(match[1]), first: BigInt(match[2]!), last: BigInt(match[3]!), events };
 }
 
 export interface EventPage {

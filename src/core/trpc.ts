@@ -60,10 +60,24 @@ export interface LiveEvents {
   subscribe(userId: number, tokenHash: string): Promise<LiveSubscription>;
 }
 
+/** One event of a user's change log, as clients receive it. */
+export interface LogEvent {
+  id: string;
+  type: string;
+  data: unknown;
+  /** Unix seconds. */
+  at: number;
+}
+
 export interface LiveSubscription {
   readonly closed: boolean;
   /** Resolves on new events of the user (also ones before the call), an idle tick, or close. */
   wait(idleMs: number, signal?: AbortSignal): Promise<'wake' | 'idle' | 'closed'>;
+  /**
+   * The events notifications brought that follow `after` without a gap (possibly none), or
+   * null when the log must be read from the table (first call, a gap, an overflow).
+   */
+  take(after: bigint): LogEvent[] | null;
   close(): void;
 }
 
