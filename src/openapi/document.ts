@@ -10,6 +10,7 @@ import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
 import { BODY_LIMIT_BYTES, DomainError, ERROR_CODES, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
 import type { AppMeta } from '../core/trpc.js';
 import { appRouter } from '../router.js';
+import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 
 export const API_VERSION = '1.0.0';
 
@@ -227,7 +228,7 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
       ['invalid_transition', '/project/state', 'A newed project cannot become paused.'],
       ['cannot_be_before_started_at', '/project/due_at', 'due_at must be after today.'],
       ['cannot_be_after_today', '/project/finished_at', 'finished_at cannot be after today.'],
-      ['reached_max_started', '/project/state', 'At most 3 projects can be started at the same time.'],
+      ['reached_max_started', '/project/state', `At most ${MAX_STARTED_PROJECTS} projects can be started at the same time.`],
     ],
   },
   'projects-delete': {},
@@ -412,7 +413,7 @@ function describeEventStream(operation: Json): void {
 
 const TAGS = [
   { name: 'users', description: 'Registration, login (access tokens) and the current user. Registering and logging in need no token.' },
-  { name: 'projects', description: "The current user's projects and their lifecycle: newed, started, paused, finished. At most 3 started at once." },
+  { name: 'projects', description: `The current user's projects and their lifecycle: newed, started, paused, finished. At most ${MAX_STARTED_PROJECTS} started at once.` },
   { name: 'tasks', description: "The current user's tasks: their order, their lifecycle (newed, started, planned, finished, abandoned) and their project." },
   { name: 'events', description: "The change log of the current user's projects and tasks: delta sync, a live Server-Sent Events stream, and tickets for browsers' EventSource." },
 ];

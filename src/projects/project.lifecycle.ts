@@ -1,7 +1,13 @@
 /**
- * The project state machine of SPEC.md 3.1 and API-CONTRACT.md §4, as a table.
- * One row per action: where it starts, where it ends, which dates it takes, whether it
- * counts against the limit of started projects, and what it does to the project's tasks.
+ * The project state machine of SPEC.md 3.1 and API-CONTRACT.md §4, as a table. Touch this
+ * file to change a project rule. It holds:
+ * - the states, and which of them a client may request;
+ * - MAX_STARTED_PROJECTS (SPEC.md 3.1 rule 3), the one place that says 3; the count itself is
+ *   read under the owner's lock taken first by every write (src/changes/user-write.ts);
+ * - one row per action: where it starts and ends, which dates it requires, allows or forbids
+ *   (SPEC.md 3.1 rules 1–2), whether it counts against the limit, its effect on the project's
+ *   own dates, and its effect on the project's tasks (an action of task.lifecycle.ts).
+ * The order in which the rules are checked is in Project.changeState (project.entity.ts).
  */
 import type { ProjectTaskEffect } from '../tasks/task.lifecycle.js';
 

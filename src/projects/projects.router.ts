@@ -20,6 +20,7 @@ import {
   UpdateProjectInput,
 } from './project.schema.js';
 import { presentProject } from './project.view.js';
+import { MAX_STARTED_PROJECTS } from './project.lifecycle.js';
 
 const TAGS = ['projects'];
 const LIST_PATH = '/api/users/me/projects';
@@ -154,9 +155,9 @@ export const projectsRouter = router({
         summary: 'Change the state of a project',
         description: [
           'Moves the project along its state machine:',
-          '- newed → started (start): `due_at` required and after today; fewer than 3 started projects. Sets startedAt and dueAt; the project\'s newed tasks start.',
+          `- newed → started (start): \`due_at\` required and after today; fewer than ${MAX_STARTED_PROJECTS} started projects. Sets startedAt and dueAt; the project's newed tasks start.`,
           '- started → paused (pause): sets pausedAt; the project\'s started tasks go back to newed.',
-          '- paused → started (restart): `due_at` optional, after today; fewer than 3 started projects. Unsets pausedAt; newed tasks start.',
+          `- paused → started (restart): \`due_at\` optional, after today; fewer than ${MAX_STARTED_PROJECTS} started projects. Unsets pausedAt; newed tasks start.`,
           '- started → finished (finish): `finished_at` optional, between startedAt and today; defaults to now.',
           'Any other move is `invalid_transition`. Checks stop at the first failure: state missing, transition, must/cannot be set, dates, started limit.',
         ].join('\n'),

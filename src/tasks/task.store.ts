@@ -7,8 +7,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { taskAction, taskActionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
-import { toSeconds } from '../core/clock.js';
-import type { TaskFields } from './task.view.js';
+import { fieldsOf, type TaskFields } from './task.view.js';
 
 export interface NewTask extends TaskDates {
   userId: number;
@@ -33,19 +32,7 @@ export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<T
       task.startedAt ?? null, task.plannedAt ?? null, task.finishedAt ?? null, task.abandonedAt ?? null, task.createdAt,
     ],
   );
-  return {
-    id: row!.id,
-    userId: task.userId,
-    projectId: task.projectId,
-    label: task.label,
-    order: row!.order,
-    plannedCount: task.plannedCount,
-    state: task.state,
-    startedAt: toSeconds(task.startedAt),
-    plannedAt: toSeconds(task.plannedAt),
-    finishedAt: toSeconds(task.finishedAt),
-    abandonedAt: toSeconds(task.abandonedAt),
-  };
+  return fieldsOf({ ...task, id: row!.id, order: row!.order });
 }
 
 export interface OrderChange {

@@ -19,8 +19,17 @@ export interface TaskFields {
   abandonedAt: number;
 }
 
-export function presentTask(task: Task): TaskResource {
-  return presentTaskFields({
+/** A task's columns with its dates as Dates: the entity, or a row just inserted. */
+export type TaskRecord = Pick<Task, 'id' | 'userId' | 'label' | 'order' | 'plannedCount' | 'state'> & {
+  projectId?: number | null;
+  startedAt?: Date | null;
+  plannedAt?: Date | null;
+  finishedAt?: Date | null;
+  abandonedAt?: Date | null;
+};
+
+export function fieldsOf(task: TaskRecord): TaskFields {
+  return {
     id: task.id,
     userId: task.userId,
     projectId: task.projectId ?? null,
@@ -32,7 +41,11 @@ export function presentTask(task: Task): TaskResource {
     plannedAt: toSeconds(task.plannedAt),
     finishedAt: toSeconds(task.finishedAt),
     abandonedAt: toSeconds(task.abandonedAt),
-  });
+  };
+}
+
+export function presentTask(task: Task): TaskResource {
+  return presentTaskFields(fieldsOf(task));
 }
 
 export function presentTaskFields(task: TaskFields): TaskResource {
