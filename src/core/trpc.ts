@@ -119,6 +119,9 @@ const t = initTRPC
   .create({
     transformer: superjson,
     isDev: false,
+    // Subscriptions (SSE) ping while idle so proxies keep them open, like the REST stream's
+    // heartbeat; a client that hears nothing for twice that long reconnects with its last id.
+    sse: { ping: { enabled: true, intervalMs: 15_000 }, client: { reconnectAfterInactivityMs: 30_000 } },
     errorFormatter({ shape, error }) {
       const response = toErrorResponse(error);
       const first = response.errors[0]!;
