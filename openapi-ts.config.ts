@@ -1,5 +1,5 @@
 /**
- * `npm run client`: generates the REST client in src/rest-client/ from openapi.json with
+ * `npm run client`: generates the REST client in clients/rest/ from openapi.json with
  * @hey-api/openapi-ts (fetch client, types, one SDK function per operation). The folder is
  * generated code, committed; test/rest-client.test.ts checks it is what this config gives.
  *
@@ -23,7 +23,7 @@ for (const file of walk(process.argv[1])) {
 }
 `;
 
-export const REST_CLIENT_OUTPUT = './src/rest-client';
+export const REST_CLIENT_OUTPUT = './clients/rest';
 
 export default defineConfig({
   input: './openapi.json',

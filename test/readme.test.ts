@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createClient } from '../src/client.js';
-import { createClient as createRestClient } from '../src/rest-client/client/index.js';
-import { tasksCreate, tasksList, usersAuthorize } from '../src/rest-client/index.js';
+import { createClient as createRestClient } from '../clients/rest/client/index.js';
+import { tasksCreate, tasksList, usersAuthorize } from '../clients/rest/index.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');

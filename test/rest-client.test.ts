@@ -1,6 +1,6 @@
 /**
  * openapi.json is usable by real tooling: the REST client that @hey-api/openapi-ts generates
- * from it (src/rest-client/, `npm run client`) drives a whole scenario against the running
+ * from it (clients/rest/, `npm run client`) drives a whole scenario against the running
  * service, typed end to end, and errors come back as the documented envelope. The committed
  * client must be what the generator gives for the committed document.
  */
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, type Client } from '../src/rest-client/client/index.js';
+import { createClient, type Client } from '../clients/rest/client/index.js';
 import {
   projectsChangeState,
   projectsCreate,
@@ -28,11 +28,11 @@ import {
   usersRegister,
   usersRevoke,
   type ErrorEnvelope,
-} from '../src/rest-client/index.js';
+} from '../clients/rest/index.js';
 import { DAY, T0, seconds, startTestApp, type TestApp } from './helpers/test-app.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const committedClient = path.join(root, 'src/rest-client');
+const committedClient = path.join(root, 'clients/rest');
 
 function filesUnder(dir: string): Map<string, string> {
   const files = new Map<string, string>();
@@ -58,7 +58,7 @@ describe('the generated REST client', () => {
       const generated = filesUnder(out);
       const committed = filesUnder(committedClient);
       expect([...committed.keys()].sort()).toEqual([...generated.keys()].sort());
-      for (const [file, text] of generated) expect(committed.get(file), `src/rest-client/${file}`).toBe(text);
+      for (const [file, text] of generated) expect(committed.get(file), `clients/rest/${file}`).toBe(text);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
