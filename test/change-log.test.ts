@@ -273,6 +273,66 @@ describe('the REST event stream', () => {
   });
 });
 
+describe('revocation and tickets', () => {
+  it('ends a busy stream of a revoked token too, not only an idle one', async () => {
+    const u = await app.register();
+    const second = await app.request('POST', '/api/users/authorizations', { body: { username: u.username, password: 'correct horse' } });
+    const other = second.body.meta.token as string;
+    const s = await openStream(`${app.baseUrl}${EVENTS}`, { Authorization: u.token });
+    expect(s.status).toBe(200);
+    let writing = true;
+    // The user keeps writing from another device, more often than the idle tick.
+    const writer = (async () => {
+      while (writing) {
+        await app.request('POST', '/api/users/me/tasks', { token: other, body: { task: { label: 'busy' } } });
+        await new Promise((r) => setTimeout(r, 30));
+      }
+    })();
+    try {
+      await s.nextEvent();
+      expect((await app.request('DELETE', '/api/users/me/authorizations/current', { token: u.token })).status).toBe(204);
+      const deadline = Date.now() + 5_000;
+      let last = await s.nextEvent();
+      while (last.event !== 'error' && Date.now() < deadline) last = await s.nextEvent();
+      expect(last.event, 'the stream of a revoked token kept going').toBe('error');
+      await s.ended;
+    } finally {
+      writing = false;
+      await writer;
+    }
+  });
+
+  it('refuses a ticket whose token was revoked before it was used', async () => {
+    const u = await app.register();
+    const ticket = (await app.request('POST', `${EVENTS}/tickets`, { token: u.token })).body.data.attributes.ticket;
+    expect((await app.request('DELETE', '/api/users/me/authorizations/current', { token: u.token })).status).toBe(204);
+    const s = await openStream(`${app.baseUrl}${EVENTS}?ticket=${ticket}&after=0`);
+    expect(s.status).toBe(401);
+  });
+
+  it('refuses an expired ticket', async () => {
+    const u = await app.register();
+    const ticket = (await app.request('POST', `${EVENTS}/tickets`, { token: u.token })).body.data.attributes.ticket;
+    app.clock.advance(61);
+    const s = await openStream(`${app.baseUrl}${EVENTS}?ticket=${ticket}`);
+    expect(s.status).toBe(401);
+  });
+
+  it('a HEAD request opens no stream', async () => {
+    const u = await app.register();
+    const res = await fetch(`${app.baseUrl}${EVENTS}`, { method: 'HEAD', headers: { Authorization: u.token, Accept: 'text/event-stream' } });
+    expect(res.headers.get('content-type')).not.toMatch(/event-stream/);
+    expect(app.events.size).toBe(0);
+  });
+
+  it('an invalid Last-Event-ID is 400 invalid on that header', async () => {
+    const u = await app.register();
+    const s = await openStream(`${app.baseUrl}${EVENTS}`, { Authorization: u.token, 'Last-Event-ID': 'abc' });
+    expect(s.status).toBe(400);
+    expect(JSON.parse(s.text!).errors[0]).toMatchObject({ code: 'invalid', source: { parameter: 'Last-Event-ID' } });
+  });
+});
+
 describe('the tRPC subscription events.onChange', () => {
   it('delivers the events after lastEventId, then live ones, as tracked events', async () => {
     const u = await app.register();
@@ -351,7 +411,7 @@ describe('a client that does not read', () => {
       socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
       await new Promise<void>((resolve) => socket.once('close', () => resolve()));
       expect(text).toContain('event: error');
-      expect(text).toContain('slow_consumer');
+      expect(text).toContain('did not read the stream fast enough');
     } finally {
       await slow.close();
     }

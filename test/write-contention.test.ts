@@ -68,7 +68,10 @@ describe('a noisy user does not starve a quiet one', () => {
   it('the quiet user gets only 2xx while another floods writes and lists', async () => {
     const noisy = await one.register();
     const quiet = await one.register();
-    for (let i = 0; i < 60; i++) await one.request('POST', '/api/users/me/tasks', { token: noisy.token, body: { task: { label: `n${i}` } } });
+    const ids: number[] = [];
+    for (let i = 0; i < 60; i++) {
+      ids.push((await one.request('POST', '/api/users/me/tasks', { token: noisy.token, body: { task: { label: `n${i}` } } })).body.data.id);
+    }
     let flooding = true;
     const noisyStatuses: number[] = [];
     const flood = Array.from({ length: 60 }, (_, c) =>
@@ -76,7 +79,7 @@ describe('a noisy user does not starve a quiet one', () => {
         const random = mulberry32(100 + c);
         while (flooding) {
           const res = c % 2 === 0
-            ? await one.request('PUT', `/api/tasks/${1 + Math.floor(random() * 60)}/order`, { token: noisy.token, body: { task: { order: 1 + Math.floor(random() * 60) } } })
+            ? await one.request('PUT', `/api/tasks/${ids[Math.floor(random() * ids.length)]}/order`, { token: noisy.token, body: { task: { order: 1 + Math.floor(random() * 60) } } })
             : await one.request('GET', '/api/users/me/tasks', { token: noisy.token });
           noisyStatuses.push(res.status);
         }
@@ -92,6 +95,6 @@ describe('a noisy user does not starve a quiet one', () => {
     await Promise.all(flood);
     expect(quietStatuses.filter((s) => s >= 300)).toEqual([]);
     expect(noisyStatuses.filter((s) => s >= 500 && s !== 503)).toEqual([]);
-    expect(noisyStatuses.length).toBeGreaterThan(60);
+    expect(noisyStatuses.filter((s) => s === 200).length, 'the noisy user got work done too').toBeGreaterThan(60);
   });
 });

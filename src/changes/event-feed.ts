@@ -1,15 +1,16 @@
 /**
- * Reading the change log: where a client's cursor stands (`startCursor`), a page of delta
- * sync, and the live feed both streams share (`followEvents`): the events after the cursor
- * in order, then each new one as it commits, with an idle tick between that re-checks the
- * token (a revoked or expired one ends the stream within one tick) and re-reads the table
- * (so a lost notification delays an event by one tick at most, never loses it).
+ * Reading the change log: where a client's cursor stands (`startCursor`), and the live feed
+ * both streams share (`followEvents`): the events after the cursor in order, then each new
+ * one as it commits. The token is re-checked at least once an idle period (15 s), busy or
+ * not, so a revoked or expired token ends its streams within that time (at once in the
+ * process that revoked it); an idle tick also re-reads the table (so a lost notification
+ * delays an event by one tick at most, never loses it).
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from '../core/errors.js';
 import type { LiveEvents, LiveSubscription } from '../core/trpc.js';
 import { EVENTS_PAGE_SIZE } from './event.schema.js';
-import { logPosition, readEvents, type StoredEvent } from './event.store.js';
+import { logPosition, readEvents, type EventPage, type StoredEvent } from './event.store.js';
 
 /**
  * The cursor to read after: the given id, or the newest when none is given. An id older
@@ -47,22 +48,29 @@ export interface FeedOptions {
 /** Yields events in order, and `null` on each idle tick (a stream's heartbeat). */
 export async function* followEvents(options: FeedOptions): AsyncGenerator<StoredEvent | null> {
   const { subscription } = options;
+  const idleMs = options.live.idleMs;
+  let checkedAt = Date.now();
   try {
     let cursor = options.after;
+    let more = false;
     for (;;) {
-      const live = subscription.take(cursor);
-      const page = live ? { events: live, more: false } : await readEvents(options.em(), options.userId, cursor, EVENTS_PAGE_SIZE);
+      // Catching up reads the table page by page; live events come from notifications.
+      const live: StoredEvent[] | null = more ? null : subscription.take(cursor);
+      const page: EventPage = live ? { events: live, more: false } : await readEvents(options.em(), options.userId, cursor, EVENTS_PAGE_SIZE);
       for (const event of page.events) {
+        if (subscription.reason) throw subscription.reason;
         if (subscription.closed || options.signal.aborted) return;
         yield event;
         cursor = BigInt(event.id);
       }
-      if (page.more) continue;
-      const woken = await subscription.wait(options.live.idleMs, options.signal);
-      if (woken === 'closed') return;
-      if (woken === 'idle') {
+      more = page.more;
+      const woken = more ? 'wake' : await subscription.wait(idleMs, options.signal);
+      if (subscription.reason) throw subscription.reason;
+      if (woken === 'closed' || subscription.closed || options.signal.aborted) return;
+      if (woken === 'idle' || Date.now() - checkedAt >= idleMs) {
         if (!(await options.stillAuthorized())) throw DomainError.unauthorized('The access token was revoked or has expired.');
-        yield null;
+        checkedAt = Date.now();
+        if (woken === 'idle') yield null;
       }
     }
   } finally {

@@ -98,9 +98,13 @@ export class Subscription implements LiveSubscription {
     });
   }
 
-  close(): void {
+  /** Why the hub ended the stream (a revoked token), told to the client before it closes. */
+  reason: Error | undefined;
+
+  close(reason?: Error): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.reason = reason;
     this.release(this);
     this.#settle('closed');
   }
@@ -153,8 +157,14 @@ export class EventHub implements LiveEvents {
         detail: `At most ${MAX_STREAMS_PER_TOKEN} event streams may be open per access token; close one first.`,
       }).withRetryAfter(5);
     }
-    await this.#listen();
+    // The slot is taken before waiting for the listener, so parallel opens cannot pass the limit.
     this.#byToken.set(tokenHash, open + 1);
+    try {
+      await this.#listen();
+    } catch (error) {
+      this.#releaseSlot(tokenHash);
+      throw error;
+    }
     const subscription = new Subscription(userId, tokenHash, (s) => this.#release(s));
     let set = this.#byUser.get(userId);
     if (!set) this.#byUser.set(userId, (set = new Set()));
@@ -162,9 +172,10 @@ export class EventHub implements LiveEvents {
     return subscription;
   }
 
-  /** Ends every stream of a token (it was revoked). */
+  /** Ends every stream of a token in this process (it was revoked); other processes notice at their next check. */
   closeToken(tokenHash: string): void {
-    for (const set of this.#byUser.values()) for (const s of set) if (s.tokenHash === tokenHash) s.close();
+    const revoked = DomainError.unauthorized('The access token was revoked.');
+    for (const set of [...this.#byUser.values()]) for (const s of [...set]) if (s.tokenHash === tokenHash) s.close(revoked);
   }
 
   async stop(): Promise<void> {
@@ -180,9 +191,13 @@ export class EventHub implements LiveEvents {
     const set = this.#byUser.get(subscription.userId);
     set?.delete(subscription);
     if (set?.size === 0) this.#byUser.delete(subscription.userId);
-    const open = (this.#byToken.get(subscription.tokenHash) ?? 1) - 1;
-    if (open > 0) this.#byToken.set(subscription.tokenHash, open);
-    else this.#byToken.delete(subscription.tokenHash);
+    this.#releaseSlot(subscription.tokenHash);
+  }
+
+  #releaseSlot(tokenHash: string): void {
+    const open = (this.#byToken.get(tokenHash) ?? 1) - 1;
+    if (open > 0) this.#byToken.set(tokenHash, open);
+    else this.#byToken.delete(tokenHash);
   }
 
   #notify(notification: Notification): void {

@@ -1,13 +1,12 @@
 /** Wire shapes of the change log (API-CONTRACT.md §10). */
 import { z } from 'zod';
+import { EVENT_ID } from '../core/errors.js';
 import { ProjectResource } from '../projects/project.schema.js';
 import { TaskResource } from '../tasks/task.schema.js';
 
 export const EVENT_TYPES = ['project.created', 'project.updated', 'project.deleted', 'task.created', 'task.updated'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-/** Event ids are per-user numbers written as decimal strings; "0" stands before the first. */
-export const EVENT_ID = /^(0|[1-9][0-9]{0,17})$/;
 export const EventId = z.string().regex(EVENT_ID).meta({ description: 'An event id (opaque; increasing within your log).', example: '42' });
 
 export const DeletedResource = z

@@ -102,8 +102,19 @@ export async function readEvents(em: SqlEntityManager, userId: number, after: bi
   };
 }
 
-/** Removes events older than `before`, a batch at a time, and marks each user's log as pruned. */
+/**
+ * Removes events older than `before`, a batch at a time, and marks each user's log as pruned.
+ * It waits for a user's lock at most a moment (a write holds it): never long enough to make
+ * that user's or another's writes time out behind it; what it skips, a later round removes.
+ */
 export async function pruneEvents(em: SqlEntityManager, before: Date, batch = 5_000): Promise<number> {
+  return em.transactional(async (tx) => {
+    await tx.execute(`select set_config('lock_timeout', '200ms', true)`);
+    return pruneBatch(tx, before, batch);
+  });
+}
+
+async function pruneBatch(em: SqlEntityManager, before: Date, batch: number): Promise<number> {
   const [row] = await em.execute<Array<{ removed: number }>>(
     `with doomed as (
        select user_id, seq from events where at < ? order by at limit ?
@@ -128,19 +139,18 @@ export async function storeStreamTicket(em: SqlEntityManager, ticketHash: string
   ]);
 }
 
-/** Uses a ticket up: the user and token it was issued from, or null (unknown, used or expired). */
+/**
+ * Uses a ticket up: the user and token it was issued from, or null when it is unknown, used,
+ * expired, or its token has since been revoked or has expired.
+ */
 export async function redeemStreamTicket(em: SqlEntityManager, ticketHash: string, now: Date): Promise<{ userId: number; tokenHash: string } | null> {
   const [row] = await em.execute<Array<{ user_id: number; token_hash: string; live: boolean }>>(
-    'delete from event_stream_tickets where ticket_hash = ? returning user_id, token_hash, expires_at > ? as live',
-    [ticketHash, now],
+    `delete from event_stream_tickets t where t.ticket_hash = ?
+      returning t.user_id, t.token_hash,
+                t.expires_at > ? and exists (select 1 from access_tokens a where a.token_hash = t.token_hash and a.expires_at > ?) as live`,
+    [ticketHash, now, now],
   );
   return row?.live ? { userId: row.user_id, tokenHash: row.token_hash } : null;
-}
-
-/** Whether an access token (by hash) is still valid. */
-export async function tokenIsValid(em: SqlEntityManager, tokenHash: string, now: Date): Promise<boolean> {
-  const rows = await em.execute('select 1 from access_tokens where token_hash = ? and expires_at > ?', [tokenHash, now]);
-  return rows.length > 0;
 }
 
 /** Drops expired stream tickets. */

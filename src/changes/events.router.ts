@@ -12,7 +12,8 @@ import { DomainError } from '../core/errors.js';
 import { authedProcedure, router } from '../core/trpc.js';
 import { followEvents, startCursor } from './event-feed.js';
 import { ChangeEvent, EVENTS_PAGE_SIZE, EventsInput, EventsPage, OnChangeInput, StreamTicketDocument } from './event.schema.js';
-import { readEvents, storeStreamTicket, tokenIsValid } from './event.store.js';
+import { readEvents, storeStreamTicket } from './event.store.js';
+import { isTokenValid } from '../users/authentication.js';
 
 const TAGS = ['events'];
 export const EVENTS_PATH = '/api/users/me/events';
@@ -62,7 +63,7 @@ export const eventsRouter = router({
       userId: ctx.user.id,
       after,
       signal: signal ?? new AbortController().signal,
-      stillAuthorized: () => tokenIsValid(ctx.em.fork(), ctx.tokenHash, ctx.clock.now()),
+      stillAuthorized: () => isTokenValid(ctx.em.fork(), ctx.tokenHash, ctx.clock.now()),
     });
     for await (const event of feed) {
       if (event) yield tracked(event.id, event as ChangeEvent);

@@ -55,7 +55,8 @@ export class ChangeSet {
     this.#record({ resource, id, kind: 'updated', document });
   }
 
-  deleted(resource: Resource, id: number): void {
+  /** Only projects are deleted (API-CONTRACT.md §6); a task is abandoned, an update. */
+  deleted(resource: 'project', id: number): void {
     this.#record({ resource, id, kind: 'deleted' });
   }
 
@@ -178,6 +179,8 @@ async function eventsOf(em: SqlEntityManager, scope: WriteScope): Promise<NewEve
     const type = `${e.resource}.${e.kind}`;
     if (e.kind === 'deleted') return [{ type, data: { type: e.resource, id: e.id }, at }];
     const data = e.document ?? documents.get(`${e.resource}:${e.id}`);
-    return data === undefined ? [] : [{ type, data, at }];
+    // A change whose resource is gone would commit without its event: refuse the whole write.
+    if (data === undefined) throw new Error(`${e.resource} ${e.id} changed in this write but cannot be read back`);
+    return [{ type, data, at }];
   });
 }

@@ -153,10 +153,13 @@ export class ValidationErrors {
   }
 }
 
+/** Change-log event ids: per-user numbers written as decimal strings; "0" stands before the first. */
+export const EVENT_ID = /^(0|[1-9][0-9]{0,17})$/;
+
 /** The query parameters the API takes, each written one way only (no `01`, `1e3`, `0x1`, ` 1`). */
 export const QUERY_PARAMETERS: Record<string, { pattern: RegExp; detail: string }> = {
   page: { pattern: /^[1-9][0-9]*$/, detail: 'Query parameter page must be an integer >= 1.' },
-  after: { pattern: /^(0|[1-9][0-9]{0,17})$/, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
+  after: { pattern: EVENT_ID, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
 };
 
 /** A query parameter not written as QUERY_PARAMETERS says. */

@@ -58,6 +58,8 @@ export interface LiveEvents {
   /** Milliseconds between a stream's idle ticks (heartbeat, token check, re-read). */
   readonly idleMs: number;
   subscribe(userId: number, tokenHash: string): Promise<LiveSubscription>;
+  /** Ends the streams of a revoked token in this process. */
+  closeToken(tokenHash: string): void;
 }
 
 /** One event of a user's change log, as clients receive it. */
@@ -71,6 +73,8 @@ export interface LogEvent {
 
 export interface LiveSubscription {
   readonly closed: boolean;
+  /** Why the stream was ended from the server's side, if it was (a revoked token). */
+  readonly reason?: Error;
   /** Resolves on new events of the user (also ones before the call), an idle tick, or close. */
   wait(idleMs: number, signal?: AbortSignal): Promise<'wake' | 'idle' | 'closed'>;
   /**
@@ -133,7 +137,8 @@ const t = initTRPC
           httpStatus: response.status,
           path: shape.data.path,
           errors: response.errors,
-          ...(response.meta ? { meta: response.meta, ...response.meta } : {}),
+          // 410 cursor_expired: the id to restart from, as REST gives it in `meta`.
+          ...(response.meta ? { meta: response.meta, last_event_id: response.meta.last_event_id } : {}),
         },
       };
     },

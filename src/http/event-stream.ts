@@ -16,13 +16,14 @@ import type { Request, RequestHandler, Response } from 'express';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../core/clock.js';
 import { DomainError, invalidQueryParameter, QUERY_PARAMETERS } from '../core/errors.js';
-import { toErrorResponse } from '../core/failures.js';
+import { errorBody, toErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { Authentication } from '../core/trpc.js';
 import type { EventHub } from '../changes/event-hub.js';
 import { followEvents, startCursor } from '../changes/event-feed.js';
 import { hashTicket } from '../changes/events.router.js';
-import { redeemStreamTicket, tokenIsValid } from '../changes/event.store.js';
+import { redeemStreamTicket } from '../changes/event.store.js';
+import { isTokenValid } from '../users/authentication.js';
 import { sendErrorResponse } from './rest.js';
 
 export interface EventStreamOptions {
@@ -66,43 +67,56 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
   }
 
   return (req, res, next) => {
-    if (!wantsEventStream(req)) {
+    if (req.method !== 'GET' || !wantsEventStream(req)) {
       next();
       return;
     }
+    // Listened for first: a client gone while the stream is being set up releases its slot.
+    const abort = new AbortController();
+    res.on('close', () => abort.abort());
     (async () => {
       const lastEventId = req.headers['last-event-id'];
       const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : req.query.after;
       if (after !== undefined && (typeof after !== 'string' || !QUERY_PARAMETERS.after!.pattern.test(after))) {
-        throw new DomainError([invalidQueryParameter('after')]);
+        const error = invalidQueryParameter('after');
+        if (after === lastEventId) error.source = { parameter: 'Last-Event-ID' };
+        throw new DomainError([error]);
       }
       const client = await who(req);
       if (!client) throw DomainError.unauthorized();
       const cursor = await startCursor(orm.em.fork(), client.userId, after);
 
-      const abort = new AbortController();
-      res.on('close', () => abort.abort());
+      const subscription = await live.subscribe(client.userId, client.tokenHash);
+      if (abort.signal.aborted) {
+        subscription.close();
+        return;
+      }
       const feed = followEvents({
         em: () => orm.em.fork(),
         live,
-        subscription: await live.subscribe(client.userId, client.tokenHash),
+        subscription,
         userId: client.userId,
         after: cursor,
         signal: abort.signal,
-        stillAuthorized: () => tokenIsValid(orm.em.fork(), client.tokenHash, clock.now()),
+        stillAuthorized: () => isTokenValid(orm.em.fork(), client.tokenHash, clock.now()),
       });
       res.status(200);
       res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
       res.setHeader('Cache-Control', 'no-store');
       res.setHeader('X-Accel-Buffering', 'no');
       res.flushHeaders();
-      res.write(`retry: 2000\n: stream of the change log after ${cursor}\n\n`);
+      // The cursor as the stream's first id: a client that drops before any event resumes
+      // from here, not from whatever is newest when it reconnects.
+      res.write(`retry: 2000\nid: ${cursor}\n: stream of the change log after ${cursor}\n\n`);
       try {
         for await (const event of feed) {
           const chunk = event ? `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n` : ': heartbeat\n\n';
           if (!res.write(chunk) && !(await drained(res, live.slowClientMs))) {
             if (!res.destroyed) {
-              res.end(`event: error\ndata: ${JSON.stringify({ code: 'slow_consumer', detail: 'The client did not read the stream fast enough; reconnect with Last-Event-ID.' })}\n\n`);
+              const tooSlow = DomainError.of('service_unavailable', {
+                detail: 'The client did not read the stream fast enough; reconnect with Last-Event-ID.',
+              });
+              res.end(`event: error\ndata: ${errorBody(toErrorResponse(tooSlow))}\n\n`);
               // A client that never reads again does not keep the socket and its buffers.
               const cut = setTimeout(() => res.destroy(), 10 * live.slowClientMs);
               cut.unref();
@@ -115,7 +129,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
       } catch (error) {
         const response = toErrorResponse(error);
         if (response.status >= 500) logger.warn({ err: error, reqId: res.getHeader('x-request-id') }, 'event stream ended by a failure');
-        if (!res.destroyed) res.end(`event: error\ndata: ${JSON.stringify({ errors: response.errors })}\n\n`);
+        if (!res.destroyed) res.end(`event: error\ndata: ${errorBody(response)}\n\n`);
       }
     })().catch((error: unknown) => {
       if (res.headersSent) {

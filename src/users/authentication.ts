@@ -18,3 +18,9 @@ export async function authenticate(em: SqlEntityManager, authorization: string |
   );
   return user ? { user: { id: user.id, username: user.username }, tokenHash } : null;
 }
+
+/** Whether an access token, by its hash, is still known and unexpired (open streams re-check it). */
+export async function isTokenValid(em: SqlEntityManager, tokenHash: string, now: Date): Promise<boolean> {
+  const rows = await em.execute('select 1 from access_tokens where token_hash = ? and expires_at > ?', [tokenHash, now]);
+  return rows.length > 0;
+}

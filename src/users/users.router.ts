@@ -123,5 +123,7 @@ export const usersRouter = router({
     .output(z.void())
     .mutation(async ({ ctx }) => {
       await ctx.em.nativeDelete(AccessToken, { tokenHash: ctx.tokenHash });
+      // Its open event streams end now in this process; other processes at their next check.
+      ctx.live?.closeToken(ctx.tokenHash);
     }),
 });
