@@ -12,6 +12,7 @@ import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import swaggerUi from 'swagger-ui-express';
 import type { Clock } from '../core/clock.js';
 import { apiError } from '../core/errors.js';
+import { failureLog, poolStateOf } from '../core/failure-log.js';
 import { toErrorResponse } from '../core/failures.js';
 import { pruneRateLimits } from '../core/rate-limit.js';
 import type { Logger } from '../core/logger.js';
@@ -69,6 +70,7 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('trust proxy', deps.trustProxy);
   app.set('etag', false);
 
+  const logFailure = failureLog(logger, 'request failed', poolStateOf(orm));
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
   const createContext = (req: Request, res: Response): Context => ({
     em: orm.em.fork(),
@@ -133,13 +135,13 @@ export function createApp(deps: AppDependencies): express.Express {
       createContext: ({ req, res }) => createContext(req, res),
       maxBodySize: 100 * 1024,
       onError: ({ error }) => {
-        if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
+        logFailure(error.cause ?? error, toErrorResponse(error).status, { door: 'trpc' });
       },
     }),
   );
 
   const api = express.Router();
-  api.use(...restHandlers({ router: appRouter, createContext, logger }));
+  api.use(...restHandlers({ router: appRouter, createContext, logFailure }));
   app.use(api);
 
   app.use((_req, res) => {
@@ -168,7 +170,7 @@ export function createApp(deps: AppDependencies): express.Express {
       sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body could not be read.')] });
     } else {
       const response = toErrorResponse(err);
-      if (response.status >= 500) logger.error({ err, reqId: res.getHeader('x-request-id') }, 'request failed');
+      logFailure(err, response.status, { reqId: res.getHeader('x-request-id') });
       if (res.headersSent) {
         res.end();
         return;
