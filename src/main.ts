@@ -47,7 +47,14 @@ function exitWhenDone(stop: Promise<unknown>, logger: Logger): void {
 
 /** One process serving requests: the whole service, or a cluster worker. */
 async function runServer(config: Config, logger: Logger, worker: boolean): Promise<void> {
-  const service = await startService({ config, logger, migrate: !worker });
+  // A worker's /healthz follows the primary's embedded PostgreSQL, which the primary reports.
+  let databaseUp = true;
+  if (worker) {
+    process.on('message', (message: { type?: string; up?: boolean }) => {
+      if (message?.type === 'embedded-postgres' && typeof message.up === 'boolean') databaseUp = message.up;
+    });
+  }
+  const service = await startService({ config, logger, migrate: !worker, ...(worker ? { databaseUp: () => databaseUp } : {}) });
   const message = listeningMessage(service.url, service.databaseDescription, 1);
   if (worker) logger.debug({ url: service.url }, `worker ${message}`);
   else logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription }, message);
@@ -65,7 +72,15 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
 
   let stopping = false;
   let listening = 0;
-  const fork = (): Worker => cluster.fork({ DATABASE_URL: database.url });
+  const report = (worker: Worker) => {
+    if (database.embedded && worker.isConnected()) worker.send({ type: 'embedded-postgres', up: database.embedded.up }, () => undefined);
+  };
+  database.embedded?.onStatusChange(() => Object.values(cluster.workers ?? {}).forEach((w) => w && report(w)));
+  const fork = (): Worker => {
+    const worker = cluster.fork({ DATABASE_URL: database.url });
+    worker.once('online', () => report(worker));
+    return worker;
+  };
   cluster.on('listening', (_worker, address) => {
     listening += 1;
     if (listening !== config.webConcurrency) return;
@@ -78,7 +93,8 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;
-    logger.error({ pid: worker.process.pid, code, signal }, 'worker died; starting another');
+    // `pid` is the primary's own (every line has it); the dead worker's is `workerPid`.
+    logger.error({ workerPid: worker.process.pid, code, signal }, 'worker died; starting another');
     fork();
   });
   for (let i = 0; i < config.webConcurrency; i++) fork();

@@ -33,6 +33,8 @@ export interface ServiceOptions {
   migrate?: boolean;
   /** An already opened database (cluster workers get a URL from the primary). */
   database?: DatabaseHandle;
+  /** Whether the primary's embedded PostgreSQL runs (cluster workers learn it by message). */
+  databaseUp?: () => boolean;
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
@@ -78,6 +80,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     passwordHashCost: config.passwordHashCost,
     rateLimits: { authPerMinute: config.rateLimitAuthPerMinute, perMinute: config.rateLimitPerMinute },
     corsOrigins: config.corsOrigins,
+    databaseUp: options.databaseUp ?? (database.embedded ? () => database.embedded!.up : undefined),
   });
   const http = createHttpServer(inFlight.wrap(app));
   await listen(http, config.port, config.host);

@@ -38,7 +38,7 @@ export async function openDatabase(options: { databaseUrl?: string; dataDir: str
   }
   const embedded = await startEmbeddedDatabase({
     dataDir: options.dataDir,
-    log: (m) => options.logger.debug({ component: 'postgres' }, m),
+    logger: options.logger,
   });
   await embedded.ensureDatabase(EMBEDDED_DATABASE_NAME);
   return {

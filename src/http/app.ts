@@ -33,6 +33,8 @@ export interface AppDependencies {
   corsOrigins?: string[];
   /** Counts running procedures for a graceful stop (src/server.ts). */
   inFlight?: InFlight;
+  /** False while the service's own (embedded) PostgreSQL is down: /healthz fails then. */
+  databaseUp?: () => boolean;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -107,6 +109,11 @@ export function createApp(deps: AppDependencies): express.Express {
   }
 
   app.get('/healthz', (_req, res) => {
+    if (deps.databaseUp?.() === false) {
+      const detail = 'The embedded PostgreSQL is down; the service is restarting it.';
+      sendErrorResponse(res, { status: 503, errors: [apiError(503, 'service_unavailable', detail)], retryAfter: 5 });
+      return;
+    }
     res.json({ status: 'ok' });
   });
   app.get('/readyz', async (_req, res) => {

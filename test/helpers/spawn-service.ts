@@ -11,9 +11,11 @@ export interface SpawnedService {
   exited: Promise<number | null>;
 }
 
-export function spawnService(env: Record<string, string>): Promise<SpawnedService> {
+export function spawnService(env: Record<string, string>, options: { detached?: boolean; cwd?: string } = {}): Promise<SpawnedService> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: path.resolve(import.meta.dirname, '../..'),
+    cwd: options.cwd ?? path.resolve(import.meta.dirname, '../..'),
+    // Its own process group, as a terminal's foreground job is: a test can signal all of it.
+    detached: options.detached ?? false,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
