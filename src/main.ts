@@ -10,6 +10,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './core/logger.js';
 import { openDatabase, openOrm } from './db/database.js';
+import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { startService } from './server.js';
 
 function listeningMessage(url: string, database: string, workers: number) {
@@ -57,7 +58,10 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
   const service = await startService({ config, logger, migrate: !worker, ...(worker ? { databaseUp: () => databaseUp } : {}) });
   const message = listeningMessage(service.url, service.databaseDescription, 1);
   if (worker) logger.debug({ url: service.url }, `worker ${message}`);
-  else logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription }, message);
+  else {
+    const limits = { poolSize: service.poolSize };
+    logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription, ...limits }, message);
+  }
 
   onSignals((signal) => {
     logger.info({ signal }, 'shutting down');
@@ -66,8 +70,18 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
 }
 
 async function runPrimary(config: Config, logger: Logger): Promise<void> {
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger });
-  const orm = await openOrm(database.url, { migrate: true });
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    logger,
+    maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
+  });
+  // Refuse before forking when the workers' pools cannot fit in the database.
+  const poolSize = await poolSizeFor(database.url, config.webConcurrency, config.databasePoolSize).catch(async (error: unknown) => {
+    await database.stop();
+    throw error;
+  });
+  const orm = await openOrm(database.url, { migrate: true, poolSize: 1 });
   await orm.close(true);
 
   let stopping = false;
@@ -77,7 +91,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   };
   database.embedded?.onStatusChange(() => Object.values(cluster.workers ?? {}).forEach((w) => w && report(w)));
   const fork = (): Worker => {
-    const worker = cluster.fork({ DATABASE_URL: database.url });
+    const worker = cluster.fork({ DATABASE_URL: database.url, DATABASE_POOL_SIZE: String(poolSize) });
     worker.once('online', () => report(worker));
     return worker;
   };

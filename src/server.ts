@@ -10,6 +10,7 @@ import { systemClock, type Clock } from './core/clock.js';
 import type { Config } from './config.js';
 import type { Logger } from './core/logger.js';
 import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
+import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { createApp } from './http/app.js';
 import { createHttpServer } from './http/http-server.js';
 import { InFlight } from './http/in-flight.js';
@@ -18,6 +19,8 @@ export interface RunningService {
   url: string;
   port: number;
   databaseDescription: string;
+  /** Database connections this process may hold. */
+  poolSize: number;
   orm: MikroORM;
   server: Server;
   /** Requests and procedure runs not yet over. */
@@ -62,10 +65,19 @@ function closeServer(server: Server, timeoutMs: number): Promise<void> {
 
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { config, logger } = options;
-  const database = options.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger }));
+  const database =
+    options.database ??
+    (await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      logger,
+      maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
+    }));
   let orm: MikroORM;
+  let poolSize: number;
   try {
-    orm = await openOrm(database.url, { migrate: options.migrate ?? true });
+    poolSize = await poolSizeFor(database.url, config.webConcurrency, config.databasePoolSize);
+    orm = await openOrm(database.url, { migrate: options.migrate ?? true, poolSize });
   } catch (error) {
     if (!options.database) await database.stop();
     throw error;
@@ -92,6 +104,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     url: `http://${shownHost}:${port}`,
     port,
     databaseDescription: database.description,
+    poolSize,
     orm,
     server: http,
     inFlight,
