@@ -59,7 +59,7 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
   const message = listeningMessage(service.url, service.databaseDescription, 1);
   if (worker) logger.debug({ url: service.url }, `worker ${message}`);
   else {
-    const limits = { poolSize: service.poolSize };
+    const limits = { poolSize: service.poolSize, maxConnections: service.server.maxConnections };
     logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription, ...limits }, message);
   }
 

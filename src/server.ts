@@ -12,7 +12,7 @@ import type { Logger } from './core/logger.js';
 import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { createApp } from './http/app.js';
-import { createHttpServer } from './http/http-server.js';
+import { createHttpServer, maxConnectionsFor } from './http/http-server.js';
 import { InFlight } from './http/in-flight.js';
 
 export interface RunningService {
@@ -95,6 +95,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     databaseUp: options.databaseUp ?? (database.embedded ? () => database.embedded!.up : undefined),
   });
   const http = createHttpServer(inFlight.wrap(app));
+  const maxConnections = maxConnectionsFor(poolSize);
+  if (maxConnections !== undefined) http.maxConnections = maxConnections;
   await listen(http, config.port, config.host);
   const { port } = http.address() as AddressInfo;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
