@@ -13,6 +13,7 @@ import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { createApp } from './http/app.js';
 import { createHttpServer, maxConnectionsFor } from './http/http-server.js';
+import { startHousekeeping } from './core/housekeeping.js';
 import { InFlight } from './http/in-flight.js';
 
 export interface RunningService {
@@ -97,6 +98,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const http = createHttpServer(inFlight.wrap(app));
   const maxConnections = maxConnectionsFor(poolSize);
   if (maxConnections !== undefined) http.maxConnections = maxConnections;
+  // Before listening, so a start after a long pause serves without last month's rows.
+  const housekeeping = await startHousekeeping(orm, options.clock ?? systemClock, logger);
   await listen(http, config.port, config.host);
   const { port } = http.address() as AddressInfo;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
@@ -112,6 +115,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     inFlight,
     stop() {
       stopping ??= (async () => {
+        housekeeping.stop();
         const deadline = Date.now() + config.shutdownTimeoutMs;
         await closeServer(http, config.shutdownTimeoutMs);
         // Handlers of clients that hung up may still be running: the ORM closes after them.

@@ -14,7 +14,6 @@ import type { Clock } from '../core/clock.js';
 import { apiError } from '../core/errors.js';
 import { failureLog, poolStateOf } from '../core/failure-log.js';
 import { toErrorResponse } from '../core/failures.js';
-import { pruneRateLimits } from '../core/rate-limit.js';
 import type { Logger } from '../core/logger.js';
 import type { Context } from '../core/trpc.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
@@ -88,12 +87,7 @@ export function createApp(deps: AppDependencies): express.Express {
     enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
   });
 
-  if (rateLimits.authPerMinute > 0 || rateLimits.perMinute > 0) {
-    const prune = setInterval(() => {
-      pruneRateLimits(orm.em.fork(), clock.now()).catch(() => undefined);
-    }, 60_000);
-    prune.unref();
-  }
+  // Expired rate-limit rows and tokens are pruned by the service (src/core/housekeeping.ts).
 
   app.use(requestId);
   app.use(requestLog(logger));
