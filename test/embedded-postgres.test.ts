@@ -132,6 +132,33 @@ describe('the embedded PostgreSQL', () => {
     }
   }, 90_000);
 
+  it("fails /healthz on every worker while the primary's PostgreSQL is down (WEB_CONCURRENCY=2)", async () => {
+    const dataDir = await tempDataDir();
+    const service = await spawnService({ DATA_DIR: dataDir, WEB_CONCURRENCY: '2' });
+    try {
+      expect(await status(`${service.url}/healthz`)).toBe(200);
+      const conf = path.join(dataDir, 'pg', 'postgresql.auto.conf');
+      const good = await fs.readFile(conf, 'utf8');
+      await fs.appendFile(conf, BROKEN_SETTING);
+      process.kill(postmasterPid(dataDir)!, 'SIGKILL');
+      // Connections are spread over both workers: eight 503s in a row means both say so.
+      await eventually('eight /healthz in a row answered 503', async () => {
+        const answers = await Promise.all(Array.from({ length: 8 }, () => fetch(`${service.url}/healthz`, { headers: { Connection: 'close' } }).then((r) => r.status)));
+        return answers.every((s) => s === 503);
+      });
+      await fs.writeFile(conf, good);
+      await eventually('/healthz answered 200 again on every worker', async () => {
+        const answers = await Promise.all(Array.from({ length: 8 }, () => fetch(`${service.url}/healthz`, { headers: { Connection: 'close' } }).then((r) => r.status)));
+        return answers.every((s) => s === 200);
+      }, 60_000);
+      expect(service.output()).toMatch(/embedded PostgreSQL exited; restarting it/);
+    } finally {
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+    }
+    expect(postmasterPid(dataDir), 'PostgreSQL was left running').toBeNull();
+  }, 90_000);
+
   it('keeps running through a Ctrl-C to the terminal until in-flight requests have finished', async () => {
     const dataDir = await tempDataDir();
     const service = await spawnService({ DATA_DIR: dataDir, RATE_LIMIT_AUTH_PER_MINUTE: '0' }, { detached: true });
