@@ -30,9 +30,15 @@ function postmasterPid(dataDir: string): number | null {
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  // An exited process not yet reaped (a zombie, as an orphan under an init that does not
+  // reap stays) is not running.
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
   }
 }
 
