@@ -207,10 +207,13 @@ async function cachedBinaries(binaries: Binaries): Promise<Binaries> {
           await fs.cp(binaries.nativeDir, staging, { recursive: true, verbatimSymlinks: true });
           await openUp(staging);
           await fs.writeFile(complete(staging), `${binaries.version}\n`, { mode: 0o644 });
-          await fs.rm(target, { recursive: true, force: true });
-          await fs.rename(staging, target).catch(async (error: NodeJS.ErrnoException) => {
-            // Another start renamed its copy first; use that one.
-            if (!existsSync(complete(target))) throw error;
+          const valid = async () => (await isRootOwnedFolder(target)) && existsSync(complete(target));
+          await fs.rename(staging, target).catch(async () => {
+            // A folder is in the way. Another start's complete copy (it landed first) is used
+            // as it is, never removed; only a broken or foreign one is replaced.
+            if (await valid()) return;
+            await fs.rm(target, { recursive: true, force: true });
+            await fs.rename(staging, target);
           });
         } finally {
           await fs.rm(staging, { recursive: true, force: true });
