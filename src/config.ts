@@ -13,6 +13,7 @@ const EnvSchema = z.object({
   DATABASE_URL: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   WEB_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(1),
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).optional(),
   TRUST_PROXY: z.string().min(1).optional(),
   RATE_LIMIT_AUTH_PER_MINUTE: count(30),
   RATE_LIMIT_PER_MINUTE: count(1200),
@@ -28,6 +29,8 @@ export interface Config {
   databaseUrl: string | undefined;
   dataDir: string;
   webConcurrency: number;
+  /** Database connections per server process; unset: sized from the database (src/db/pool-size.ts). */
+  databasePoolSize: number | undefined;
   /** Value for Express's `trust proxy` setting, or false. */
   trustProxy: boolean | number | string;
   rateLimitAuthPerMinute: number;
@@ -64,6 +67,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: e.DATABASE_URL,
     dataDir: path.resolve(e.DATA_DIR),
     webConcurrency: e.WEB_CONCURRENCY,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     rateLimitAuthPerMinute: e.RATE_LIMIT_AUTH_PER_MINUTE,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,

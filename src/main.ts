@@ -10,6 +10,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './core/logger.js';
 import { openDatabase, openOrm } from './db/database.js';
+import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { startService } from './server.js';
 
 function listeningMessage(url: string, database: string, workers: number) {
@@ -47,10 +48,20 @@ function exitWhenDone(stop: Promise<unknown>, logger: Logger): void {
 
 /** One process serving requests: the whole service, or a cluster worker. */
 async function runServer(config: Config, logger: Logger, worker: boolean): Promise<void> {
-  const service = await startService({ config, logger, migrate: !worker });
+  // A worker's /healthz follows the primary's embedded PostgreSQL, which the primary reports.
+  let databaseUp = true;
+  if (worker) {
+    process.on('message', (message: { type?: string; up?: boolean }) => {
+      if (message?.type === 'embedded-postgres' && typeof message.up === 'boolean') databaseUp = message.up;
+    });
+  }
+  const service = await startService({ config, logger, migrate: !worker, ...(worker ? { databaseUp: () => databaseUp } : {}) });
   const message = listeningMessage(service.url, service.databaseDescription, 1);
   if (worker) logger.debug({ url: service.url }, `worker ${message}`);
-  else logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription }, message);
+  else {
+    const limits = { poolSize: service.poolSize, maxConnections: service.server.maxConnections };
+    logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription, ...limits }, message);
+  }
 
   onSignals((signal) => {
     logger.info({ signal }, 'shutting down');
@@ -59,13 +70,31 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
 }
 
 async function runPrimary(config: Config, logger: Logger): Promise<void> {
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger });
-  const orm = await openOrm(database.url, { migrate: true });
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    logger,
+    maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
+  });
+  // Refuse before forking when the workers' pools cannot fit in the database.
+  const poolSize = await poolSizeFor(database.url, config.webConcurrency, config.databasePoolSize).catch(async (error: unknown) => {
+    await database.stop();
+    throw error;
+  });
+  const orm = await openOrm(database.url, { migrate: true, poolSize: 1 });
   await orm.close(true);
 
   let stopping = false;
   let listening = 0;
-  const fork = (): Worker => cluster.fork({ DATABASE_URL: database.url });
+  const report = (worker: Worker) => {
+    if (database.embedded && worker.isConnected()) worker.send({ type: 'embedded-postgres', up: database.embedded.up }, () => undefined);
+  };
+  database.embedded?.onStatusChange(() => Object.values(cluster.workers ?? {}).forEach((w) => w && report(w)));
+  const fork = (): Worker => {
+    const worker = cluster.fork({ DATABASE_URL: database.url, DATABASE_POOL_SIZE: String(poolSize) });
+    worker.once('online', () => report(worker));
+    return worker;
+  };
   cluster.on('listening', (_worker, address) => {
     listening += 1;
     if (listening !== config.webConcurrency) return;
@@ -78,7 +107,8 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;
-    logger.error({ pid: worker.process.pid, code, signal }, 'worker died; starting another');
+    // `pid` is the primary's own (every line has it); the dead worker's is `workerPid`.
+    logger.error({ workerPid: worker.process.pid, code, signal }, 'worker died; starting another');
     fork();
   });
   for (let i = 0; i < config.webConcurrency; i++) fork();

@@ -10,8 +10,13 @@ import { systemClock, type Clock } from './core/clock.js';
 import type { Config } from './config.js';
 import type { Logger } from './core/logger.js';
 import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
+import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { createApp } from './http/app.js';
-import { createHttpServer } from './http/http-server.js';
+import { createHttpServer, maxConnectionsFor } from './http/http-server.js';
+import { startHousekeeping } from './core/housekeeping.js';
+import { pruneRateLimits } from './core/rate-limit.js';
+import { pruneExpiredTokens } from './users/authentication.js';
+import { pruneChangeLog, pruneStreamTickets } from './changes/event.store.js';
 import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
 
@@ -19,6 +24,8 @@ export interface RunningService {
   url: string;
   port: number;
   databaseDescription: string;
+  /** Database connections this process may hold. */
+  poolSize: number;
   orm: MikroORM;
   server: Server;
   /** Requests and procedure runs not yet over. */
@@ -34,6 +41,8 @@ export interface ServiceOptions {
   migrate?: boolean;
   /** An already opened database (cluster workers get a URL from the primary). */
   database?: DatabaseHandle;
+  /** Whether the primary's embedded PostgreSQL runs (cluster workers learn it by message). */
+  databaseUp?: () => boolean;
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
@@ -61,10 +70,19 @@ function closeServer(server: Server, timeoutMs: number): Promise<void> {
 
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { config, logger } = options;
-  const database = options.database ?? (await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger }));
+  const database =
+    options.database ??
+    (await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      logger,
+      maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
+    }));
   let orm: MikroORM;
+  let poolSize: number;
   try {
-    orm = await openOrm(database.url, { migrate: options.migrate ?? true });
+    poolSize = await poolSizeFor(database.url, config.webConcurrency, config.databasePoolSize);
+    orm = await openOrm(database.url, { migrate: options.migrate ?? true, poolSize });
   } catch (error) {
     if (!options.database) await database.stop();
     throw error;
@@ -73,7 +91,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const events = new EventHub({ databaseUrl: database.url, log: logger });
   const app = createApp({
     events,
-    eventsRetentionDays: config.eventsRetentionDays,
     inFlight,
     orm,
     clock: options.clock ?? systemClock,
@@ -82,8 +99,23 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     passwordHashCost: config.passwordHashCost,
     rateLimits: { authPerMinute: config.rateLimitAuthPerMinute, perMinute: config.rateLimitPerMinute },
     corsOrigins: config.corsOrigins,
+    databaseUp: options.databaseUp ?? (database.embedded ? () => database.embedded!.up : undefined),
   });
   const http = createHttpServer(inFlight.wrap(app));
+  const maxConnections = maxConnectionsFor(poolSize);
+  if (maxConnections !== undefined) http.maxConnections = maxConnections;
+  // Before listening, so a start after a long pause serves without last month's rows.
+  const em = () => orm.em.fork();
+  const housekeeping = await startHousekeeping(
+    [
+      { name: 'rate limits', run: async (now) => (await pruneRateLimits(em(), now), 0) },
+      { name: 'access tokens', run: (now) => pruneExpiredTokens(em(), now) },
+      { name: 'change log', run: (now) => pruneChangeLog(em(), now, config.eventsRetentionDays) },
+      { name: 'stream tickets', run: (now) => pruneStreamTickets(em(), now) },
+    ],
+    options.clock ?? systemClock,
+    logger,
+  );
   await listen(http, config.port, config.host);
   const { port } = http.address() as AddressInfo;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
@@ -93,11 +125,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     url: `http://${shownHost}:${port}`,
     port,
     databaseDescription: database.description,
+    poolSize,
     orm,
     server: http,
     inFlight,
     stop() {
       stopping ??= (async () => {
+        housekeeping.stop();
         const deadline = Date.now() + config.shutdownTimeoutMs;
         // Open event streams end first (clients reconnect elsewhere with their last id).
         await events.stop();

@@ -30,9 +30,15 @@ function postmasterPid(dataDir: string): number | null {
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  // An exited process not yet reaped (a zombie, as an orphan under an init that does not
+  // reap stays) is not running.
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
   }
 }
 
@@ -89,10 +95,10 @@ describe('the service on its embedded PostgreSQL', () => {
     const orphan = postmasterPid(dataDir)!;
     expect(isAlive(orphan)).toBe(true);
 
-    // A killed service leaves its PostgreSQL running; the next start must take over cleanly.
+    // A killed service's watchdog stops its PostgreSQL soon (test/embedded-postgres.test.ts);
+    // whether or not it has yet, the next start must take over cleanly.
     first.child.kill('SIGKILL');
     await first.exited;
-    expect(isAlive(orphan)).toBe(true);
 
     const second = await spawnService({ DATA_DIR: dataDir });
     expect(isAlive(orphan)).toBe(false);

@@ -154,6 +154,15 @@ export async function redeemStreamTicket(em: SqlEntityManager, ticketHash: strin
 }
 
 /** Drops expired stream tickets. */
-export async function pruneStreamTickets(em: SqlEntityManager, now: Date): Promise<void> {
-  await em.execute('delete from event_stream_tickets where expires_at < ?', [now]);
+export async function pruneStreamTickets(em: SqlEntityManager, now: Date): Promise<number> {
+  const result = await em.execute<{ affectedRows: number }>('delete from event_stream_tickets where expires_at < ?', [now], 'run');
+  return result.affectedRows;
+}
+
+/** Retention (EVENTS_RETENTION_DAYS): removes what is older, a batch at a time, until none is left. */
+export async function pruneChangeLog(em: SqlEntityManager, now: Date, retentionDays: number): Promise<number> {
+  const before = new Date(now.getTime() - retentionDays * 86_400_000);
+  let removed = 0;
+  for (let batch = await pruneEvents(em, before); batch > 0; batch = await pruneEvents(em, before)) removed += batch;
+  return removed;
 }

@@ -25,6 +25,10 @@ export function errorBody(response: Pick<ErrorResponse, 'errors' | 'meta'>): str
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN',
   '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', '53300',
+  // Not our bugs, and over once the load or the operator's fix is in: a statement timeout
+  // (57014), a full disk (53100; 503 rather than 507, so clients need one retry rule), out of
+  // memory (53200), and no file descriptor left for a connection (EMFILE/ENFILE).
+  '57014', '53100', '53200', 'EMFILE', 'ENFILE',
 ]);
 
 /** True when the error (or one of its causes) says the database cannot be reached. */
@@ -33,7 +37,7 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     if (e instanceof ConnectionException) return true;
     const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
-    if (typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error/i.test(message)) {
+    if (typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Query read timeout/i.test(message)) {
       return true;
     }
     e = (e as { cause?: unknown }).cause;
@@ -41,8 +45,11 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
-export function unavailable(): DomainError {
-  return DomainError.of('service_unavailable').withRetryAfter(5);
+/** The 503 for a database that cannot serve now; `cause` (what it said) is kept for the log. */
+export function unavailable(cause?: unknown): DomainError {
+  const error = DomainError.of('service_unavailable').withRetryAfter(5);
+  if (cause !== undefined) error.cause = cause;
+  return error;
 }
 
 export function isZodError(error: unknown): error is ZodError {

@@ -161,7 +161,7 @@ const errorConversion = t.middleware(async ({ next, getRawInput, meta }) => {
       fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters }),
     );
   }
-  if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable());
+  if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
   return result;
 });
 

@@ -27,7 +27,13 @@ export function redactUrl(url: string): string {
   }
 }
 
-export async function openDatabase(options: { databaseUrl?: string; dataDir: string; logger: Logger }): Promise<DatabaseHandle> {
+export async function openDatabase(options: {
+  databaseUrl?: string;
+  dataDir: string;
+  logger: Logger;
+  /** max_connections of the embedded PostgreSQL (src/db/pool-size.ts). */
+  maxConnections?: number;
+}): Promise<DatabaseHandle> {
   if (options.databaseUrl) {
     return {
       url: options.databaseUrl,
@@ -38,7 +44,8 @@ export async function openDatabase(options: { databaseUrl?: string; dataDir: str
   }
   const embedded = await startEmbeddedDatabase({
     dataDir: options.dataDir,
-    log: (m) => options.logger.debug({ component: 'postgres' }, m),
+    logger: options.logger,
+    ...(options.maxConnections ? { settings: { max_connections: String(options.maxConnections) } } : {}),
   });
   await embedded.ensureDatabase(EMBEDDED_DATABASE_NAME);
   return {

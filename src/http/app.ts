@@ -12,8 +12,8 @@ import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import swaggerUi from 'swagger-ui-express';
 import type { Clock } from '../core/clock.js';
 import { BODY_LIMIT_BYTES, DomainError } from '../core/errors.js';
+import { failureLog, poolStateOf } from '../core/failure-log.js';
 import { toErrorResponse, unavailable } from '../core/failures.js';
-import { pruneRateLimits } from '../core/rate-limit.js';
 import type { Logger } from '../core/logger.js';
 import type { Context } from '../core/trpc.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
@@ -21,7 +21,6 @@ import { appRouter } from '../router.js';
 import { authenticate } from '../users/authentication.js';
 import { EventHub } from '../changes/event-hub.js';
 import { EVENTS_PATH } from '../changes/events.router.js';
-import { pruneEvents, pruneStreamTickets } from '../changes/event.store.js';
 import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
@@ -39,8 +38,8 @@ export interface AppDependencies {
   inFlight?: InFlight;
   /** This process's live change feed; one is made (and kept in `app.locals.events`) if omitted. */
   events?: EventHub;
-  /** Days the change log keeps events (EVENTS_RETENTION_DAYS). */
-  eventsRetentionDays?: number;
+  /** False while the service's own (embedded) PostgreSQL is down: /healthz fails then. */
+  databaseUp?: () => boolean;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -78,10 +77,10 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('trust proxy', deps.trustProxy);
   app.set('etag', false);
 
+  const logFailure = failureLog(logger, 'request failed', poolStateOf(orm));
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
   const events = deps.events ?? new EventHub({ databaseUrl: orm.config.get('clientUrl')!, log: logger });
   app.locals.events = events;
-  const retentionDays = deps.eventsRetentionDays ?? 30;
   const createContext = (req: Request, res: Response): Context => {
     const em = orm.em.fork();
     return {
@@ -106,22 +105,7 @@ export function createApp(deps: AppDependencies): express.Express {
     };
   };
 
-  if (rateLimits.authPerMinute > 0 || rateLimits.perMinute > 0) {
-    const prune = setInterval(() => {
-      pruneRateLimits(orm.em.fork(), clock.now()).catch(() => undefined);
-    }, 60_000);
-    prune.unref();
-  }
-  // Retention of the change log and expired stream tickets: small batches, off the request path.
-  const pruneLog = setInterval(() => {
-    const now = clock.now();
-    void (async () => {
-      const em = orm.em.fork();
-      while ((await pruneEvents(em, new Date(now.getTime() - retentionDays * 86_400_000))) > 0);
-      await pruneStreamTickets(em, now);
-    })().catch((err: unknown) => logger.warn({ err }, 'pruning the change log failed'));
-  }, 10 * 60_000);
-  pruneLog.unref();
+  // Expired rows (rate limits, tokens, old events, tickets) are pruned by src/core/housekeeping.ts.
 
   app.use(requestId);
   app.use(requestLog(logger));
@@ -137,6 +121,11 @@ export function createApp(deps: AppDependencies): express.Express {
   }
 
   app.get('/healthz', (_req, res) => {
+    if (deps.databaseUp?.() === false) {
+      const detail = 'The embedded PostgreSQL is down; the service is restarting it.';
+      sendErrorResponse(res, toErrorResponse(DomainError.of('service_unavailable', { detail }).withRetryAfter(5)));
+      return;
+    }
     res.json({ status: 'ok' });
   });
   app.get('/readyz', async (_req, res) => {
@@ -161,7 +150,7 @@ export function createApp(deps: AppDependencies): express.Express {
       createContext: ({ req, res }) => createContext(req, res),
       maxBodySize: BODY_LIMIT_BYTES,
       onError: ({ error }) => {
-        if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
+        logFailure(error.cause ?? error, toErrorResponse(error).status, { door: 'trpc' });
       },
     }),
   );
@@ -169,7 +158,7 @@ export function createApp(deps: AppDependencies): express.Express {
   app.get(EVENTS_PATH, eventStreamHandler({ orm, clock, live: events, logger, authenticate: (a) => authenticate(orm.em.fork(), a, clock.now()) }));
 
   const api = express.Router();
-  api.use(...restHandlers({ router: appRouter, createContext, logger }));
+  api.use(...restHandlers({ router: appRouter, createContext, logFailure }));
   app.use(api);
 
   app.use((_req, res) => {
@@ -178,7 +167,7 @@ export function createApp(deps: AppDependencies): express.Express {
 
   const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
     const response = toErrorResponse(err);
-    if (response.status >= 500) logger.error({ err, reqId: res.getHeader('x-request-id') }, 'request failed');
+    logFailure(err, response.status, { reqId: res.getHeader('x-request-id') });
     if (res.headersSent) {
       res.end();
       return;

@@ -3,6 +3,7 @@
  * even for requests Node refuses before Express sees them (oversized headers, broken framing).
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { DomainError, type ErrorCode } from '../core/errors.js';
@@ -26,10 +27,41 @@ function rawErrorResponse(code: ErrorCode, reason: string, options: { status?: n
   ].join('\r\n');
 }
 
-export function createHttpServer(app: RequestListener): Server {
-  const server = createServer(app);
+/** File descriptors kept for everything but client sockets: stdio, logs, pipes, DNS, the loop. */
+export const RESERVED_DESCRIPTORS = 64;
+
+/** The soft limit on open files of this process (RLIMIT_NOFILE), where the system tells it. */
+export function openFileLimit(): number | undefined {
+  try {
+    const line = /^Max open files\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    return line && line[1] !== 'unlimited' ? Number(line[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * How many client connections the server may hold: every one costs a file descriptor, and
+ * the database pool (`poolSize`) and the process need theirs. Past the limit Node closes new
+ * connections at once, so a flood of idle sockets cannot take the descriptor a request needs
+ * to reach PostgreSQL (that was a 500, `connect EMFILE`).
+ */
+export function maxConnectionsFor(poolSize: number, fdLimit = openFileLimit()): number | undefined {
+  if (fdLimit === undefined) return undefined;
+  return Math.max(1, fdLimit - poolSize - RESERVED_DESCRIPTORS);
+}
+
+export interface HttpServerOptions {
+  /** How long a client may take to send its headers (default 10 s). */
+  headersTimeoutMs?: number;
+}
+
+export function createHttpServer(app: RequestListener, options: HttpServerOptions = {}): Server {
+  // Node checks the timeouts below only this often (30 s by default), so a slow client
+  // could hold a socket up to 30 s past them.
+  const server = createServer({ connectionsCheckingInterval: 1_000 }, app);
   server.keepAliveTimeout = 5_000;
-  server.headersTimeout = 10_000;
+  server.headersTimeout = options.headersTimeoutMs ?? 10_000;
   server.requestTimeout = 30_000;
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (!socket.writable || (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {

@@ -18,7 +18,7 @@ import {
 } from 'trpc-to-openapi';
 import { BODY_LIMIT_BYTES, DomainError, QUERY_PARAMETERS, invalidQueryParameter } from '../core/errors.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
-import type { Logger } from '../core/logger.js';
+import type { FailureLog } from '../core/failure-log.js';
 import type { AppMeta, Context } from '../core/trpc.js';
 import type { AppRouter } from '../router.js';
 
@@ -43,10 +43,11 @@ function carriesBody(req: Request): boolean {
 interface RestOptions {
   router: AppRouter;
   createContext: (req: Request, res: Response) => Context | Promise<Context>;
-  logger: Logger;
+  /** Where 5xx answers are logged (src/core/failure-log.ts). */
+  logFailure: FailureLog;
 }
 
-export function restHandlers({ router, createContext, logger }: RestOptions): RequestHandler[] {
+export function restHandlers({ router, createContext, logFailure }: RestOptions): RequestHandler[] {
   const findProcedure = createProcedureCache(router);
   const procedures = router._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta; inputs: Array<{ _zod?: { def: { type: string } } }> } }>;
   /** Operations whose input is void take no body (revoke, a stream ticket): like a GET. */
@@ -114,7 +115,7 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
     onError: ({ error, req }: { error: TRPCError; req: Request }) => {
       const res = req.res!;
       const response = toErrorResponse(error);
-      if (response.status >= 500) logger.error({ err: error.cause ?? error, reqId: res.getHeader('x-request-id') }, 'request failed');
+      logFailure(error.cause ?? error, response.status, { reqId: res.getHeader('x-request-id') });
       const end = res.end.bind(res);
       res.end = (() => {
         res.end = end;

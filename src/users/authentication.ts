@@ -24,3 +24,9 @@ export async function isTokenValid(em: SqlEntityManager, tokenHash: string, now:
   const rows = await em.execute('select 1 from access_tokens where token_hash = ? and expires_at > ?', [tokenHash, now]);
   return rows.length > 0;
 }
+
+/** Deletes access tokens past their expiry (a row per login would otherwise stay forever). */
+export async function pruneExpiredTokens(em: SqlEntityManager, now: Date): Promise<number> {
+  const result = await em.execute<{ affectedRows: number }>('delete from access_tokens where expires_at < ?', [now], 'run');
+  return result.affectedRows;
+}

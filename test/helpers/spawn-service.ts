@@ -11,9 +11,19 @@ export interface SpawnedService {
   exited: Promise<number | null>;
 }
 
-export function spawnService(env: Record<string, string>): Promise<SpawnedService> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: path.resolve(import.meta.dirname, '../..'),
+export function spawnService(
+  env: Record<string, string>,
+  options: { detached?: boolean; cwd?: string; /** Soft and hard limit on open files. */ fdLimit?: number } = {},
+): Promise<SpawnedService> {
+  const args = ['--import', 'tsx', 'src/main.ts'];
+  // The shell lowers the limit and then becomes the service (exec), keeping its pid.
+  const [command, argv] = options.fdLimit
+    ? ['/bin/sh', ['-c', `ulimit -n ${options.fdLimit} && exec "$0" "$@"`, process.execPath, ...args]]
+    : [process.execPath, args];
+  const child = spawn(command, argv, {
+    cwd: options.cwd ?? path.resolve(import.meta.dirname, '../..'),
+    // Its own process group, as a terminal's foreground job is: a test can signal all of it.
+    detached: options.detached ?? false,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
