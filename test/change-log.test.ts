@@ -320,9 +320,10 @@ describe('revocation and tickets', () => {
 
   it('a HEAD request opens no stream', async () => {
     const u = await app.register();
+    const before = app.events.size;
     const res = await fetch(`${app.baseUrl}${EVENTS}`, { method: 'HEAD', headers: { Authorization: u.token, Accept: 'text/event-stream' } });
     expect(res.headers.get('content-type')).not.toMatch(/event-stream/);
-    expect(app.events.size).toBe(0);
+    expect(app.events.size).toBe(before);
   });
 
   it('an invalid Last-Event-ID is 400 invalid on that header', async () => {
