@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'invalid_json'
   | 'payload_too_large'
+  | 'batch_too_large'
   | 'headers_too_large'
   | 'malformed_request'
   | 'rate_limited'
@@ -48,6 +49,7 @@ const TITLES: Record<ErrorCode, string> = {
   unsupported_media_type: 'Unsupported media type',
   invalid_json: 'Invalid JSON',
   payload_too_large: 'Payload too large',
+  batch_too_large: 'Batch too large',
   headers_too_large: 'Request headers too large',
   malformed_request: 'Malformed request',
   rate_limited: 'Too many requests',

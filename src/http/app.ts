@@ -19,7 +19,9 @@ import type { Context } from '../core/trpc.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
 import { appRouter } from '../router.js';
 import type { InFlight } from './in-flight.js';
+import { TOO_DEEP_DETAIL } from './json-depth.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
+import { refuseCall, trpcDoorGuard } from './trpc-door.js';
 
 export interface AppDependencies {
   orm: MikroORM;
@@ -128,9 +130,13 @@ export function createApp(deps: AppDependencies): express.Express {
 
   app.use(
     '/trpc',
+    trpcDoorGuard,
     createExpressMiddleware({
       router: appRouter,
-      createContext: ({ req, res }) => createContext(req, res),
+      createContext: ({ req, res, info }) => {
+        refuseCall(req, info);
+        return createContext(req, res);
+      },
       maxBodySize: 100 * 1024,
       onError: ({ error }) => {
         if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
@@ -151,7 +157,9 @@ export function createApp(deps: AppDependencies): express.Express {
 
   const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
     const type = (err as { type?: string }).type;
-    if (type === 'entity.parse.failed') {
+    if (type === 'entity.too.deep') {
+      sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', TOO_DEEP_DETAIL)] });
+    } else if (type === 'entity.parse.failed') {
       sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body is not valid JSON.')] });
     } else if (type === 'entity.too.large') {
       sendErrorResponse(res, { status: 413, errors: [apiError(413, 'payload_too_large', 'The request body is larger than 100 KiB.')] });

@@ -21,6 +21,7 @@ import { toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { AppMeta, Context } from '../core/trpc.js';
 import type { AppRouter } from '../router.js';
+import { TOO_DEEP_DETAIL, nestsDeeperThan } from './json-depth.js';
 
 export const BODY_LIMIT_BYTES = 100 * 1024;
 
@@ -29,6 +30,11 @@ export function sendErrorResponse(res: Response, response: ErrorResponse): void 
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   if (response.retryAfter !== undefined) res.setHeader('Retry-After', String(response.retryAfter));
   res.end(JSON.stringify({ errors: response.errors }));
+}
+
+/** Thrown by the body parser's verify step; the app's error handler answers it (400 invalid_json). */
+export function tooDeep(): Error {
+  return Object.assign(new Error(TOO_DEEP_DETAIL), { status: 400, type: 'entity.too.deep' });
 }
 
 function isJsonMediaType(contentType: string | undefined): boolean {
@@ -94,7 +100,15 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
   };
 
   // Not strict: `42` or `null` is valid JSON whose missing wrapper is a 422, not a 400.
-  const parseJson = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: false });
+  // The nesting limit is checked on the raw bytes, before JSON.parse and every library after it.
+  const parseJson = express.json({
+    limit: BODY_LIMIT_BYTES,
+    type: () => true,
+    strict: false,
+    verify: (_req, _res, body) => {
+      if (nestsDeeperThan(body)) throw tooDeep();
+    },
+  });
 
   const handler = createOpenApiNodeHttpHandler({
     router,

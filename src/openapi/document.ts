@@ -9,6 +9,8 @@ import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
 import { apiError, type ApiError, type ErrorCode } from '../core/errors.js';
 import type { AppMeta } from '../core/trpc.js';
+import { MAX_JSON_DEPTH } from '../http/json-depth.js';
+import { MAX_BATCH_CALLS } from '../http/trpc-door.js';
 import { appRouter } from '../router.js';
 
 export const API_VERSION = '1.0.0';
@@ -19,7 +21,7 @@ export const ERROR_CODES = Object.keys({
   must_be_set: true, cannot_be_set: true, cannot_be_before_started_at: true, cannot_be_after_today: true,
   reached_max_started: true, invalid_transition: true, record_not_found: true, unauthorized: true,
   login_failed: true, missing_endpoint: true, unsupported_media_type: true, invalid_json: true,
-  payload_too_large: true, headers_too_large: true, malformed_request: true, rate_limited: true,
+  payload_too_large: true, batch_too_large: true, headers_too_large: true, malformed_request: true, rate_limited: true,
   internal_error: true, service_unavailable: true,
 } satisfies Record<ErrorCode, true>) as [ErrorCode, ...ErrorCode[]];
 
@@ -389,9 +391,10 @@ const TAGS = [
 ];
 
 const DESCRIPTION = [
-  'Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson).',
+  `Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson); a /trpc batch holds at most ${MAX_BATCH_CALLS} calls (more is 400 \`batch_too_large\` for each call), and methods other than GET and POST on /trpc are 404 \`missing_endpoint\`.`,
   '',
   '- Bodies are JSON, sent with `Content-Type: application/json`, at most 100 KiB (else 415, 400 or 413). A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.',
+  `- Arrays and objects may nest at most ${MAX_JSON_DEPTH} levels deep (\`{"task":{"order":1}}\` is 2): a deeper body is 400 \`invalid_json\`, on /trpc too.`,
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
   '- Every project and task response carries `meta` with a notice that the output may change soon.',
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',

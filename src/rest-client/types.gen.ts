@@ -130,7 +130,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'batch_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
