@@ -4,7 +4,10 @@
  * everything that falls through.
  */
 import { randomUUID } from 'node:crypto';
-import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import express, { type ErrorRequestHandler, type Request, type Response } from 'express';
+import { pino } from 'pino';
+import { pinoHttp } from 'pino-http';
 import cors from 'cors';
 import helmet from 'helmet';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -38,30 +41,38 @@ export interface AppDependencies {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-const requestId: RequestHandler = (req, res, next) => {
-  const incoming = req.headers['x-request-id'];
-  const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-  res.setHeader('X-Request-Id', id);
-  next();
-};
+/** The path of a request, without its query: a query may carry a tRPC input or a token. */
+export function pathOf(url: string | undefined): string {
+  const path = (url ?? '/').split('?')[0]!;
+  return path.length > 2048 ? `${path.slice(0, 2048)}…` : path;
+}
 
-function requestLog(logger: Logger): RequestHandler {
-  return (req, res, next) => {
-    const started = process.hrtime.bigint();
-    res.on('finish', () => {
-      logger.info(
-        {
-          reqId: res.getHeader('x-request-id'),
-          method: req.method,
-          url: req.originalUrl,
-          status: res.statusCode,
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        },
-        'request',
-      );
-    });
-    next();
-  };
+/**
+ * Request ids and the request log (pino-http): a well-formed incoming X-Request-Id is kept,
+ * else one is made; it is sent back as X-Request-Id and bound to `req.log`, so every line
+ * logged about a request carries it as `reqId`. One line per request, with the path only.
+ */
+function requestLog(logger: Logger) {
+  return pinoHttp({
+    logger,
+    quietReqLogger: true,
+    wrapSerializers: false,
+    genReqId: (req, res) => {
+      const incoming = req.headers['x-request-id'];
+      const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+      res.setHeader('X-Request-Id', id);
+      return id;
+    },
+    serializers: {
+      req: (req: IncomingMessage & { originalUrl?: string }) => ({ method: req.method, path: pathOf(req.originalUrl ?? req.url) }),
+      res: (res: ServerResponse) => ({ statusCode: res.statusCode }),
+      err: pino.stdSerializers.err,
+    },
+    customSuccessMessage: () => 'request',
+    customErrorMessage: () => 'request',
+    // A 5xx is logged with its cause by the code that caught it; this line only counts it.
+    customErrorObject: (_req, _res, _error, value) => ({ res: value.res, responseTime: value.responseTime }),
+  });
 }
 
 export function createApp(deps: AppDependencies): express.Express {
@@ -93,7 +104,6 @@ export function createApp(deps: AppDependencies): express.Express {
     prune.unref();
   }
 
-  app.use(requestId);
   app.use(requestLog(logger));
   app.use(
     helmet({
@@ -138,8 +148,8 @@ export function createApp(deps: AppDependencies): express.Express {
         return createContext(req, res);
       },
       maxBodySize: 100 * 1024,
-      onError: ({ error }) => {
-        if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
+      onError: ({ error, req }) => {
+        if (toErrorResponse(error).status >= 500) (req.log ?? logger).error({ err: error.cause ?? error }, 'trpc call failed');
       },
     }),
   );
@@ -155,7 +165,7 @@ export function createApp(deps: AppDependencies): express.Express {
     });
   });
 
-  const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
+  const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     const type = (err as { type?: string }).type;
     if (type === 'entity.too.deep') {
       sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', TOO_DEEP_DETAIL)] });
@@ -176,7 +186,7 @@ export function createApp(deps: AppDependencies): express.Express {
       sendErrorResponse(res, { status: 400, errors: [apiError(400, 'invalid_json', 'The request body could not be read.')] });
     } else {
       const response = toErrorResponse(err);
-      if (response.status >= 500) logger.error({ err, reqId: res.getHeader('x-request-id') }, 'request failed');
+      if (response.status >= 500) (req.log ?? logger).error({ err }, 'request failed');
       if (res.headersSent) {
         res.end();
         return;

@@ -125,7 +125,7 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
     onError: ({ error, req }: { error: TRPCError; req: Request }) => {
       const res = req.res!;
       const response = toErrorResponse(error);
-      if (response.status >= 500) logger.error({ err: error.cause ?? error, reqId: res.getHeader('x-request-id') }, 'request failed');
+      if (response.status >= 500) (req.log ?? logger).error({ err: error.cause ?? error }, 'request failed');
       const end = res.end.bind(res);
       res.end = (() => {
         res.end = end;
