@@ -69,7 +69,7 @@ describe('error lines carry the request id', () => {
       expect(trpc.status).toBe(500);
       expect(trpc.headers.get('x-request-id')).toBe('broken-trpc');
       for (const id of ['broken-rest', 'broken-trpc']) {
-        await expect.poll(() => lines.filter((l) => l.reqId === id && l.level >= 50 && l.err).length, `an error line with reqId ${id}`).toBeGreaterThanOrEqual(1);
+        await expect.poll(() => lines.filter((l) => l.reqId === id && l.level >= 50 && l.err).length, { message: `an error line with reqId ${id}` }).toBeGreaterThanOrEqual(1);
       }
       // No error line of the service lacks a request id.
       expect(lines.filter((l) => l.level >= 50 && !l.reqId)).toEqual([]);

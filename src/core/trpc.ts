@@ -114,7 +114,30 @@ const counted = t.middleware(async ({ ctx, next }) => {
   }
 });
 
-export const publicProcedure = t.procedure.use(counted).use(errorConversion);
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && [Object.prototype, null].includes(Object.getPrototypeOf(v));
+
+/**
+ * The input a procedure sees is built as REST builds it (API-CONTRACT.md §8): REST spreads
+ * the body (or query) into an object, so a `null`, a number or an array there is an object
+ * without the wrapper (`parameter_missing` on `/project`), and a list with no query is page 1.
+ * On /trpc the same inputs arrive as they were sent; this makes them that same object. An
+ * input that is absent stays absent, except on a list, where it means page 1.
+ */
+const restShapedInput = t.middleware(async ({ getRawInput, meta, next }) => {
+  let raw: unknown;
+  try {
+    raw = await getRawInput();
+  } catch {
+    return next(); // unreadable input: the input parser reports it
+  }
+  if (raw === undefined ? meta?.queryParameters !== undefined : !isPlainObject(raw)) {
+    return next({ getRawInput: async () => ({}) });
+  }
+  return next();
+});
+
+export const publicProcedure = t.procedure.use(counted).use(errorConversion).use(restShapedInput);
 
 function rateLimit(limitOf: (ctx: Context) => number, keyOf: (ctx: Context & { tokenHash?: string }) => string) {
   return t.middleware(async ({ ctx, next }) => {
