@@ -67,3 +67,28 @@ describe('a null input', () => {
     expect(await trpcFailure((app.trpc(token) as any).users.me.query(null))).toMatchObject({ code: 'invalid', httpStatus: 422 });
   });
 });
+
+describe('ids and pages that are not JSON integers', () => {
+  // trpc-to-openapi switches `coerce` on for number schemas during every REST call, on the
+  // schema objects /trpc shares; the REST calls here come first so that a leak would show.
+  it('are refused on /trpc as on REST, also after REST calls: ids record_not_found, pages invalid', async () => {
+    const created = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Target' } } });
+    const id = created.body.data.id as number;
+    expect((await app.request('GET', `/api/tasks/${id}`, { token })).status).toBe(200);
+    expect((await app.request('GET', '/api/users/me/tasks?page=2', { token })).status).toBe(200);
+    expect((await app.request('GET', `/api/projects/${id}`, { token })).status).toBe(404);
+
+    const api = app.trpc(token) as any;
+    expect((await api.tasks.get.query({ id })).data.attributes.label).toBe('Target');
+    for (const bad of [`0x${id.toString(16)}`, [id], ` ${id} `, String(id), `${id}.0`, true]) {
+      expect(await trpcFailure(api.tasks.get.query({ id: bad })), JSON.stringify(bad)).toMatchObject({ code: 'record_not_found', httpStatus: 404 });
+      expect(await trpcFailure(api.tasks.update.mutate({ id: bad, task: { label: 'Moved' } })), JSON.stringify(bad)).toMatchObject({ code: 'record_not_found' });
+    }
+    for (const bad of ['2', ' 2', [2], '0x2', true]) {
+      const data = await trpcFailure(api.tasks.list.query({ page: bad }));
+      expect(data, JSON.stringify(bad)).toMatchObject({ code: 'invalid', httpStatus: 400, errors: [{ source: { parameter: 'page' } }] });
+      expect(await trpcFailure(api.projects.list.query({ page: bad })), JSON.stringify(bad)).toMatchObject({ code: 'invalid', httpStatus: 400 });
+    }
+    expect((await app.request('GET', `/api/tasks/${id}`, { token })).body.data.attributes.label).toBe('Target');
+  });
+});

@@ -80,11 +80,14 @@ export function recordId() {
   return integer(1, MAX_ID);
 }
 
-/** The `id` path parameter: the REST adapter coerces it from the path. */
-export const pathId = z.int().min(1).max(MAX_ID);
+/**
+ * The `id` path parameter. Never coerced: the REST door turns the path's digits into a number
+ * itself (src/core/trpc.ts), so that on /trpc "0x1225" or [4645] is no id, as on REST.
+ */
+export const pathId = strict(z.int().min(1).max(MAX_ID));
 
-/** The `page` query parameter. */
-export const pageParam = z.int().min(1).default(1).meta({ description: 'Page number, from 1.' });
+/** The `page` query parameter; never coerced, like `pathId`. */
+export const pageParam = strict(z.int().min(1)).default(1).meta({ description: 'Page number, from 1.' });
 
 /** The `state` member of a state change: a string, `must_be_set` when absent. */
 export function stateField<T extends string>(values: readonly [T, ...T[]]) {

@@ -44,6 +44,8 @@ export interface Context {
   setHeader: (name: string, value: string) => void;
   /** Counts a procedure run until the returned function is called (a graceful stop waits for 0). */
   enterProcedure?: () => () => void;
+  /** Set by the REST door, whose path id and query integers arrive as text. */
+  door?: 'rest';
 }
 
 export interface AuthedUser {
@@ -120,24 +122,45 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 /**
  * The input a procedure sees is built as REST builds it (API-CONTRACT.md §8): REST spreads
  * the body (or query) into an object, so a `null`, a number or an array there is an object
- * without the wrapper (`parameter_missing` on `/project`), and a list with no query is page 1.
- * On /trpc the same inputs arrive as they were sent; this makes them that same object. An
- * input that is absent stays absent, except on a list, where it means page 1.
+ * without the wrapper (`parameter_missing` on `/project`). On /trpc the same inputs arrive as
+ * they were sent; this makes them that same object. An absent input stays absent (a list's
+ * schema reads it as page 1).
  */
-const restShapedInput = t.middleware(async ({ getRawInput, meta, next }) => {
+const restShapedInput = t.middleware(async ({ getRawInput, next }) => {
   let raw: unknown;
   try {
     raw = await getRawInput();
   } catch {
     return next(); // unreadable input: the input parser reports it
   }
-  if (raw === undefined ? meta?.queryParameters !== undefined : !isPlainObject(raw)) {
+  if (raw !== undefined && !isPlainObject(raw)) {
     return next({ getRawInput: async () => ({}) });
   }
   return next();
 });
 
-export const publicProcedure = t.procedure.use(counted).use(errorConversion).use(restShapedInput);
+const POSITIVE_INTEGER_TEXT = /^[1-9][0-9]*$/;
+
+/**
+ * REST hands the path id and query integers over as text, already checked to be written as
+ * positive integers (src/http/rest.ts); here they become numbers. The schemas of ids and pages
+ * never coerce (src/core/fields.ts), so on /trpc an id or a page that is not a JSON integer
+ * ("0x1225", [4645], " 4645 ", "2") is refused as it is on REST.
+ */
+const restIntegers = t.middleware(async ({ ctx, getRawInput, meta, next }) => {
+  if (ctx.door !== 'rest') return next();
+  const raw = await getRawInput();
+  if (!isPlainObject(raw)) return next();
+  const names = [...(meta?.resource ? ['id'] : []), ...(meta?.queryParameters ?? [])];
+  const converted = { ...raw };
+  for (const name of names) {
+    const value = converted[name];
+    if (typeof value === 'string' && POSITIVE_INTEGER_TEXT.test(value)) converted[name] = Number(value);
+  }
+  return next({ getRawInput: async () => converted });
+});
+
+export const publicProcedure = t.procedure.use(counted).use(errorConversion).use(restShapedInput).use(restIntegers);
 
 function rateLimit(limitOf: (ctx: Context) => number, keyOf: (ctx: Context & { tokenHash?: string }) => string) {
   return t.middleware(async ({ ctx, next }) => {

@@ -112,7 +112,7 @@ export function restHandlers({ router, createContext, logger }: RestOptions): Re
 
   const handler = createOpenApiNodeHttpHandler({
     router,
-    createContext: ({ req, res }: { req: Request; res: Response }) => createContext(req, res),
+    createContext: async ({ req, res }: { req: Request; res: Response }) => ({ ...(await createContext(req, res)), door: 'rest' }),
     maxBodySize: BODY_LIMIT_BYTES,
     responseMeta: ({ paths, errors }: { paths?: readonly string[]; errors: readonly unknown[] }) => {
       if (errors.length > 0) return {};
