@@ -4,6 +4,7 @@
  * so the limit holds across all server processes. Answers carry the standard RateLimit
  * headers; a refused request is 429 `rate_limited` with Retry-After.
  */
+import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from './errors.js';
 
@@ -17,6 +18,14 @@ export interface RateLimitDecision {
   allowed: boolean;
 }
 
+/**
+ * Keys are stored as a SHA-256 digest: fixed size whatever the client sent (a 12,000-character
+ * address went past PostgreSQL's index row limit, a 500), and no address or token in clear.
+ */
+export function storedKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
 export async function hit(em: SqlEntityManager, key: string, limit: number, now: Date): Promise<RateLimitDecision> {
   const nowSeconds = Math.floor(now.getTime() / 1000);
   const windowStart = nowSeconds - (nowSeconds % WINDOW_SECONDS);
@@ -24,7 +33,7 @@ export async function hit(em: SqlEntityManager, key: string, limit: number, now:
     `insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, 1)
       on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + 1
       returning "hits"`,
-    [key, new Date(windowStart * 1000)],
+    [storedKey(key), new Date(windowStart * 1000)],
   );
   const hits = row!.hits;
   return {

@@ -4,6 +4,7 @@
  * everything that falls through.
  */
 import { randomUUID } from 'node:crypto';
+import { isIP } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type ErrorRequestHandler, type Request, type Response } from 'express';
 import { pino } from 'pino';
@@ -75,6 +76,17 @@ function requestLog(logger: Logger) {
   });
 }
 
+/**
+ * The client's address: Express's `req.ip` (from X-Forwarded-For when TRUST_PROXY says so)
+ * only when it is an IP address; a proxy hop may carry any string, which would make any
+ * number of rate-limit keys. Else the socket's address.
+ */
+function clientAddress(req: Request): string {
+  const ip = req.ip;
+  if (ip !== undefined && isIP(ip) !== 0) return ip;
+  return req.socket.remoteAddress ?? 'unknown';
+}
+
 export function createApp(deps: AppDependencies): express.Express {
   const { orm, clock, logger } = deps;
   const app = express();
@@ -89,7 +101,7 @@ export function createApp(deps: AppDependencies): express.Express {
     authorization: req.headers.authorization,
     baseUrl: `${req.protocol}://${req.host}`,
     passwordHashCost: deps.passwordHashCost,
-    clientIp: req.ip ?? req.socket.remoteAddress ?? 'unknown',
+    clientIp: clientAddress(req),
     rateLimits,
     setHeader: (name, value) => {
       if (!res.headersSent) res.setHeader(name, value);
@@ -108,10 +120,19 @@ export function createApp(deps: AppDependencies): express.Express {
   app.use(
     helmet({
       // The docs page loads its own scripts and styles from this origin only.
-      contentSecurityPolicy: { directives: { 'script-src': ["'self'"], 'img-src': ["'self'", 'data:'] } },
+      // No upgrade-insecure-requests: over plain http at any host but localhost it makes the
+      // browser fetch the docs page's own scripts over https, and the page stays blank.
+      contentSecurityPolicy: {
+        directives: { 'script-src': ["'self'"], 'img-src': ["'self'", 'data:'], 'upgrade-insecure-requests': null },
+      },
       crossOriginEmbedderPolicy: false,
     }),
   );
+  // Answers carry tokens and user data: no cache, shared or private, may keep them.
+  app.use(['/api', '/trpc'], (_req, res, next) => {
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
   if (deps.corsOrigins?.length) {
     app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }

@@ -55,6 +55,8 @@ export interface TestAppOptions {
   rateLimits?: { authPerMinute: number; perMinute: number };
   logger?: Logger;
   clock?: ManualClock;
+  /** Express `trust proxy` (TRUST_PROXY); off unless given. */
+  trustProxy?: boolean | number | string;
 }
 
 export async function startTestApp(options: TestAppOptions = {}) {
@@ -65,7 +67,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
     orm,
     clock,
     logger: options.logger ?? createLogger('silent'),
-    trustProxy: false,
+    trustProxy: options.trustProxy ?? false,
     passwordHashCost: 1024,
     rateLimits: options.rateLimits,
   });
