@@ -564,8 +564,6 @@ async function assertHostile<T>(
       numRuns: options.numRuns ?? RUNS,
       ...(options.seed === undefined ? {} : { seed: options.seed }),
       examples: (options.examples ?? []).map((e) => [e] as [T]),
-      interruptAfterTimeLimit: PROPERTY_TIMEOUT - 8_000,
-      markInterruptAsFailure: false,
     },
   );
 }
