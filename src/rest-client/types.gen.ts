@@ -149,7 +149,13 @@ export type ErrorEnvelope = {
 export type UsersRegisterData = {
     body: {
         user: {
+            /**
+             * 1 to 50 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             username: string;
+            /**
+             * 8 to 200 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             password: string;
         };
     };
@@ -210,7 +216,13 @@ export type UsersRegisterResponse = UsersRegisterResponses[keyof UsersRegisterRe
 
 export type UsersAuthorizeData = {
     body: {
+        /**
+         * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+         */
         username: string;
+        /**
+         * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+         */
         password: string;
     };
     path?: never;
@@ -433,6 +445,9 @@ export type ProjectsListResponse = ProjectsListResponses[keyof ProjectsListRespo
 export type ProjectsCreateData = {
     body: {
         project: {
+            /**
+             * 1 to 100 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             name: string;
         };
     };
@@ -494,7 +509,7 @@ export type ProjectsDeleteData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -552,7 +567,7 @@ export type ProjectsGetData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -612,7 +627,13 @@ export type ProjectsGetResponse = ProjectsGetResponses[keyof ProjectsGetResponse
 export type ProjectsUpdateData = {
     body: {
         project: {
+            /**
+             * 1 to 100 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             name?: string;
+            /**
+             * 0 to 10000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             description?: string;
             /**
              * Unix time in whole seconds (UTC).
@@ -622,7 +643,7 @@ export type ProjectsUpdateData = {
     };
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -700,7 +721,7 @@ export type ProjectsChangeStateData = {
     };
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -822,6 +843,9 @@ export type TasksListResponse = TasksListResponses[keyof TasksListResponses];
 export type TasksCreateData = {
     body: {
         task: {
+            /**
+             * 1 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             label: string;
             /**
              * Unix time in whole seconds (UTC).
@@ -888,7 +912,7 @@ export type TasksGetData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -948,6 +972,9 @@ export type TasksGetResponse = TasksGetResponses[keyof TasksGetResponses];
 export type TasksUpdateData = {
     body: {
         task: {
+            /**
+             * 1 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             label?: string;
             /**
              * A project of the user, or null to detach.
@@ -957,7 +984,7 @@ export type TasksUpdateData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -1027,7 +1054,7 @@ export type TasksChangeStateData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -1099,7 +1126,7 @@ export type TasksReorderData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
