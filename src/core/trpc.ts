@@ -14,7 +14,7 @@ import type { Clock } from './clock.js';
 import { DomainError, fromZodError, type ErrorCode } from './errors.js';
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
 import { hashAccessToken, tokenFromHeader } from '../users/credentials.js';
-import { hit, rateLimitHeaders, rateLimited } from './rate-limit.js';
+import { hit, rateLimitHeaders, rateLimited, tightest } from './rate-limit.js';
 
 export interface AppMeta extends OpenApiMeta {
   /** REST success status when not 200. */
@@ -162,13 +162,23 @@ const restIntegers = t.middleware(async ({ ctx, getRawInput, meta, next }) => {
 
 export const publicProcedure = t.procedure.use(counted).use(errorConversion).use(restShapedInput).use(restIntegers);
 
-function rateLimit(limitOf: (ctx: Context) => number, keyOf: (ctx: Context & { tokenHash?: string }) => string) {
-  return t.middleware(async ({ ctx, next }) => {
+type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) => string[];
+
+/** Counts the request against every key that applies; refused when any limit is spent. */
+async function enforce(ctx: Context, keys: string[], limit: number): Promise<void> {
+  const decisions = [];
+  for (const key of keys) decisions.push(await hit(ctx.em, key, limit, ctx.clock.now()));
+  const decision = tightest(decisions);
+  for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
+  if (!decision.allowed) throw toTRPCError(rateLimited(decision));
+}
+
+function rateLimit(limitOf: (ctx: Context) => number, keysOf: KeysOf) {
+  return t.middleware(async ({ ctx, next, getRawInput }) => {
     const limit = limitOf(ctx);
     if (limit <= 0) return next();
-    const decision = await hit(ctx.em, keyOf(ctx), limit, ctx.clock.now());
-    for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
-    if (!decision.allowed) throw toTRPCError(rateLimited(decision));
+    const raw = await getRawInput().catch(() => undefined);
+    await enforce(ctx, keysOf(ctx, raw), limit);
     return next();
   });
 }
@@ -196,9 +206,18 @@ export function keepDroppedMembers(wrapper: string) {
   });
 }
 
-/** Registration and login: limited per client address. */
+/**
+ * Registration and login: limited per client address, and a login also per username (any
+ * case), so that one account cannot be guessed from many addresses.
+ */
 export const credentialsProcedure = publicProcedure.use(
-  rateLimit((ctx) => ctx.rateLimits.authPerMinute, (ctx) => `ip:${ctx.clientIp}`),
+  rateLimit(
+    (ctx) => ctx.rateLimits.authPerMinute,
+    (ctx, raw) => {
+      const username = isRecord(raw) ? raw.username : undefined;
+      return [`ip:${ctx.clientIp}`, ...(typeof username === 'string' ? [`login:${username.toLowerCase()}`] : [])];
+    },
+  ),
 );
 
 export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
@@ -211,6 +230,10 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
     [tokenHash, ctx.clock.now()],
   );
   const user = rows[0];
-  if (!user) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  if (!user) {
+    // Each unknown token costs a lookup: they count per client address, like logins.
+    if (ctx.rateLimits.authPerMinute > 0) await enforce(ctx, [`unknown-token:${ctx.clientIp}`], ctx.rateLimits.authPerMinute);
+    throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  }
   return next({ ctx: { user: user as AuthedUser, tokenHash } });
-}).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => `token:${ctx.tokenHash}`));
+}).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => [`token:${ctx.tokenHash}`]));
