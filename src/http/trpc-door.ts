@@ -64,7 +64,12 @@ export const trpcDoorGuard: RequestHandler = (req, res, next) => {
     return;
   }
   if (req.method === 'GET') {
-    const input = new URL(req.url, 'http://localhost').searchParams.get('input');
+    let input: string | null = null;
+    try {
+      input = new URL(req.url, 'http://localhost').searchParams.get('input');
+    } catch {
+      // An unreadable URL: tRPC answers it (400) when it parses it itself.
+    }
     if (input !== null && nestsDeeperThan(input)) refusals.set(req, 'too_deep');
     next();
     return;
