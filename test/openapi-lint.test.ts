@@ -116,3 +116,18 @@ describe('what the service sends', () => {
     }
   });
 });
+
+describe('what a browser may read', () => {
+  it('CORS exposes every declared rate-limit header, RateLimit-Policy included', async () => {
+    const cors = await startTestApp({ corsOrigins: ['https://app.example'], rateLimits: { authPerMinute: 30, perMinute: 100 } });
+    try {
+      const res = await fetch(`${cors.baseUrl}/api/users/me`, { headers: { Origin: 'https://app.example' } });
+      const exposed = (res.headers.get('access-control-expose-headers') ?? '').split(',').map((h) => h.trim().toLowerCase());
+      for (const name of ['RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id']) {
+        expect(exposed, name).toContain(name.toLowerCase());
+      }
+    } finally {
+      await cors.close();
+    }
+  });
+});

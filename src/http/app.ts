@@ -134,7 +134,7 @@ export function createApp(deps: AppDependencies): express.Express {
     next();
   });
   if (deps.corsOrigins?.length) {
-    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
+    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }
 
   app.get('/healthz', (_req, res) => {

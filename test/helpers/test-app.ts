@@ -55,6 +55,8 @@ export interface TestAppOptions {
   rateLimits?: { authPerMinute: number; perMinute: number };
   logger?: Logger;
   clock?: ManualClock;
+  /** Origins CORS allows (CORS_ORIGINS); none unless given. */
+  corsOrigins?: string[];
   /** Express `trust proxy` (TRUST_PROXY); off unless given. */
   trustProxy?: boolean | number | string;
 }
@@ -70,6 +72,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
     trustProxy: options.trustProxy ?? false,
     passwordHashCost: 1024,
     rateLimits: options.rateLimits,
+    corsOrigins: options.corsOrigins,
   });
   const server = createHttpServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
