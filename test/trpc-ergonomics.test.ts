@@ -13,8 +13,6 @@ let token: string;
 beforeAll(async () => {
   app = await startTestApp();
   ({ token } = await app.register());
-  await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Listed' } } });
-  await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Listed' } } });
 });
 afterAll(async () => {
   await app?.close();
@@ -28,11 +26,15 @@ async function trpcFailure(call: Promise<unknown>) {
 
 describe('lists without input', () => {
   it('projects.list() and tasks.list() are page 1, like REST without ?page', async () => {
-    const api = app.trpc(token);
+    // A user of its own: other tests of this file add tasks to the shared one.
+    const { token: own } = await app.register();
+    await app.request('POST', '/api/users/me/projects', { token: own, body: { project: { name: 'Listed' } } });
+    await app.request('POST', '/api/users/me/tasks', { token: own, body: { task: { label: 'Listed' } } });
+    const api = app.trpc(own);
     const projects = await api.projects.list.query();
     const tasks = await api.tasks.list.query();
-    const restProjects = await app.request('GET', '/api/users/me/projects', { token });
-    const restTasks = await app.request('GET', '/api/users/me/tasks', { token });
+    const restProjects = await app.request('GET', '/api/users/me/projects', { token: own });
+    const restTasks = await app.request('GET', '/api/users/me/tasks', { token: own });
     expect(projects.data.map((p) => p.attributes.name)).toEqual(['Listed']);
     expect(tasks.data.map((t) => t.attributes.label)).toEqual(['Listed']);
     expect(JSON.parse(JSON.stringify(projects))).toEqual(restProjects.body);
