@@ -313,7 +313,10 @@ describe('ownership: another user gets 404 record_not_found and changes nothing'
     expect(moved.body.data.map((t: any) => t.id)).not.toContain(a.taskId);
     const abandoned = await app.request('PUT', `/api/tasks/${b.taskId}/state`, { token: b.token, body: { task: { state: 'abandoned' } } });
     expect(abandoned.status).toBe(200);
-    const deleted = await app.request('DELETE', `/api/projects/${b.projectId}`, { token: b.token });
+    // A project of B's made for this test: b's own fixture stays whole for the other tests,
+    // whatever order they run in.
+    const spare = await app.request('POST', '/api/users/me/projects', { token: b.token, body: { project: { name: 'bob_spare' } } });
+    const deleted = await app.request('DELETE', `/api/projects/${spare.body.data.id}`, { token: b.token });
     expect(deleted.status).toBe(204);
     expect(await viewOf(a)).toEqual(before);
   });
