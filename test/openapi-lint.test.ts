@@ -131,3 +131,12 @@ describe('what a browser may read', () => {
     }
   });
 });
+
+describe('the document embedded in the docs page', () => {
+  // swagger-ui-express writes the document into its page script with String.prototype.replace,
+  // where "$`", "$'", "$&" and "$$" in the replacement are patterns: a description that wrote a
+  // regular expression in backticks ("`^[1-9][0-9]*$`") broke the page's script.
+  it('holds no replacement pattern of String.prototype.replace', () => {
+    expect(text.match(/\$[`'&$]/g)).toBeNull();
+  });
+});

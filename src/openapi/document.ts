@@ -440,13 +440,13 @@ export function buildOpenApiDocument(): Json {
       // Both are written as plain decimal digits: no sign, leading zero, exponent, fraction or
       // space ("01", "1e3", "+1", "0x1" are refused), which the pattern states for the text.
       if (parameter.in === 'path' && parameter.name === 'id' && meta.resource) {
-        parameter.description = `Id of one of the current user's ${meta.resource}s, written as decimal digits without a leading zero (\`${INTEGER_TEXT}\`). Unknown, malformed or foreign ids are 404 \`record_not_found\`.`;
+        parameter.description = `Id of one of the current user's ${meta.resource}s, written as decimal digits with no sign, leading zero, exponent or space (its \`pattern\`). Unknown, malformed or foreign ids are 404 \`record_not_found\`.`;
         (parameter.schema as Json).pattern = INTEGER_TEXT;
         parameter.example = 1;
       }
       if (parameter.in === 'query' && parameter.name === 'page') {
         parameter.required = false;
-        parameter.description = `Page number, from 1 (default 1), written as decimal digits without a leading zero (\`${INTEGER_TEXT}\`; \`01\` or \`1e3\` is refused). Otherwise 400 \`invalid\`. Beyond the last page: empty \`data\`.`;
+        parameter.description = 'Page number, from 1 (default 1), written as decimal digits with no sign, leading zero, exponent or space (its `pattern`: `01` or `1e3` is refused). Otherwise 400 `invalid`. Beyond the last page: empty `data`.';
         (parameter.schema as Json).pattern = INTEGER_TEXT;
         parameter.example = 1;
       }

@@ -509,7 +509,7 @@ export type ProjectsDeleteData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -567,7 +567,7 @@ export type ProjectsGetData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -643,7 +643,7 @@ export type ProjectsUpdateData = {
     };
     path: {
         /**
-         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -721,7 +721,7 @@ export type ProjectsChangeStateData = {
     };
     path: {
         /**
-         * Id of one of the current user's projects, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -912,7 +912,7 @@ export type TasksGetData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -984,7 +984,7 @@ export type TasksUpdateData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -1054,7 +1054,7 @@ export type TasksChangeStateData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -1126,7 +1126,7 @@ export type TasksReorderData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks, written as decimal digits without a leading zero (`^[1-9][0-9]*$`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
