@@ -313,7 +313,10 @@ describe('ownership: another user gets 404 record_not_found and changes nothing'
     expect(moved.body.data.map((t: any) => t.id)).not.toContain(a.taskId);
     const abandoned = await app.request('PUT', `/api/tasks/${b.taskId}/state`, { token: b.token, body: { task: { state: 'abandoned' } } });
     expect(abandoned.status).toBe(200);
-    const deleted = await app.request('DELETE', `/api/projects/${b.projectId}`, { token: b.token });
+    // A project of B's made for this test: b's own fixture stays whole for the other tests,
+    // whatever order they run in.
+    const spare = await app.request('POST', '/api/users/me/projects', { token: b.token, body: { project: { name: 'bob_spare' } } });
+    const deleted = await app.request('DELETE', `/api/projects/${spare.body.data.id}`, { token: b.token });
     expect(deleted.status).toBe(204);
     expect(await viewOf(a)).toEqual(before);
   });
@@ -599,10 +602,16 @@ describe('rate limits', () => {
     await one?.close();
   });
 
-  /** Moves the shared clock to the first second of the next minute (a fresh window). */
+  /**
+   * Moves the shared clock to the first second of the minute after next: the windows are
+   * sliding (the previous minute's hits still weigh on the current one), so a fresh budget
+   * needs two window boundaries. RateLimit-Reset is then the seconds left in the window (60)
+   * while requests remain, and once none remains the seconds until one fits again:
+   * 60 + (1 - (limit - 1) / hits) * 60 for the hits of this window.
+   */
   function nextWindow() {
     const now = seconds(clock.now().getTime());
-    clock.advance(60 - (now % 60));
+    clock.advance(60 - (now % 60) + 60);
   }
 
   let users = 0;
@@ -655,31 +664,34 @@ describe('rate limits', () => {
     expectLimitHeaders(wrong, 3, 1, 60);
     const third = await login(one, username);
     expect(third.status).toBe(201);
-    expectLimitHeaders(third, 3, 0, 60);
+    expectLimitHeaders(third, 3, 0, 80);
 
     const tokens = await tokenCount(username);
     const fourth = await login(one, username);
-    expectRateLimited(fourth, 3, 60);
+    expectRateLimited(fourth, 3, 90);
     expect(await tokenCount(username), 'a refused login issues no token').toBe(tokens);
 
     // The same counter on the tRPC door and for registration.
     const viaTrpc = await trpcError(one.trpc().users.authorize.mutate({ username, password: 'correct horse' }));
     expect(viaTrpc).toMatchObject({ code: 'rate_limited', httpStatus: 429 });
     const register = await one.request('POST', '/api/users', { body: { user: { username: 'blocked_user', password: 'correct horse' } } });
-    expectRateLimited(register, 3, 60);
+    expectRateLimited(register, 3, 100);
     const [row] = await one.orm.em.fork().execute<{ n: number }[]>("select count(*)::int as n from users where username = 'blocked_user'");
     expect(row!.n).toBe(0);
 
-    // Half a minute later: still refused, and Retry-After counts down.
+    // Half a minute later: still refused (refused attempts count too). Waiting what its
+    // Retry-After says lets the next attempt through.
     clock.advance(30);
-    expectRateLimited(await login(one, username), 3, 30);
-    clock.advance(29);
-    expectRateLimited(await login(one, username), 3, 1);
-    // Past the minute: allowed again, with a fresh budget.
-    clock.advance(1);
+    const later = await login(one, username);
+    const retryAfter = Number(later.headers.get('retry-after'));
+    expectRateLimited(later, 3, retryAfter);
+    expect(retryAfter).toBeGreaterThan(30);
+    clock.advance(retryAfter);
     const again = await login(one, username);
     expect(again.status, again.text).toBe(201);
-    expectLimitHeaders(again, 3, 2, 60);
+    // Past two minutes of quiet: a fresh budget.
+    nextWindow();
+    expectLimitHeaders(await login(one, username), 3, 2, 60);
   });
 
   it('the 6th request of a minute with one token is 429 while another token of the same user works', async () => {
@@ -687,10 +699,10 @@ describe('rate limits', () => {
     for (let i = 1; i <= 5; i++) {
       const res = await one.request('GET', '/api/users/me/projects', { token });
       expect(res.status).toBe(200);
-      expectLimitHeaders(res, 5, 5 - i, 60);
+      expectLimitHeaders(res, 5, 5 - i, i < 5 ? 60 : 72);
     }
     const sixth = await one.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Blocked' } } });
-    expectRateLimited(sixth, 5, 60);
+    expectRateLimited(sixth, 5, 80);
 
     const other = await one.request('GET', '/api/users/me/projects', { token: token2 });
     expect(other.status).toBe(200);
@@ -701,7 +713,7 @@ describe('rate limits', () => {
     expect(await trpcError(one.trpc(token).projects.list.query({}))).toMatchObject({ code: 'rate_limited', httpStatus: 429 });
     const raw = await fetch(`${one.baseUrl}/trpc/users.me`, { headers: { Authorization: token } });
     expect(raw.status).toBe(429);
-    expect(raw.headers.get('retry-after')).toBe('60');
+    expect(raw.headers.get('retry-after')).toBe('90');
     expect(raw.headers.get('ratelimit-remaining')).toBe('0');
 
     nextWindow();
@@ -713,21 +725,21 @@ describe('rate limits', () => {
   it('two app instances on the same database share the counters', async () => {
     const { username, token } = await limitedUser();
     for (let i = 0; i < 3; i++) expect((await login(one, username)).status).toBe(201);
-    expectRateLimited(await login(two, username), 3, 60);
+    expectRateLimited(await login(two, username), 3, 90);
 
     nextWindow();
     for (let i = 0; i < 3; i++) expect((await one.request('GET', '/api/users/me', { token })).status).toBe(200);
     for (let i = 0; i < 2; i++) expect((await two.request('GET', '/api/users/me', { token })).status).toBe(200);
-    expectRateLimited(await two.request('GET', '/api/users/me', { token }), 5, 60);
-    expectRateLimited(await one.request('GET', '/api/users/me', { token }), 5, 60);
+    expectRateLimited(await two.request('GET', '/api/users/me', { token }), 5, 80);
+    expectRateLimited(await one.request('GET', '/api/users/me', { token }), 5, 86);
   });
 
   it('limits of 0 disable limiting (on the same database, while the counters say "exhausted")', async () => {
     const { username, token } = await limitedUser();
     for (let i = 0; i < 3; i++) await login(one, username);
     for (let i = 0; i < 5; i++) await one.request('GET', '/api/users/me', { token });
-    expectRateLimited(await login(one, username), 3, 60);
-    expectRateLimited(await one.request('GET', '/api/users/me', { token }), 5, 60);
+    expectRateLimited(await login(one, username), 3, 90);
+    expectRateLimited(await one.request('GET', '/api/users/me', { token }), 5, 80);
 
     for (let i = 0; i < 10; i++) {
       const res = await login(off, username);

@@ -119,7 +119,7 @@ export const projectsGet = <ThrowOnError extends boolean = false>(options: Optio
 /**
  * Update a project
  *
- * Changes the name (rules of creation), the description (at most 10,000 characters) or `due_at`, which may change only while the project is started and not to before its start.
+ * Changes the name (rules of creation), the description (at most 10,000 characters) or `due_at`, which may change only while the project is started and not to before its start. A `due_at` equal to the current value (0 when unset) is no change and is accepted in any state.
  */
 export const projectsUpdate = <ThrowOnError extends boolean = false>(options: Options<ProjectsUpdateData, ThrowOnError>): RequestResult<ProjectsUpdateResponses, ProjectsUpdateErrors, ThrowOnError> => (options.client ?? client).patch<ProjectsUpdateResponses, ProjectsUpdateErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],

@@ -151,7 +151,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -176,7 +176,7 @@ export type CursorExpired = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -198,7 +198,13 @@ export type CursorExpired = {
 export type UsersRegisterData = {
     body: {
         user: {
+            /**
+             * 1 to 50 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             username: string;
+            /**
+             * 8 to 200 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             password: string;
         };
     };
@@ -259,7 +265,13 @@ export type UsersRegisterResponse = UsersRegisterResponses[keyof UsersRegisterRe
 
 export type UsersAuthorizeData = {
     body: {
+        /**
+         * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+         */
         username: string;
+        /**
+         * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+         */
         password: string;
     };
     path?: never;
@@ -482,6 +494,9 @@ export type ProjectsListResponse = ProjectsListResponses[keyof ProjectsListRespo
 export type ProjectsCreateData = {
     body: {
         project: {
+            /**
+             * 1 to 100 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             name: string;
         };
     };
@@ -543,7 +558,7 @@ export type ProjectsDeleteData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -601,7 +616,7 @@ export type ProjectsGetData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -661,7 +676,13 @@ export type ProjectsGetResponse = ProjectsGetResponses[keyof ProjectsGetResponse
 export type ProjectsUpdateData = {
     body: {
         project: {
+            /**
+             * 1 to 100 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             name?: string;
+            /**
+             * 0 to 10000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             description?: string;
             /**
              * Unix time in whole seconds (UTC).
@@ -671,7 +692,7 @@ export type ProjectsUpdateData = {
     };
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -749,7 +770,7 @@ export type ProjectsChangeStateData = {
     };
     path: {
         /**
-         * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -871,6 +892,9 @@ export type TasksListResponse = TasksListResponses[keyof TasksListResponses];
 export type TasksCreateData = {
     body: {
         task: {
+            /**
+             * 1 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             label: string;
             /**
              * Unix time in whole seconds (UTC).
@@ -937,7 +961,7 @@ export type TasksGetData = {
     body?: never;
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -997,6 +1021,9 @@ export type TasksGetResponse = TasksGetResponses[keyof TasksGetResponses];
 export type TasksUpdateData = {
     body: {
         task: {
+            /**
+             * 1 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
             label?: string;
             /**
              * A project of the user, or null to detach.
@@ -1006,7 +1033,7 @@ export type TasksUpdateData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -1076,7 +1103,7 @@ export type TasksChangeStateData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };
@@ -1148,7 +1175,7 @@ export type TasksReorderData = {
     };
     path: {
         /**
-         * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
+         * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
          */
         id: number;
     };

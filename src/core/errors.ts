@@ -9,8 +9,12 @@ import type { ZodError } from 'zod';
 
 /** Request bodies larger than this are 413 `payload_too_large` (API-CONTRACT.md §1). */
 export const BODY_LIMIT_BYTES = 100 * 1024;
-/** Arrays and objects nested deeper than this are 400 `invalid_json` (API-CONTRACT.md §1). */
+/**
+ * Arrays and objects nested deeper than this are 400 `invalid_json` (API-CONTRACT.md §1);
+ * `{"task":{"order":1}}` is 2 deep. Checked on the raw text by src/http/json-depth.ts.
+ */
 export const MAX_JSON_DEPTH = 64;
+export const TOO_DEEP_DETAIL = `The request body nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep.`;
 
 interface ErrorSpec {
   status: number;
@@ -39,6 +43,7 @@ export const ERROR_CATALOGUE = {
   missing_endpoint: { status: 404, title: 'Endpoint not found', detail: 'No endpoint answers this method and path.' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', detail: 'Send the request body as UTF-8 application/json.' },
   invalid_json: { status: 400, title: 'Invalid JSON', detail: 'The request body is not valid JSON.' },
+  batch_too_large: { status: 400, title: 'Batch too large', detail: 'A tRPC batch holds too many calls.' },
   payload_too_large: { status: 413, title: 'Payload too large', detail: `The request body is larger than ${BODY_LIMIT_BYTES / 1024} KiB.` },
   headers_too_large: { status: 431, title: 'Request headers too large', detail: 'The request line and headers must stay under 16 KiB.' },
   malformed_request: { status: 400, title: 'Malformed request', detail: 'The request is not valid HTTP.' },

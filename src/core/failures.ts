@@ -6,7 +6,7 @@
  */
 import { TRPCError } from '@trpc/server';
 import { ConnectionException } from '@mikro-orm/core';
-import { DomainError, apiError, fromZodError, type ApiError, type ErrorCode } from './errors.js';
+import { DomainError, TOO_DEEP_DETAIL, apiError, fromZodError, type ApiError, type ErrorCode } from './errors.js';
 import type { ZodError } from 'zod';
 
 export interface ErrorResponse {
@@ -65,6 +65,8 @@ const single = (code: ErrorCode, detail?: string): ErrorResponse => {
 function fromBodyParser(error: unknown): ErrorResponse | undefined {
   const { type, status } = error as { type?: unknown; status?: unknown };
   switch (type) {
+    case 'entity.too.deep':
+      return single('invalid_json', TOO_DEEP_DETAIL);
     case 'entity.parse.failed':
       return single('invalid_json');
     case 'entity.too.large':

@@ -29,6 +29,9 @@ function strict<T extends z.ZodType>(schema: T): T {
   return schema;
 }
 
+/** Text with no NUL and no unpaired surrogate, as a JSON Schema (Unicode) pattern. */
+export const WELL_FORMED_TEXT = '^[^\\u0000\\uD800-\\uDFFF]*$';
+
 export function codePointLength(value: string): number {
   let n = 0;
   for (const _ of value) n++;
@@ -62,7 +65,14 @@ export function text(rule: TextRule) {
       issue(tooShort, min === 1 ? `${what} must not be empty.` : `${what} is too short (at least ${min} characters).`);
     }
   });
-  return schema.meta({ minLength: min, maxLength: max, ...(pattern ? { pattern: pattern.source } : {}) });
+  return schema.meta({
+    minLength: min,
+    maxLength: max,
+    // Without a format of its own, the pattern says what every text refuses: NUL and unpaired
+    // surrogates (JSON Schema patterns are Unicode-aware: a surrogate pair is one character).
+    pattern: pattern ? pattern.source : WELL_FORMED_TEXT,
+    description: `${min}${min === max ? '' : ` to ${max}`} characters (Unicode code points); no NUL character, no unpaired surrogate.`,
+  });
 }
 
 /** A whole number in the body: never coerced from a string. */
@@ -80,11 +90,14 @@ export function recordId() {
   return integer(1, MAX_ID);
 }
 
-/** The `id` path parameter: the REST adapter coerces it from the path. */
-export const pathId = z.int().min(1).max(MAX_ID);
+/**
+ * The `id` path parameter. Never coerced: the REST door turns the path's digits into a number
+ * itself (src/core/trpc.ts), so that on /trpc "0x1225" or [4645] is no id, as on REST.
+ */
+export const pathId = strict(z.int().min(1).max(MAX_ID));
 
-/** The `page` query parameter. */
-export const pageParam = z.int().min(1).default(1).meta({ description: 'Page number, from 1.' });
+/** The `page` query parameter; never coerced, like `pathId`. */
+export const pageParam = strict(z.int().min(1)).default(1).meta({ description: 'Page number, from 1.' });
 
 /** The `state` member of a state change: a string, `must_be_set` when absent. */
 export function stateField<T extends string>(values: readonly [T, ...T[]]) {

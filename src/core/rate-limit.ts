@@ -1,9 +1,11 @@
 /**
- * Rate limits of API-CONTRACT.md §9: per client IP on registration and login, per token on
- * everything else. Fixed one-minute windows counted in PostgreSQL (one upsert per request),
- * so the limit holds across all server processes. Answers carry the standard RateLimit
- * headers; a refused request is 429 `rate_limited` with Retry-After.
+ * Rate limits of API-CONTRACT.md §9: per client address on registration and login, per
+ * username on login, per client address on requests with an unknown token, per token on
+ * everything else. Sliding one-minute windows counted in PostgreSQL (one statement a
+ * counter), so the limits hold across all server processes. Answers carry the standard
+ * RateLimit headers; a refused request is 429 `rate_limited` with Retry-After.
  */
+import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from './errors.js';
 
@@ -12,27 +14,67 @@ const WINDOW_SECONDS = 60;
 export interface RateLimitDecision {
   limit: number;
   remaining: number;
-  /** Seconds until the window resets. */
+  /** Seconds until the current window ends, or, when no request fits now, until one does. */
   reset: number;
   allowed: boolean;
 }
 
+/**
+ * Keys are stored as a SHA-256 digest: fixed size whatever the client sent (a 12,000-character
+ * address went past PostgreSQL's index row limit, a 500), and no address or token in clear.
+ */
+export function storedKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
 export async function hit(em: SqlEntityManager, key: string, limit: number, now: Date): Promise<RateLimitDecision> {
-  const nowSeconds = Math.floor(now.getTime() / 1000);
-  const windowStart = nowSeconds - (nowSeconds % WINDOW_SECONDS);
-  const [row] = await em.execute<{ hits: number }[]>(
-    `insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, 1)
-      on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + 1
-      returning "hits"`,
-    [key, new Date(windowStart * 1000)],
+  const nowMs = now.getTime();
+  const windowMs = WINDOW_SECONDS * 1000;
+  const windowStart = nowMs - (nowMs % windowMs);
+  const stored = storedKey(key);
+  const [row] = await em.execute<{ hits: number; previous: number }[]>(
+    `with counted as (
+       insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, 1)
+       on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + 1
+       returning "hits")
+     select (select "hits" from counted) as hits,
+            coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as previous`,
+    [stored, new Date(windowStart), stored, new Date(windowStart - windowMs)],
   );
-  const hits = row!.hits;
+  return decide(limit, Number(row!.previous), Number(row!.hits), (nowMs - windowStart) / windowMs);
+}
+
+/**
+ * The sliding window: the hits of the last minute are estimated as this window's hits plus
+ * the previous window's, weighted by how much of the previous window the last minute still
+ * covers. Unlike fixed windows, twice the limit never fits across a window boundary.
+ *
+ * `elapsed` is the fraction of the current window gone by (0 to 1); `hits` counts this request.
+ */
+export function decide(limit: number, previous: number, hits: number, elapsed: number): RateLimitDecision {
+  const weighted = previous * (1 - elapsed) + hits;
+  const allowed = weighted <= limit;
+  const untilWindowEnd = (1 - elapsed) * WINDOW_SECONDS;
+  let reset = untilWindowEnd;
+  if (weighted + 1 > limit) {
+    // Seconds until one more request fits: first while the previous window's weight decays,
+    // else once this window has become the previous one and decays in its turn.
+    const within = previous > 0 && hits + 1 <= limit ? (1 - elapsed - (limit - hits - 1) / previous) * WINDOW_SECONDS : Infinity;
+    reset = within <= untilWindowEnd ? within : untilWindowEnd + Math.max(0, 1 - (limit - 1) / hits) * WINDOW_SECONDS;
+  }
   return {
     limit,
-    remaining: Math.max(0, limit - hits),
-    reset: windowStart + WINDOW_SECONDS - nowSeconds,
-    allowed: hits <= limit,
+    remaining: Math.max(0, Math.floor(limit - weighted)),
+    reset: Math.max(1, Math.ceil(reset - 1e-9)),
+    allowed,
   };
+}
+
+/** Of several limits that all apply, the one the client is closest to (or past). */
+export function tightest(decisions: RateLimitDecision[]): RateLimitDecision {
+  const refused = decisions.filter((d) => !d.allowed);
+  if (refused.length > 0) return refused.reduce((a, b) => (b.reset > a.reset ? b : a));
+  return decisions.reduce((a, b) => (b.remaining < a.remaining ? b : a));
 }
 
 /** Drops the counters of past windows; called now and then, never on the request path. */

@@ -14,7 +14,7 @@ import type { Clock } from './clock.js';
 import type { Logger } from './logger.js';
 import { DomainError, fromZodError, type ErrorCode } from './errors.js';
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
-import { hit, rateLimitHeaders, rateLimited } from './rate-limit.js';
+import { hit, rateLimitHeaders, rateLimited, tightest } from './rate-limit.js';
 
 export interface AppMeta extends OpenApiMeta {
   /** REST success status when not 200. */
@@ -51,6 +51,8 @@ export interface Context {
   log?: Logger;
   /** The change log's live side in this process (src/changes/event-hub.ts). */
   live?: LiveEvents;
+  /** Set by the REST door, whose path id and query integers arrive as text. */
+  door?: 'rest';
 }
 
 /** What a stream of the change log needs from this process's event hub. */
@@ -175,15 +177,69 @@ const counted = t.middleware(async ({ ctx, next }) => {
   }
 });
 
-export const publicProcedure = t.procedure.use(counted).use(errorConversion);
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && [Object.prototype, null].includes(Object.getPrototypeOf(v));
 
-function rateLimit(limitOf: (ctx: Context) => number, keyOf: (ctx: Context & { tokenHash?: string }) => string) {
-  return t.middleware(async ({ ctx, next }) => {
+/**
+ * The input a procedure sees is built as REST builds it (API-CONTRACT.md §8): REST spreads
+ * the body (or query) into an object, so a `null`, a number or an array there is an object
+ * without the wrapper (`parameter_missing` on `/project`). On /trpc the same inputs arrive as
+ * they were sent; this makes them that same object. An absent input stays absent (a list's
+ * schema reads it as page 1).
+ */
+const restShapedInput = t.middleware(async ({ getRawInput, next }) => {
+  let raw: unknown;
+  try {
+    raw = await getRawInput();
+  } catch {
+    return next(); // unreadable input: the input parser reports it
+  }
+  if (raw !== undefined && !isPlainObject(raw)) {
+    return next({ getRawInput: async () => ({}) });
+  }
+  return next();
+});
+
+const POSITIVE_INTEGER_TEXT = /^[1-9][0-9]*$/;
+
+/**
+ * REST hands the path id and query integers over as text, already checked to be written as
+ * positive integers (src/http/rest.ts); here they become numbers. The schemas of ids and pages
+ * never coerce (src/core/fields.ts), so on /trpc an id or a page that is not a JSON integer
+ * ("0x1225", [4645], " 4645 ", "2") is refused as it is on REST.
+ */
+const restIntegers = t.middleware(async ({ ctx, getRawInput, meta, next }) => {
+  if (ctx.door !== 'rest') return next();
+  const raw = await getRawInput();
+  if (!isPlainObject(raw)) return next();
+  const names = [...(meta?.resource ? ['id'] : []), ...(meta?.queryParameters ?? [])];
+  const converted = { ...raw };
+  for (const name of names) {
+    const value = converted[name];
+    if (typeof value === 'string' && POSITIVE_INTEGER_TEXT.test(value)) converted[name] = Number(value);
+  }
+  return next({ getRawInput: async () => converted });
+});
+
+export const publicProcedure = t.procedure.use(counted).use(errorConversion).use(restShapedInput).use(restIntegers);
+
+type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) => string[];
+
+/** Counts the request against every key that applies; refused when any limit is spent. */
+async function enforce(ctx: Context, keys: string[], limit: number): Promise<void> {
+  const decisions = [];
+  for (const key of keys) decisions.push(await hit(ctx.em, key, limit, ctx.clock.now()));
+  const decision = tightest(decisions);
+  for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
+  if (!decision.allowed) throw toTRPCError(rateLimited(decision));
+}
+
+function rateLimit(limitOf: (ctx: Context) => number, keysOf: KeysOf) {
+  return t.middleware(async ({ ctx, next, getRawInput }) => {
     const limit = limitOf(ctx);
     if (limit <= 0) return next();
-    const decision = await hit(ctx.em, keyOf(ctx), limit, ctx.clock.now());
-    for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
-    if (!decision.allowed) throw toTRPCError(rateLimited(decision));
+    const raw = await getRawInput().catch(() => undefined);
+    await enforce(ctx, keysOf(ctx, raw), limit);
     return next();
   });
 }
@@ -211,14 +267,27 @@ export function keepDroppedMembers(wrapper: string) {
   });
 }
 
-/** Registration and login: limited per client address. */
+/**
+ * Registration and login: limited per client address, and a login also per username (any
+ * case), so that one account cannot be guessed from many addresses.
+ */
 export const credentialsProcedure = publicProcedure.use(
-  rateLimit((ctx) => ctx.rateLimits.authPerMinute, (ctx) => `ip:${ctx.clientIp}`),
+  rateLimit(
+    (ctx) => ctx.rateLimits.authPerMinute,
+    (ctx, raw) => {
+      const username = isRecord(raw) ? raw.username : undefined;
+      return [`ip:${ctx.clientIp}`, ...(typeof username === 'string' ? [`login:${username.toLowerCase()}`] : [])];
+    },
+  ),
 );
 
 export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   if (!ctx.authorization) throw toTRPCError(DomainError.unauthorized());
   const authentication = await ctx.authenticate(ctx.authorization);
-  if (!authentication) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  if (!authentication) {
+    // Each unknown token costs a lookup: they count per client address, like logins.
+    if (ctx.rateLimits.authPerMinute > 0) await enforce(ctx, [`unknown-token:${ctx.clientIp}`], ctx.rateLimits.authPerMinute);
+    throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  }
   return next({ ctx: authentication });
-}).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => `token:${ctx.tokenHash}`));
+}).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => [`token:${ctx.tokenHash}`]));

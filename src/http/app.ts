@@ -4,7 +4,11 @@
  * everything that falls through.
  */
 import { randomUUID } from 'node:crypto';
-import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import { isIP } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import express, { type ErrorRequestHandler, type Request, type Response } from 'express';
+import { pino } from 'pino';
+import { pinoHttp } from 'pino-http';
 import cors from 'cors';
 import helmet from 'helmet';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -23,7 +27,9 @@ import { EventHub } from '../changes/event-hub.js';
 import { EVENTS_PATH } from '../changes/events.router.js';
 import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
+import { TOO_DEEP_DETAIL } from './json-depth.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
+import { refuseCall, trpcDoorGuard } from './trpc-door.js';
 
 export interface AppDependencies {
   orm: MikroORM;
@@ -44,30 +50,49 @@ export interface AppDependencies {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-const requestId: RequestHandler = (req, res, next) => {
-  const incoming = req.headers['x-request-id'];
-  const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-  res.setHeader('X-Request-Id', id);
-  next();
-};
+/** The path of a request, without its query: a query may carry a tRPC input or a token. */
+export function pathOf(url: string | undefined): string {
+  const path = (url ?? '/').split('?')[0]!;
+  return path.length > 2048 ? `${path.slice(0, 2048)}…` : path;
+}
 
-function requestLog(logger: Logger): RequestHandler {
-  return (req, res, next) => {
-    const started = process.hrtime.bigint();
-    res.on('finish', () => {
-      logger.info(
-        {
-          reqId: res.getHeader('x-request-id'),
-          method: req.method,
-          url: req.originalUrl,
-          status: res.statusCode,
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        },
-        'request',
-      );
-    });
-    next();
-  };
+/**
+ * Request ids and the request log (pino-http): a well-formed incoming X-Request-Id is kept,
+ * else one is made; it is sent back as X-Request-Id and bound to `req.log`, so every line
+ * logged about a request carries it as `reqId`. One line per request, with the path only.
+ */
+function requestLog(logger: Logger) {
+  return pinoHttp({
+    logger,
+    quietReqLogger: true,
+    wrapSerializers: false,
+    genReqId: (req, res) => {
+      const incoming = req.headers['x-request-id'];
+      const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+      res.setHeader('X-Request-Id', id);
+      return id;
+    },
+    serializers: {
+      req: (req: IncomingMessage & { originalUrl?: string }) => ({ method: req.method, path: pathOf(req.originalUrl ?? req.url) }),
+      res: (res: ServerResponse) => ({ statusCode: res.statusCode }),
+      err: pino.stdSerializers.err,
+    },
+    customSuccessMessage: () => 'request',
+    customErrorMessage: () => 'request',
+    // A 5xx is logged with its cause by the code that caught it; this line only counts it.
+    customErrorObject: (_req, _res, _error, value) => ({ res: value.res, responseTime: value.responseTime }),
+  });
+}
+
+/**
+ * The client's address: Express's `req.ip` (from X-Forwarded-For when TRUST_PROXY says so)
+ * only when it is an IP address; a proxy hop may carry any string, which would make any
+ * number of rate-limit keys. Else the socket's address.
+ */
+function clientAddress(req: Request): string {
+  const ip = req.ip;
+  if (ip !== undefined && isIP(ip) !== 0) return ip;
+  return req.socket.remoteAddress ?? 'unknown';
 }
 
 export function createApp(deps: AppDependencies): express.Express {
@@ -89,7 +114,7 @@ export function createApp(deps: AppDependencies): express.Express {
       authorization: req.headers.authorization,
       baseUrl: `${req.protocol}://${req.host}`,
       passwordHashCost: deps.passwordHashCost,
-      clientIp: req.ip ?? req.socket.remoteAddress ?? 'unknown',
+      clientIp: clientAddress(req),
       rateLimits,
       header: (name) => {
         const value = req.headers[name.toLowerCase()];
@@ -107,17 +132,25 @@ export function createApp(deps: AppDependencies): express.Express {
 
   // Expired rows (rate limits, tokens, old events, tickets) are pruned by src/core/housekeeping.ts.
 
-  app.use(requestId);
   app.use(requestLog(logger));
   app.use(
     helmet({
       // The docs page loads its own scripts and styles from this origin only.
-      contentSecurityPolicy: { directives: { 'script-src': ["'self'"], 'img-src': ["'self'", 'data:'] } },
+      // No upgrade-insecure-requests: over plain http at any host but localhost it makes the
+      // browser fetch the docs page's own scripts over https, and the page stays blank.
+      contentSecurityPolicy: {
+        directives: { 'script-src': ["'self'"], 'img-src': ["'self'", 'data:'], 'upgrade-insecure-requests': null },
+      },
       crossOriginEmbedderPolicy: false,
     }),
   );
+  // Answers carry tokens and user data: no cache, shared or private, may keep them.
+  app.use(['/api', '/trpc'], (_req, res, next) => {
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
   if (deps.corsOrigins?.length) {
-    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
+    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }
 
   app.get('/healthz', (_req, res) => {
@@ -145,12 +178,16 @@ export function createApp(deps: AppDependencies): express.Express {
 
   app.use(
     '/trpc',
+    trpcDoorGuard,
     createExpressMiddleware({
       router: appRouter,
-      createContext: ({ req, res }) => createContext(req, res),
+      createContext: ({ req, res, info }) => {
+        refuseCall(req, info);
+        return createContext(req, res);
+      },
       maxBodySize: BODY_LIMIT_BYTES,
-      onError: ({ error }) => {
-        logFailure(error.cause ?? error, toErrorResponse(error).status, { door: 'trpc' });
+      onError: ({ error, req }) => {
+        logFailure(error.cause ?? error, toErrorResponse(error).status, { door: 'trpc', reqId: req.id });
       },
     }),
   );
@@ -165,9 +202,9 @@ export function createApp(deps: AppDependencies): express.Express {
     sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
   });
 
-  const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
+  const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     const response = toErrorResponse(err);
-    logFailure(err, response.status, { reqId: res.getHeader('x-request-id') });
+    logFailure(err, response.status, { reqId: req.id });
     if (res.headersSent) {
       res.end();
       return;

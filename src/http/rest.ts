@@ -21,12 +21,18 @@ import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures
 import type { FailureLog } from '../core/failure-log.js';
 import type { AppMeta, Context } from '../core/trpc.js';
 import type { AppRouter } from '../router.js';
+import { TOO_DEEP_DETAIL, nestsDeeperThan } from './json-depth.js';
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
   res.status(response.status);
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   if (response.retryAfter !== undefined) res.setHeader('Retry-After', String(response.retryAfter));
   res.end(errorBody(response));
+}
+
+/** Thrown by the body parser's verify step; the app's error handler answers it (400 invalid_json). */
+export function tooDeep(): Error {
+  return Object.assign(new Error(TOO_DEEP_DETAIL), { status: 400, type: 'entity.too.deep' });
 }
 
 function isJsonMediaType(contentType: string | undefined): boolean {
@@ -98,11 +104,19 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
   };
 
   // Not strict: `42` or `null` is valid JSON whose missing wrapper is a 422, not a 400.
-  const parseJson = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: false });
+  // The nesting limit is checked on the raw bytes, before JSON.parse and every library after it.
+  const parseJson = express.json({
+    limit: BODY_LIMIT_BYTES,
+    type: () => true,
+    strict: false,
+    verify: (_req, _res, body) => {
+      if (nestsDeeperThan(body)) throw tooDeep();
+    },
+  });
 
   const handler = createOpenApiNodeHttpHandler({
     router,
-    createContext: ({ req, res }: { req: Request; res: Response }) => createContext(req, res),
+    createContext: async ({ req, res }: { req: Request; res: Response }) => ({ ...(await createContext(req, res)), door: 'rest' }),
     maxBodySize: BODY_LIMIT_BYTES,
     responseMeta: ({ paths, errors }: { paths?: readonly string[]; errors: readonly unknown[] }) => {
       if (errors.length > 0) return {};
@@ -115,7 +129,7 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
     onError: ({ error, req }: { error: TRPCError; req: Request }) => {
       const res = req.res!;
       const response = toErrorResponse(error);
-      logFailure(error.cause ?? error, response.status, { reqId: res.getHeader('x-request-id') });
+      logFailure(error.cause ?? error, response.status, { reqId: req.id });
       const end = res.end.bind(res);
       res.end = (() => {
         res.end = end;

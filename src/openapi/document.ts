@@ -9,6 +9,8 @@ import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
 import { BODY_LIMIT_BYTES, DomainError, ERROR_CODES, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
 import type { AppMeta } from '../core/trpc.js';
+import { MAX_JSON_DEPTH } from '../http/json-depth.js';
+import { MAX_BATCH_CALLS } from '../http/trpc-door.js';
 import { appRouter } from '../router.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 
@@ -354,6 +356,9 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
   return examples;
 }
 
+/** How a path id or a page is written in the URL. */
+const INTEGER_TEXT = '^[1-9][0-9]*$';
+
 const HEADERS = {
   'X-Request-Id': {
     description: 'Identifies the request in the server logs. A well-formed incoming `X-Request-Id` is echoed.',
@@ -365,23 +370,24 @@ const HEADERS = {
     required: true,
     schema: { type: 'integer', minimum: 1 },
   },
-  'RateLimit-Limit': { description: 'Requests allowed in the window.', schema: { type: 'integer' } },
-  'RateLimit-Remaining': { description: 'Requests left in the window.', schema: { type: 'integer' } },
-  'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer' } },
+  'RateLimit-Policy': {
+    description: 'The limit that applies, as `<requests>;w=<seconds>`. Sent on every answer the rate limiter counted (limits are on unless configured to 0).',
+    schema: { type: 'string', pattern: '^[0-9]+;w=[0-9]+$' },
+    example: '1200;w=60',
+  },
+  'RateLimit-Limit': { description: 'Requests allowed in the window. Sent with RateLimit-Policy.', schema: { type: 'integer', minimum: 0 } },
+  'RateLimit-Remaining': { description: 'Requests left in the window. Sent with RateLimit-Policy.', schema: { type: 'integer', minimum: 0 } },
+  'RateLimit-Reset': { description: 'Seconds until a request will be allowed again. Sent with RateLimit-Policy.', schema: { type: 'integer', minimum: 0 } },
 };
+
+/** Every operation is rate limited: per client address and username (register, log in), else per token. */
+const RATE_LIMIT_HEADERS = ['RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const;
 const headerRef = (name: keyof typeof HEADERS) => ({ $ref: `#/components/headers/${name}` });
 
 function responseHeaders(status: number): Json {
   const headers: Json = { 'X-Request-Id': headerRef('X-Request-Id') };
-  if (status === 429) {
-    Object.assign(headers, {
-      'Retry-After': headerRef('Retry-After'),
-      'RateLimit-Limit': headerRef('RateLimit-Limit'),
-      'RateLimit-Remaining': headerRef('RateLimit-Remaining'),
-      'RateLimit-Reset': headerRef('RateLimit-Reset'),
-    });
-  }
-  if (status === 503) headers['Retry-After'] = headerRef('Retry-After');
+  for (const name of RATE_LIMIT_HEADERS) headers[name] = headerRef(name);
+  if (status === 429 || status === 503) headers['Retry-After'] = headerRef('Retry-After');
   return headers;
 }
 
@@ -419,9 +425,10 @@ const TAGS = [
 ];
 
 const DESCRIPTION = [
-  'Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson).',
+  `Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson); a /trpc batch holds at most ${MAX_BATCH_CALLS} calls (more is 400 \`batch_too_large\` for each call), and methods other than GET and POST on /trpc are 404 \`missing_endpoint\`.`,
   '',
   `- Bodies are JSON, sent with \`Content-Type: application/json\`, at most ${BODY_LIMIT_BYTES / 1024} KiB (else 415, 400 or 413). A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
+  `- Arrays and objects may nest at most ${MAX_JSON_DEPTH} levels deep (\`{"task":{"order":1}}\` is 2): a deeper body is 400 \`invalid_json\`, on /trpc too.`,
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
   '- Every project and task response carries `meta` with a notice that the output may change soon.',
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',
@@ -460,8 +467,11 @@ export function buildOpenApiDocument(): Json {
     if (!operation.description && docs.description) operation.description = docs.description;
 
     for (const parameter of (operation.parameters as Json[] | undefined) ?? []) {
+      // Both are written as plain decimal digits: no sign, leading zero, exponent, fraction or
+      // space ("01", "1e3", "+1", "0x1" are refused), which the pattern states for the text.
       if (parameter.in === 'path' && parameter.name === 'id' && meta.resource) {
-        parameter.description = `Id of one of the current user's ${meta.resource}s. Unknown, malformed or foreign ids are 404 \`record_not_found\`.`;
+        parameter.description = `Id of one of the current user's ${meta.resource}s, written as decimal digits with no sign, leading zero, exponent or space (its \`pattern\`). Unknown, malformed or foreign ids are 404 \`record_not_found\`.`;
+        (parameter.schema as Json).pattern = INTEGER_TEXT;
         parameter.example = 1;
       }
       if (parameter.in === 'query' && parameter.name === 'after') {
@@ -470,10 +480,14 @@ export function buildOpenApiDocument(): Json {
       }
       if (parameter.in === 'query' && parameter.name === 'page') {
         parameter.required = false;
-        parameter.description = 'Page number, from 1 (default 1). Not an integer >= 1: 400 `invalid`. Beyond the last page: empty `data`.';
+        parameter.description = 'Page number, from 1 (default 1), written as decimal digits with no sign, leading zero, exponent or space (its `pattern`: `01` or `1e3` is refused). Otherwise 400 `invalid`. Beyond the last page: empty `data`.';
+        (parameter.schema as Json).pattern = INTEGER_TEXT;
         parameter.example = 1;
       }
     }
+
+    // Registration and login need no token: they say so, rather than inherit nothing.
+    if (openapi.protect === false) operation.security = [];
 
     const requestBody = operation.requestBody as { content: Record<string, Json> } | undefined;
     if (requestBody && docs.request) requestBody.content['application/json']!.examples = docs.request;

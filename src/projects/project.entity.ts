@@ -3,7 +3,7 @@
  * its editable attributes; callers load it, call a method, and flush.
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
-import { endOfToday, fromSeconds, startOfTomorrow } from '../core/clock.js';
+import { endOfToday, fromSeconds, startOfTomorrow, toSeconds } from '../core/clock.js';
 import { DomainError, pointerOf } from '../core/errors.js';
 import {
   MAX_STARTED_PROJECTS,
@@ -62,9 +62,11 @@ export class Project extends ProjectSchema.class {
 
   /**
    * `due_at` may change only while the project is started, and not to before it started
-   * (API-CONTRACT.md §4, "Project edits").
+   * (API-CONTRACT.md §4, "Project edits"). The current value (0 when unset) is no change and
+   * is accepted in any state: edit forms send every field.
    */
   changeDueAt(dueAt: number): void {
+    if (dueAt === toSeconds(this.dueAt)) return;
     if (this.state !== 'started' || !this.startedAt) {
       throw DomainError.validation('cannot_be_set', '/project/due_at', 'due_at can only be changed while the project is started.');
     }

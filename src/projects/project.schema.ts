@@ -19,7 +19,8 @@ export const CreateProjectInput = z.object({
   project: z.object({ name: projectName }),
 });
 
-export const ListProjectsInput = z.object({ page: pageParam });
+/** No input at all is page 1, on /trpc as on REST without `?page`. */
+export const ListProjectsInput = z.object({ page: pageParam }).prefault({});
 
 export const ProjectIdInput = z.object({ id: pathId });
 

@@ -124,7 +124,7 @@ export const projectsRouter = router({
       openapi: {
         method: 'PATCH', path: '/api/projects/{id}', tags: TAGS,
         summary: 'Update a project',
-        description: 'Changes the name (rules of creation), the description (at most 10,000 characters) or `due_at`, which may change only while the project is started and not to before its start.',
+        description: 'Changes the name (rules of creation), the description (at most 10,000 characters) or `due_at`, which may change only while the project is started and not to before its start. A `due_at` equal to the current value (0 when unset) is no change and is accepted in any state.',
       },
       resource: 'project',
       errorCodes: ['parameter_missing', 'invalid', 'too_long', 'taken', 'cannot_be_set', 'cannot_be_before_started_at'],

@@ -16,7 +16,8 @@ export const CreateTaskInput = z.object({
   }),
 });
 
-export const ListTasksInput = z.object({ page: pageParam });
+/** No input at all is page 1, on /trpc as on REST without `?page`. */
+export const ListTasksInput = z.object({ page: pageParam }).prefault({});
 
 export const TaskIdInput = z.object({ id: pathId });
 

@@ -60,6 +60,10 @@ export interface TestAppOptions {
   eventsIdleMs?: number;
   /** Milliseconds an event stream waits for a client that does not read. */
   eventsSlowClientMs?: number;
+  /** Origins CORS allows (CORS_ORIGINS); none unless given. */
+  corsOrigins?: string[];
+  /** Express `trust proxy` (TRUST_PROXY); off unless given. */
+  trustProxy?: boolean | number | string;
 }
 
 export async function startTestApp(options: TestAppOptions = {}) {
@@ -71,10 +75,11 @@ export async function startTestApp(options: TestAppOptions = {}) {
     orm,
     clock,
     logger: options.logger ?? createLogger('silent'),
-    trustProxy: false,
+    trustProxy: options.trustProxy ?? false,
     passwordHashCost: 1024,
     rateLimits: options.rateLimits,
     events,
+    corsOrigins: options.corsOrigins,
   });
   const server = createHttpServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
