@@ -30,6 +30,7 @@ const PROCEDURES = [
   'users.register', 'users.authorize', 'users.me', 'users.revoke',
   'projects.create', 'projects.list', 'projects.get', 'projects.update', 'projects.changeState', 'projects.delete',
   'tasks.create', 'tasks.list', 'tasks.get', 'tasks.update', 'tasks.changeState', 'tasks.reorder',
+  'events.list', 'events.ticket',
 ] as const;
 type Procedure = (typeof PROCEDURES)[number];
 
@@ -143,6 +144,13 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'delete without token', procedure: 'projects.delete', auth: 'none', input: (s) => ({ id: s.refs.coffee }), fails: ['unauthorized'] },
     { name: 'tasks at the end', procedure: 'tasks.list', input: () => ({}) },
     { name: 'projects at the end', procedure: 'projects.list', input: () => ({}) },
+
+    { name: 'the change log from its start', procedure: 'events.list', input: () => ({ after: '0' }) },
+    { name: 'the newest event id', procedure: 'events.list', input: () => ({}) },
+    { name: 'changes after a malformed id', procedure: 'events.list', input: () => ({ after: '01' }), fails: ['invalid'] },
+    { name: 'changes after an id beyond the log', procedure: 'events.list', input: () => ({ after: '999999' }), fails: ['cursor_expired'] },
+    { name: 'a stream ticket', procedure: 'events.ticket' },
+    { name: 'a stream ticket without token', procedure: 'events.ticket', auth: 'none', fails: ['unauthorized'] },
   ];
 
   function tokenFor(step: Step, s: DoorState & { second?: string }): string | undefined {
@@ -206,6 +214,7 @@ describe('tRPC and REST give the same data and the same errors', () => {
         for (const [k, v] of Object.entries(value)) out[k] = walk(v);
         if (typeof out.type === 'string' && typeof out.id === 'number') out.id = idOf(out.type, out.id);
         if (out.meta && typeof out.meta.token === 'string') out.meta.token = '<token>';
+        if (out.attributes && typeof out.attributes.ticket === 'string') out.attributes.ticket = '<ticket>';
         return out;
       }
       if (value === s.username) return '<username>';

@@ -162,8 +162,8 @@ export class ValidationErrors {
 export const EVENT_ID = /^(0|[1-9][0-9]{0,17})$/;
 
 /** The query parameters the API takes, each written one way only (no `01`, `1e3`, `0x1`, ` 1`). */
-export const QUERY_PARAMETERS: Record<string, { pattern: RegExp; detail: string }> = {
-  page: { pattern: /^[1-9][0-9]*$/, detail: 'Query parameter page must be an integer >= 1.' },
+export const QUERY_PARAMETERS: Record<string, { pattern: RegExp; detail: string; integer?: true }> = {
+  page: { pattern: /^[1-9][0-9]*$/, detail: 'Query parameter page must be an integer >= 1.', integer: true },
   after: { pattern: EVENT_ID, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
 };
 

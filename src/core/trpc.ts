@@ -12,7 +12,7 @@ import superjson from 'superjson';
 import type { OpenApiMeta } from 'trpc-to-openapi';
 import type { Clock } from './clock.js';
 import type { Logger } from './logger.js';
-import { DomainError, fromZodError, type ErrorCode } from './errors.js';
+import { DomainError, QUERY_PARAMETERS, fromZodError, type ErrorCode } from './errors.js';
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
 import { hit, rateLimitHeaders, rateLimited, tightest } from './rate-limit.js';
 
@@ -212,7 +212,8 @@ const restIntegers = t.middleware(async ({ ctx, getRawInput, meta, next }) => {
   if (ctx.door !== 'rest') return next();
   const raw = await getRawInput();
   if (!isPlainObject(raw)) return next();
-  const names = [...(meta?.resource ? ['id'] : []), ...(meta?.queryParameters ?? [])];
+  // Event ids (`after`) stay text: only integers (QUERY_PARAMETERS) become numbers.
+  const names = [...(meta?.resource ? ['id'] : []), ...(meta?.queryParameters ?? []).filter((n) => QUERY_PARAMETERS[n]?.integer)];
   const converted = { ...raw };
   for (const name of names) {
     const value = converted[name];
