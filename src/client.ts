@@ -3,8 +3,18 @@
  *
  *   const api = createClient({ url: 'http://localhost:3000', token });
  *   const { data } = await api.projects.create.mutate({ project: { name: 'Coffee' } });
+ *
+ * Conditional and keyed calls (API-CONTRACT.md §11) pass per-call options, and read the
+ * ETag back with `withEtag`:
+ *
+ *   const { data, etag } = await withEtag((o) => api.projects.get.query({ id }, o));
+ *   await api.projects.update.mutate(input, callOptions({ ifMatch: etag, idempotencyKey }));
+ *
+ * This client sends every call in its own HTTP request (no batching), so each call's ETag
+ * is its own response's header.
  */
-import { createTRPCClient, httpLink, type TRPCClient } from '@trpc/client';
+import { TRPCClientError, createTRPCClient, httpLink, type TRPCClient, type TRPCLink } from '@trpc/client';
+import { observable } from '@trpc/server/observable';
 import superjson from 'superjson';
 import type { AppRouter } from './router.js';
 
@@ -18,13 +28,96 @@ export interface ClientOptions {
   fetch?: typeof fetch;
 }
 
+/** Per-call conditions and key. */
+export interface CallConditions {
+  /** The ETag the change is based on: 412 precondition_failed if the resource changed since. */
+  ifMatch?: string;
+  /** A read answers 304 (`withEtag` gives `notModified: true`) while its ETag is this one. */
+  ifNoneMatch?: string;
+  /** Makes a write safe to retry: a retry with the same key and input replays the first outcome. */
+  idempotencyKey?: string;
+}
+
+/** What one call saw in its HTTP response. */
+export interface CallResponse {
+  status?: number;
+  etag?: string | null;
+  replayed?: boolean;
+}
+
+export interface CallContext extends Record<string, unknown> {
+  headers?: Record<string, string>;
+  /** Filled in when the call's response arrives. */
+  response?: CallResponse;
+}
+
+/** The second argument of `query`/`mutate` that sends these conditions with the call. */
+export function callOptions(conditions: CallConditions = {}, response?: CallResponse): { context: CallContext } {
+  const headers: Record<string, string> = {};
+  if (conditions.ifMatch !== undefined) headers['If-Match'] = conditions.ifMatch;
+  if (conditions.ifNoneMatch !== undefined) headers['If-None-Match'] = conditions.ifNoneMatch;
+  if (conditions.idempotencyKey !== undefined) headers['Idempotency-Key'] = conditions.idempotencyKey;
+  return { context: { headers, ...(response ? { response } : {}) } };
+}
+
+/**
+ * Runs one call with these conditions and returns its data with its ETag (null when the
+ * response has none). A read whose If-None-Match still matches gives `notModified: true`
+ * and no data.
+ */
+export async function withEtag<T>(
+  call: (options: { context: CallContext }) => Promise<T>,
+  conditions: CallConditions = {},
+): Promise<{ data: T | undefined; etag: string | null; notModified: boolean; replayed: boolean }> {
+  const response: CallResponse = {};
+  try {
+    const data = await call(callOptions(conditions, response));
+    return { data, etag: response.etag ?? null, notModified: false, replayed: response.replayed ?? false };
+  } catch (error) {
+    if (conditions.ifNoneMatch !== undefined && response.status === 304) {
+      return { data: undefined, etag: response.etag ?? conditions.ifNoneMatch, notModified: true, replayed: false };
+    }
+    throw error;
+  }
+}
+
+/** Copies the call's response status and headers into its context's `response`. */
+const responseLink: TRPCLink<AppRouter> = () => ({ op, next }) =>
+  observable((observer) => {
+    const target = (op.context as CallContext).response;
+    const record = (meta: unknown) => {
+      const response = (meta as { response?: Response } | undefined)?.response;
+      if (!target || !response) return;
+      target.status = response.status;
+      target.etag = response.headers.get('etag');
+      target.replayed = response.headers.get('idempotent-replayed') === 'true';
+    };
+    return next(op).subscribe({
+      next(value) {
+        record(value.context);
+        observer.next(value);
+      },
+      error(error) {
+        if (error instanceof TRPCClientError) record(error.meta);
+        observer.error(error);
+      },
+      complete() {
+        observer.complete();
+      },
+    });
+  });
+
 export function createClient(options: ClientOptions): TRPCClient<AppRouter> {
   return createTRPCClient<AppRouter>({
     links: [
+      responseLink,
       httpLink({
         url: `${options.url.replace(/\/$/, '')}/trpc`,
         transformer: superjson,
-        headers: () => (options.token ? { Authorization: options.token } : {}),
+        headers: ({ op }) => ({
+          ...(options.token ? { Authorization: options.token } : {}),
+          ...(op.context as CallContext).headers,
+        }),
         ...(options.fetch ? { fetch: options.fetch } : {}),
       }),
     ],

@@ -25,12 +25,21 @@ export interface StoredEvent extends NewEvent {
 
 /**
  * Appends the events of one write in one statement: numbers them after the user's newest,
- * moves that mark, stores them and notifies. The caller holds the owner's lock.
+ * moves that mark, stores them and notifies. The caller holds the owner's lock. `also`, a
+ * data-modifying statement of the same write (an idempotency record), rides in the same
+ * statement as a CTE, so it costs no round trip. Returns false when there was nothing to
+ * append (and `also` did not run).
  */
-export async function appendEvents(em: SqlEntityManager, userId: number, events: readonly NewEvent[], now: Date): Promise<void> {
-  if (events.length === 0) return;
+export async function appendEvents(
+  em: SqlEntityManager,
+  userId: number,
+  events: readonly NewEvent[],
+  now: Date,
+  also?: { sql: string; params: unknown[] },
+): Promise<boolean> {
+  if (events.length === 0) return false;
   await em.execute(
-    `with mark as (
+    `with ${also ? `also as (${also.sql}), ` : ''}mark as (
        update users set last_event_seq = last_event_seq + ? where id = ? returning last_event_seq - ? as base
      ), stored as (
        insert into events (user_id, seq, type, data, at)
@@ -39,8 +48,12 @@ export async function appendEvents(em: SqlEntityManager, userId: number, events:
        returning seq
      )
      select pg_notify('${EVENTS_CHANNEL}', ? || ':' || max(seq)) from stored`,
-    [events.length, userId, events.length, userId, now, JSON.stringify(events.map(({ type, data }) => ({ type, data }))), String(userId)],
+    [
+      ...(also?.params ?? []),
+      events.length, userId, events.length, userId, now, JSON.stringify(events.map(({ type, data }) => ({ type, data }))), String(userId),
+    ],
   );
+  return true;
 }
 
 export interface EventPage {

@@ -71,7 +71,7 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('etag', false);
 
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
-  const createContext = (req: Request, res: Response): Context => {
+  const createContext = (req: Request, res: Response, batched = false): Context => {
     const em = orm.em.fork();
     return {
       em,
@@ -88,6 +88,8 @@ export function createApp(deps: AppDependencies): express.Express {
       setHeader: (name, value) => {
         if (!res.headersSent) res.setHeader(name, value);
       },
+      response: { notModified: false },
+      batched,
       enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
       log: logger,
@@ -111,7 +113,7 @@ export function createApp(deps: AppDependencies): express.Express {
     }),
   );
   if (deps.corsOrigins?.length) {
-    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
+    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'ETag', 'Idempotent-Replayed', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }
 
   app.get('/healthz', (_req, res) => {
@@ -136,8 +138,11 @@ export function createApp(deps: AppDependencies): express.Express {
     '/trpc',
     createExpressMiddleware({
       router: appRouter,
-      createContext: ({ req, res }) => createContext(req, res),
+      // A batch of one call is a single call: it keeps its ETag and conditional headers.
+      createContext: ({ req, res, info }) => createContext(req, res, info.isBatchCall && info.calls.length > 1),
       maxBodySize: BODY_LIMIT_BYTES,
+      // 304 has no body: Node drops what tRPC writes after the status.
+      responseMeta: ({ ctx, errors }) => (errors.length === 0 && ctx?.response.notModified ? { status: 304 } : {}),
       onError: ({ error }) => {
         if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
       },
