@@ -70,15 +70,9 @@ export async function withEtag<T>(
   conditions: CallConditions = {},
 ): Promise<{ data: T | undefined; etag: string | null; notModified: boolean; replayed: boolean }> {
   const response: CallResponse = {};
-  try {
-    const data = await call(callOptions(conditions, response));
-    return { data, etag: response.etag ?? null, notModified: false, replayed: response.replayed ?? false };
-  } catch (error) {
-    if (conditions.ifNoneMatch !== undefined && response.status === 304) {
-      return { data: undefined, etag: response.etag ?? conditions.ifNoneMatch, notModified: true, replayed: false };
-    }
-    throw error;
-  }
+  const data = await call(callOptions(conditions, response));
+  if (response.status === 304) return { data: undefined, etag: response.etag ?? conditions.ifNoneMatch ?? null, notModified: true, replayed: false };
+  return { data, etag: response.etag ?? null, notModified: false, replayed: response.replayed ?? false };
 }
 
 /** Copies the call's response status and headers into its context's `response`. */
@@ -88,7 +82,7 @@ const responseLink: TRPCLink<AppRouter> = () => ({ op, next }) =>
     const record = (meta: unknown) => {
       const response = (meta as { response?: Response } | undefined)?.response;
       if (!target || !response) return;
-      target.status = response.status;
+      target.status = response.headers.has(NOT_MODIFIED_MARK) ? 304 : response.status;
       target.etag = response.headers.get('etag');
       target.replayed = response.headers.get('idempotent-replayed') === 'true';
     };
@@ -107,6 +101,24 @@ const responseLink: TRPCLink<AppRouter> = () => ({ op, next }) =>
     });
   });
 
+/** Set on the stand-in answer for a 304, which carries no body for tRPC to read. */
+const NOT_MODIFIED_MARK = 'x-client-not-modified';
+
+/**
+ * A 304 has no body, which tRPC's link cannot parse: the call gets a stand-in 200 whose
+ * result is null, marked so that `withEtag` reports `notModified` (with the 304's ETag).
+ */
+function acceptingNotModified(base: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    const response = await base(input, init);
+    if (response.status !== 304) return response;
+    const headers = new Headers(response.headers);
+    headers.set(NOT_MODIFIED_MARK, '1');
+    headers.set('content-type', 'application/json');
+    return new Response(JSON.stringify({ result: { data: superjson.serialize(null) } }), { status: 200, headers });
+  };
+}
+
 export function createClient(options: ClientOptions): TRPCClient<AppRouter> {
   return createTRPCClient<AppRouter>({
     links: [
@@ -118,7 +130,7 @@ export function createClient(options: ClientOptions): TRPCClient<AppRouter> {
           ...(options.token ? { Authorization: options.token } : {}),
           ...(op.context as CallContext).headers,
         }),
-        ...(options.fetch ? { fetch: options.fetch } : {}),
+        fetch: acceptingNotModified(options.fetch ?? fetch),
       }),
     ],
   });

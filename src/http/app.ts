@@ -63,6 +63,22 @@ function requestLog(logger: Logger): RequestHandler {
   };
 }
 
+/**
+ * A read whose If-None-Match matched answers 304 on /trpc too. tRPC builds a fetch Response,
+ * which cannot carry 304 with the body it always has, so the call answers 200 and its status
+ * line is turned into 304 here, where Node writes it; Node then drops the body (RFC 9110
+ * §15.4.5: a 304 has none). Only a single call can set the flag (src/core/conditional.ts).
+ */
+const notModifiedOnTrpc: RequestHandler = (_req, res, next) => {
+  const conditional = { notModified: false };
+  res.locals.conditional = conditional;
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: Response, status: number, ...rest: unknown[]) {
+    return writeHead.apply(this, [conditional.notModified && status === 200 ? 304 : status, ...rest] as never);
+  } as typeof res.writeHead;
+  next();
+};
+
 export function createApp(deps: AppDependencies): express.Express {
   const { orm, clock, logger } = deps;
   const app = express();
@@ -71,7 +87,7 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('etag', false);
 
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
-  const createContext = (req: Request, res: Response, batched = false): Context => {
+  const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }): Context => {
     const em = orm.em.fork();
     return {
       em,
@@ -88,7 +104,7 @@ export function createApp(deps: AppDependencies): express.Express {
       setHeader: (name, value) => {
         if (!res.headersSent) res.setHeader(name, value);
       },
-      response: { notModified: false },
+      response,
       batched,
       enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
@@ -136,13 +152,12 @@ export function createApp(deps: AppDependencies): express.Express {
 
   app.use(
     '/trpc',
+    notModifiedOnTrpc,
     createExpressMiddleware({
       router: appRouter,
       // A batch of one call is a single call: it keeps its ETag and conditional headers.
-      createContext: ({ req, res, info }) => createContext(req, res, info.isBatchCall && info.calls.length > 1),
-      maxBodySize: BODY_LIMIT_BYTES,
-      // 304 has no body: Node drops what tRPC writes after the status.
-      responseMeta: ({ ctx, errors }) => (errors.length === 0 && ctx?.response.notModified ? { status: 304 } : {}),
+      createContext: ({ req, res, info }) =>
+        createContext(req, res, info.isBatchCall && info.calls.length > 1, (res as Response).locals.conditional),
       onError: ({ error }) => {
         if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
       },
