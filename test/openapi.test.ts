@@ -29,8 +29,14 @@ describe('openapi.json', () => {
       expect(success, `${method} ${path}`).toHaveLength(1);
       if (method === 'delete') expect(success).toEqual(['204']);
       if (method === 'post') expect(success).toEqual(['201']);
-      for (const status of statuses.filter((s) => !s.startsWith('2'))) {
+      for (const status of statuses.filter((s) => !s.startsWith('2') && s !== '304')) {
         expect(op.responses[status].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/ErrorEnvelope' });
+      }
+      // 304 (If-None-Match on reads of projects and tasks) has no body, and carries the ETag.
+      if (statuses.includes('304')) {
+        expect(method, path).toBe('get');
+        expect(op.responses['304'].content, path).toBeUndefined();
+        expect(op.responses['304'].headers.ETag, path).toEqual({ $ref: '#/components/headers/ETag' });
       }
       const isPublic = path === '/api/users' || path === '/api/users/authorizations';
       expect(op.security === undefined, `${method} ${path} security`).toBe(isPublic);

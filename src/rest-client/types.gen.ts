@@ -130,7 +130,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -374,6 +374,12 @@ export type UsersRevokeResponse = UsersRevokeResponses[keyof UsersRevokeResponse
 
 export type ProjectsListData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -436,6 +442,12 @@ export type ProjectsCreateData = {
             name: string;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/projects';
@@ -451,6 +463,10 @@ export type ProjectsCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -459,7 +475,7 @@ export type ProjectsCreateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -492,6 +508,16 @@ export type ProjectsCreateResponse = ProjectsCreateResponses[keyof ProjectsCreat
 
 export type ProjectsDeleteData = {
     body?: never;
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -516,6 +542,14 @@ export type ProjectsDeleteErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -523,6 +557,10 @@ export type ProjectsDeleteErrors = {
      * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -550,6 +588,12 @@ export type ProjectsDeleteResponse = ProjectsDeleteResponses[keyof ProjectsDelet
 
 export type ProjectsGetData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -620,6 +664,16 @@ export type ProjectsUpdateData = {
             due_at?: number;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -644,6 +698,14 @@ export type ProjectsUpdateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -652,7 +714,7 @@ export type ProjectsUpdateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`, `cannot_be_set`, `cannot_be_before_started_at`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`, `cannot_be_set`, `cannot_be_before_started_at`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -698,6 +760,16 @@ export type ProjectsChangeStateData = {
             [key: string]: unknown;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -722,6 +794,14 @@ export type ProjectsChangeStateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -730,7 +810,7 @@ export type ProjectsChangeStateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`, `cannot_be_before_started_at`, `cannot_be_after_today`, `reached_max_started`
+     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`, `cannot_be_before_started_at`, `cannot_be_after_today`, `reached_max_started`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -763,6 +843,12 @@ export type ProjectsChangeStateResponse = ProjectsChangeStateResponses[keyof Pro
 
 export type TasksListData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -830,6 +916,12 @@ export type TasksCreateData = {
             project_id?: number | null;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/tasks';
@@ -845,6 +937,10 @@ export type TasksCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -853,7 +949,7 @@ export type TasksCreateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -886,6 +982,12 @@ export type TasksCreateResponse = TasksCreateResponses[keyof TasksCreateResponse
 
 export type TasksGetData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -955,6 +1057,16 @@ export type TasksUpdateData = {
             project_id?: number | null;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -979,6 +1091,14 @@ export type TasksUpdateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -987,7 +1107,7 @@ export type TasksUpdateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -1025,6 +1145,16 @@ export type TasksChangeStateData = {
             [key: string]: unknown;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1049,6 +1179,14 @@ export type TasksChangeStateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -1057,7 +1195,7 @@ export type TasksChangeStateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`
+     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -1097,6 +1235,16 @@ export type TasksReorderData = {
             order: number;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks. Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1121,6 +1269,14 @@ export type TasksReorderErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -1129,7 +1285,7 @@ export type TasksReorderErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`
+     * Validation failed: `parameter_missing`, `invalid`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
