@@ -68,10 +68,10 @@ describe('one key over two processes', () => {
         expect([fromA.status, fromA.replayed, fromB.status, fromB.replayed]).toEqual([201, true, 201, true]);
         expect(fromB.text).toBe(fromA.text);
         for (const r of created) expect(r.text).toBe(fromA.text);
-        const [{ n }] = await query<{ n: number }>(databaseUrl, 'select count(*)::int as n from tasks where user_id = $1 and label = $2', [userId, `round ${round}`]);
+        const [{ n }] = (await query<{ n: number }>(databaseUrl, 'select count(*)::int as n from tasks where user_id = $1 and label = $2', [userId, `round ${round}`])) as [{ n: number }];
         expect(n, `round ${round}`).toBe(1);
       }
-      const [{ events }] = await query<{ events: number }>(databaseUrl, 'select count(*)::int as events from events where user_id = $1', [userId]);
+      const [{ events }] = (await query<{ events: number }>(databaseUrl, 'select count(*)::int as events from events where user_id = $1', [userId])) as [{ events: number }];
       expect(events).toBe(rounds);
       // Not asserted (it depends on timing), but reported: how often a request met its twin running.
       console.info(`request_in_progress answers: ${conflicts} of ${rounds * 12}`);
