@@ -158,6 +158,7 @@ export function createApp(deps: AppDependencies): express.Express {
       // A batch of one call is a single call: it keeps its ETag and conditional headers.
       createContext: ({ req, res, info }) =>
         createContext(req, res, info.isBatchCall && info.calls.length > 1, (res as Response).locals.conditional),
+      maxBodySize: BODY_LIMIT_BYTES,
       onError: ({ error }) => {
         if (toErrorResponse(error).status >= 500) logger.error({ err: error.cause ?? error }, 'trpc call failed');
       },
