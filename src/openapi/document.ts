@@ -477,13 +477,13 @@ export function buildOpenApiDocument(): Json {
     }
 
     const conditional = conditionalOf(meta);
+    // No examples on these: the docs page's "Try it out" would send them.
     const headerParameters: Json[] = [];
     if (conditional.keyed) {
       headerParameters.push({
         in: 'header', name: 'Idempotency-Key', required: false,
         description: 'Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.',
         schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
-        example: '3f1c2a9e-5b7d-4c1e-9a0b-7d2f4e6a8c10',
       });
     }
     if (conditional.ifMatch) {
@@ -491,7 +491,6 @@ export function buildOpenApiDocument(): Json {
         in: 'header', name: 'If-Match', required: false,
         description: 'The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.',
         schema: { type: 'string' },
-        example: '"t1.3"',
       });
     }
     if (conditional.read) {
@@ -499,7 +498,6 @@ export function buildOpenApiDocument(): Json {
         in: 'header', name: 'If-None-Match', required: false,
         description: 'An ETag from an earlier answer: 304 with no body while it is still current.',
         schema: { type: 'string' },
-        example: '"t1.3"',
       });
     }
     if (headerParameters.length) operation.parameters = [...((operation.parameters as Json[] | undefined) ?? []), ...headerParameters];
