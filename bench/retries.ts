@@ -14,8 +14,10 @@
  *  4. Statements per request, in-process (bench/statements.ts) on the current code: create
  *     with and without a key, list with and without If-None-Match.
  *
+ *  5. The same two, one request at a time, alternating request by request: median latencies.
+ *
  * Env: BENCH_BASE (1da0a4c), BENCH_SECONDS (10 per row, split into rounds), BENCH_CONNECTIONS
- * (32), BENCH_ROUNDS (5).
+ * (32), BENCH_ROUNDS (5), BENCH_SEQUENTIAL (1000 requests to each for the medians).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -35,6 +37,8 @@ const BASE = process.env.BENCH_BASE ?? '1da0a4c';
 const SECONDS = num('BENCH_SECONDS', 10);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const ROUNDS = num('BENCH_ROUNDS', 5);
+/** Requests to each target, one at a time, for the median latencies. */
+const SEQUENTIAL = num('BENCH_SEQUENTIAL', 1000);
 const ROOT = path.resolve(import.meta.dirname, '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (line: string) => console.log(line);
@@ -140,6 +144,28 @@ async function main() {
     const lists = await inTurns([['before list', list('before')], ['after list', list('after')]]);
     const creates = await inTurns([['before create', create('before')], ['after create', create('after')], ['after create keyed', create('after', true)]]);
 
+    // One request at a time, alternating targets request by request: the median latency is
+    // the per-request cost with the host's noise spread evenly over both.
+    const sequential = async (method: 'GET' | 'POST', pathOf: string, bodyOf?: (i: number) => unknown) => {
+      const times: Record<string, number[]> = { before: [], after: [] };
+      for (let i = 0; i < SEQUENTIAL; i++) {
+        for (const name of i % 2 ? ['before', 'after'] : ['after', 'before']) {
+          const started = process.hrtime.bigint();
+          const res = await fetch(urls[name]! + pathOf, {
+            method,
+            headers: { authorization: users[name]!.token, ...(bodyOf ? { 'content-type': 'application/json' } : {}) },
+            body: bodyOf ? JSON.stringify(bodyOf(i)) : undefined,
+          });
+          await res.arrayBuffer();
+          times[name]!.push(Number(process.hrtime.bigint() - started) / 1e6);
+        }
+      }
+      const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+      return { before: median(times.before!), after: median(times.after!) };
+    };
+    const seqList = await sequential('GET', '/api/users/me/tasks?page=1');
+    const seqCreate = await sequential('POST', '/api/users/me/tasks', (i) => ({ task: { label: `seq ${i}` } }));
+
     // A matching If-None-Match on the list: the page is not read.
     const first = await fetch(`${urls.after}/api/users/me/tasks?page=1`, { headers: { authorization: users.after!.token } });
     const etag = first.headers.get('etag')!;
@@ -171,6 +197,8 @@ async function main() {
       '',
       `After ÷ before, no header: list **${ratio(lists.get('after list')!, lists.get('before list')!).toFixed(3)}**, create **${ratio(creates.get('after create')!, creates.get('before create')!).toFixed(3)}**. ` +
         `Keyed create ÷ plain create: **${ratio(creates.get('after create keyed')!, creates.get('after create')!).toFixed(3)}**.`,
+      `Median latency, one request at a time, ${SEQUENTIAL} each, alternating: list before ${seqList.before.toFixed(2)} ms, after ${seqList.after.toFixed(2)} ms (after ÷ before ${(seqList.after / seqList.before).toFixed(3)}); ` +
+        `create before ${seqCreate.before.toFixed(2)} ms, after ${seqCreate.after.toFixed(2)} ms (${(seqCreate.after / seqCreate.before).toFixed(3)}).`,
       `Statements per request (in-process): create ${range(counts.create)}, create with a key ${range(counts.keyed)}, list ${range(counts.list)}.`,
     ].join('\n');
     log('\n' + report);
