@@ -11,6 +11,7 @@ export interface BenchRequest {
   path: string;
   token: string;
   body?: unknown;
+  headers?: Record<string, string>;
 }
 
 /** Called once per connection (0, 1, …); returns that connection's next-request function. */
@@ -68,7 +69,7 @@ export async function runLoad(url: string, script: Script, options: { connection
         {
           setupRequest: (request) => {
             const r = next();
-            const headers: Record<string, string> = { ...(request.headers as Record<string, string>), authorization: r.token };
+            const headers: Record<string, string> = { ...(request.headers as Record<string, string>), ...r.headers, authorization: r.token };
             if (r.body !== undefined) headers['content-type'] = 'application/json';
             return {
               ...request,

@@ -20,7 +20,7 @@ export interface CountedResponse {
 }
 
 export interface CountingApp {
-  request(method: string, path: string, token?: string, body?: unknown): Promise<CountedResponse>;
+  request(method: string, path: string, token?: string, body?: unknown, extraHeaders?: Record<string, string>): Promise<CountedResponse>;
   close(): Promise<void>;
 }
 
@@ -48,8 +48,8 @@ export async function startCountingApp(
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
-    async request(method, path, token, body) {
-      const headers: Record<string, string> = {};
+    async request(method, path, token, body, extraHeaders) {
+      const headers: Record<string, string> = { ...extraHeaders };
       if (token) headers.authorization = token;
       if (body !== undefined) headers['content-type'] = 'application/json';
       log = [];

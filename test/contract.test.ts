@@ -11,7 +11,9 @@ import { readFileSync } from 'node:fs';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import fc from 'fast-check';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyedRequest } from '../src/changes/idempotency.js';
 import { rawRequest } from './helpers/http.js';
 import { DAY, T0, seconds, startTestApp, type ApiResponse, type TestApp } from './helpers/test-app.js';
 
@@ -213,7 +215,12 @@ describe('openapi.json describes what the service answers', () => {
       expect(parameters.filter((p) => p.in === 'path').map((p) => p.name), id).toEqual(pathParams);
       for (const p of parameters) {
         expect(p.description, `${id} ${p.name}`).toBeTruthy();
-        // Ids and pages are integers; event ids, tickets and the stream's headers are strings.
+        // Headers of API-CONTRACT.md §10–§11, event ids and tickets are strings; path ids and pages are integers.
+        if (p.in === 'header') {
+          expect(['Idempotency-Key', 'If-Match', 'If-None-Match', 'Accept', 'Last-Event-ID'], `${id} ${p.name}`).toContain(p.name);
+          expect(p.schema.type, `${id} ${p.name}`).toBe('string');
+          continue;
+        }
         expect(p.schema.type, `${id} ${p.name}`).toBe(p.in === 'path' || p.name === 'page' ? 'integer' : 'string');
         if (p.in === 'path') expect(p.required, id).toBe(true);
       }
@@ -517,6 +524,60 @@ describe('openapi.json describes what the service answers', () => {
         }),
         { numRuns: 40 },
       );
+    }
+  });
+
+  it('304 for a current If-None-Match, 412 for a stale If-Match, 409 while a key runs, 422 for a bad key or a reused one', async () => {
+    const userId = (await app.request('GET', '/api/users/me', { token })).body.data.id as number;
+    const project = (await expectStatus('projects-create', 201, { token, body: { project: { name: 'Conditional' } } })).body.data.id;
+    const task = (await expectStatus('tasks-create', 201, { token, body: { task: { label: 'conditional', project_id: project } } })).body.data.id;
+    const bodies: Record<string, unknown> = {
+      'projects-create': { project: { name: 'Conditional2' } },
+      'projects-update': { project: { description: 'c' } },
+      'projects-changeState': { project: { state: 'paused' } },
+      'tasks-create': { task: { label: 'c' } },
+      'tasks-update': { task: { label: 'c' } },
+      'tasks-changeState': { task: { state: 'planned' } },
+      'tasks-reorder': { task: { order: 1 } },
+    };
+    const idFor = (operation: Operation) => (operation.path.startsWith('/api/projects') ? project : task);
+    const headersOf = (operation: Operation) => (operation.op.parameters ?? []).filter((p: Json) => p.in === 'header').map((p: Json) => p.name);
+    const db = new pg.Client({ connectionString: app.databaseUrl });
+    await db.connect();
+    try {
+      // Deletes last: they end the project the others use.
+      for (const operation of [...operations].sort((a, b) => Number(a.method === 'delete') - Number(b.method === 'delete'))) {
+        const headers = headersOf(operation);
+        const base = { token, id: operation.path.includes('{id}') ? idFor(operation) : undefined, body: bodies[operation.id] };
+        if (headers.includes('If-None-Match')) {
+          const first = await expectStatus(operation.id, 200, base);
+          const etag = first.headers.get('etag')!;
+          await expectStatus(operation.id, 304, { ...base, headers: { 'If-None-Match': etag } });
+        }
+        if (headers.includes('If-Match')) {
+          await expectStatus(operation.id, 412, { ...base, headers: { 'If-Match': '"stale"' } }, ['precondition_failed']);
+        }
+        if (headers.includes('Idempotency-Key')) {
+          await expectStatus(operation.id, 422, { ...base, headers: { 'Idempotency-Key': '' } }, ['invalid']);
+          const key = `contract-${operation.id}`;
+          const { lock } = keyedRequest(userId, key, '');
+          await db.query('select pg_advisory_lock($1::bigint)', [lock]);
+          try {
+            await expectStatus(operation.id, 409, { ...base, headers: { 'Idempotency-Key': key } }, ['request_in_progress']);
+          } finally {
+            await db.query('select pg_advisory_unlock($1::bigint)', [lock]);
+          }
+          const ran = await call(operation.id, { ...base, headers: { 'Idempotency-Key': key } });
+          const replayed = await call(operation.id, { ...base, headers: { 'Idempotency-Key': key } });
+          expect([replayed.status, replayed.text], operation.id).toEqual([ran.status, ran.text]);
+          expect(replayed.headers.get('idempotent-replayed'), operation.id).toBe('true');
+          // Another body, or for a delete (which ignores bodies) another path.
+          const other = operation.method === 'delete' ? { ...base, id: idFor(operation) + 1000 } : { ...base, body: { ...(base.body as object), other: true } };
+          await expectStatus(operation.id, 422, { ...other, headers: { 'Idempotency-Key': key } }, ['idempotency_key_reused']);
+        }
+      }
+    } finally {
+      await db.end();
     }
   });
 

@@ -29,10 +29,16 @@ describe('openapi.json', () => {
       expect(success, `${method} ${path}`).toHaveLength(1);
       if (method === 'delete') expect(success).toEqual(['204']);
       if (method === 'post') expect(success).toEqual(['201']);
-      for (const status of statuses.filter((s) => !s.startsWith('2'))) {
+      for (const status of statuses.filter((s) => !s.startsWith('2') && s !== '304')) {
         // A 410 cursor_expired also gives the id to restart from (API-CONTRACT.md §10).
         const envelope = status === '410' ? 'CursorExpired' : 'ErrorEnvelope';
         expect(op.responses[status].content['application/json'].schema).toEqual({ $ref: `#/components/schemas/${envelope}` });
+      }
+      // 304 (If-None-Match on reads of projects and tasks) has no body, and carries the ETag.
+      if (statuses.includes('304')) {
+        expect(method, path).toBe('get');
+        expect(op.responses['304'].content, path).toBeUndefined();
+        expect(op.responses['304'].headers.ETag, path).toEqual({ $ref: '#/components/headers/ETag' });
       }
       const isPublic = path === '/api/users' || path === '/api/users/authorizations';
       // The public ones say so with an empty requirement (not by leaving it out).

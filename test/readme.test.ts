@@ -60,11 +60,20 @@ describe('README', () => {
       env: { ...process.env, BASE: app.baseUrl },
     });
     expect(stdout).toContain('"name":"Coffee"');
+    // The retry was replayed, the stale If-Match refused, the polled list not modified.
+    expect(stdout).toMatch(/^idempotent-replayed: true\r?$/im);
+    expect(stdout).toContain('"code":"precondition_failed"');
+    expect(stdout).toContain(' -> 412');
+    expect(stdout).toContain(' -> 304');
     const login = await app.request('POST', '/api/users/authorizations', { body: { username: 'alice', password: 'correct horse' } });
     const token = login.body.meta.token;
     const project = await app.request('GET', '/api/projects/1', { token });
     expect(project.body.data.attributes).toMatchObject({ state: 'finished', isInProgress: false });
     expect(project.body.data.relationships.tasks.data).toEqual([{ type: 'task', id: 1 }]);
+    // One task from the keyed create and its retry, with the label of the If-Match that held.
+    const descaled = await app.request('GET', '/api/tasks/3', { token });
+    expect(descaled.body.data.attributes).toMatchObject({ label: 'Descale the machine', state: 'abandoned' });
+    expect((await app.request('GET', '/api/tasks/4', { token })).status).toBe(404);
     const tasks = await app.request('GET', '/api/users/me/tasks', { token });
     expect(tasks.body.data.map((t: any) => [t.id, t.attributes.state, t.attributes.order, t.attributes.plannedCount])).toEqual([
       [1, 'planned', 2, 2],

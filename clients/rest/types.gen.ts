@@ -151,7 +151,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -176,7 +176,7 @@ export type CursorExpired = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -435,6 +435,12 @@ export type UsersRevokeResponse = UsersRevokeResponses[keyof UsersRevokeResponse
 
 export type ProjectsListData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -500,6 +506,12 @@ export type ProjectsCreateData = {
             name: string;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/projects';
@@ -515,6 +527,10 @@ export type ProjectsCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -523,7 +539,7 @@ export type ProjectsCreateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -556,6 +572,16 @@ export type ProjectsCreateResponse = ProjectsCreateResponses[keyof ProjectsCreat
 
 export type ProjectsDeleteData = {
     body?: never;
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -580,6 +606,14 @@ export type ProjectsDeleteErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -587,6 +621,10 @@ export type ProjectsDeleteErrors = {
      * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -614,6 +652,12 @@ export type ProjectsDeleteResponse = ProjectsDeleteResponses[keyof ProjectsDelet
 
 export type ProjectsGetData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -690,6 +734,16 @@ export type ProjectsUpdateData = {
             due_at?: number;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -714,6 +768,14 @@ export type ProjectsUpdateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -722,7 +784,7 @@ export type ProjectsUpdateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`, `cannot_be_set`, `cannot_be_before_started_at`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`, `cannot_be_set`, `cannot_be_before_started_at`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -768,6 +830,16 @@ export type ProjectsChangeStateData = {
             [key: string]: unknown;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's projects, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -792,6 +864,14 @@ export type ProjectsChangeStateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -800,7 +880,7 @@ export type ProjectsChangeStateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`, `cannot_be_before_started_at`, `cannot_be_after_today`, `reached_max_started`
+     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`, `cannot_be_before_started_at`, `cannot_be_after_today`, `reached_max_started`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -833,6 +913,12 @@ export type ProjectsChangeStateResponse = ProjectsChangeStateResponses[keyof Pro
 
 export type TasksListData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -903,6 +989,12 @@ export type TasksCreateData = {
             project_id?: number | null;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/tasks';
@@ -918,6 +1010,10 @@ export type TasksCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -926,7 +1022,7 @@ export type TasksCreateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -959,6 +1055,12 @@ export type TasksCreateResponse = TasksCreateResponses[keyof TasksCreateResponse
 
 export type TasksGetData = {
     body?: never;
+    headers?: {
+        /**
+         * An ETag from an earlier answer: 304 with no body while it is still current.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1031,6 +1133,16 @@ export type TasksUpdateData = {
             project_id?: number | null;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1055,6 +1167,14 @@ export type TasksUpdateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -1063,7 +1183,7 @@ export type TasksUpdateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `record_not_found`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -1101,6 +1221,16 @@ export type TasksChangeStateData = {
             [key: string]: unknown;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1125,6 +1255,14 @@ export type TasksChangeStateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -1133,7 +1271,7 @@ export type TasksChangeStateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`
+     * Validation failed: `parameter_missing`, `invalid`, `must_be_set`, `cannot_be_set`, `invalid_transition`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -1173,6 +1311,16 @@ export type TasksReorderData = {
             order: number;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+        /**
+         * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
+         */
+        'If-Match'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tasks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1197,6 +1345,14 @@ export type TasksReorderErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -1205,7 +1361,7 @@ export type TasksReorderErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`
+     * Validation failed: `parameter_missing`, `invalid`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**

@@ -29,12 +29,20 @@ const PAYLOAD_BYTES = 7_000;
  * Appends the events of one write in one statement: numbers them after the user's newest,
  * moves that mark, stores them and notifies. The caller holds the owner's lock. The payload
  * is `<user>:<first>:<last>` and, when they fit, `:<the events as JSON>`, so that live
- * streams rarely read the table (event-hub.ts).
+ * streams rarely read the table (event-hub.ts). `also`, a data-modifying statement of the
+ * same write (an idempotency record), rides in the same statement as a CTE, so it costs no
+ * round trip. Returns false when there was nothing to append (and `also` did not run).
  */
-export async function appendEvents(em: SqlEntityManager, userId: number, events: readonly NewEvent[], now: Date): Promise<void> {
-  if (events.length === 0) return;
+export async function appendEvents(
+  em: SqlEntityManager,
+  userId: number,
+  events: readonly NewEvent[],
+  now: Date,
+  also?: { sql: string; params: unknown[] },
+): Promise<boolean> {
+  if (events.length === 0) return false;
   await em.execute(
-    `with mark as (
+    `with ${also ? `also as (${also.sql}), ` : ''}mark as (
        update users set last_event_seq = last_event_seq + ? where id = ? returning last_event_seq - ? as base
      ), stored as (
        insert into events (user_id, seq, type, data, at)
@@ -47,8 +55,12 @@ export async function appendEvents(em: SqlEntityManager, userId: number, events:
          from stored
      )
      select pg_notify('${EVENTS_CHANNEL}', case when octet_length(body) <= ${PAYLOAD_BYTES} then head || ':' || body else head end) from payload`,
-    [events.length, userId, events.length, userId, now, JSON.stringify(events.map(({ type, data }) => ({ type, data }))), String(userId)],
+    [
+      ...(also?.params ?? []),
+      events.length, userId, events.length, userId, now, JSON.stringify(events.map(({ type, data }) => ({ type, data }))), String(userId),
+    ],
   );
+  return true;
 }
 
 export interface Notification {

@@ -16,9 +16,20 @@
  *    events (API-CONTRACT.md §10).
  * 4. A retry of the whole transaction, bounded, on a deadlock or serialization failure with
  *    anything outside this scheme (logged at warn).
+ *
+ * And, for every write alike (API-CONTRACT.md §11):
+ * - An Idempotency-Key claims the key first in the transaction, reads its record with the
+ *   owner's lock, replays it or runs the work and stores its outcome with the events
+ *   (src/changes/idempotency.ts says how, and why a failure is stored by a second transaction).
+ * - If-Match is compared with the resource's current ETag under the owner's lock, which every
+ *   writer of the user holds: no change can land between the check and the write. A stale
+ *   tag is 412 precondition_failed, the transaction rolls back and nothing is stored.
+ * - The ETag of the resource the write answers with (set by the work as `scope.etag`, read
+ *   after the flush has moved its version) goes out as a header and into the record.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { toSeconds } from '../core/clock.js';
+import { ifMatchHolds, sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
 import type { AuthedContext } from '../core/trpc.js';
 import { presentProject } from '../projects/project.view.js';
@@ -26,6 +37,20 @@ import { Project } from '../projects/project.entity.js';
 import { taskIdsOfProjects, tasksByIds } from '../tasks/task.store.js';
 import { presentTaskFields } from '../tasks/task.view.js';
 import { appendEvents, type NewEvent } from './event.store.js';
+import {
+  claim,
+  fingerprintOf,
+  idempotencyKey,
+  keyedRequest,
+  pruneNowAndThen,
+  recordColumn,
+  storeOutcome,
+  storeSql,
+  tryClaim,
+  type Keyed,
+  type StoredOutcome,
+} from './idempotency.js';
+import { currentEtag } from './versions.js';
 
 export const WRITERS_PER_USER = 2;
 export const QUEUED_PER_USER = 200;
@@ -79,6 +104,8 @@ export interface WriteScope {
   userId: number;
   now: Date;
   changes: ChangeSet;
+  /** The ETag of the resource the write answers with; called after the flush. */
+  etag?: () => string;
 }
 
 /** A FIFO of turns per user: WRITERS_PER_USER run, QUEUED_PER_USER wait, the rest are refused. */
@@ -120,31 +147,128 @@ function sqlState(error: unknown): string | undefined {
   return undefined;
 }
 
+type Outcome<T> =
+  | { kind: 'ran'; value: T; etag?: string }
+  | { kind: 'failed'; error: DomainError }
+  | { kind: 'replay'; record: StoredOutcome };
+
+/** Domain errors raised by a write's work: it ran, so with a key its outcome is kept. */
+const ranInto = new WeakSet<DomainError>();
+
 export async function userWrite<T>(ctx: AuthedContext, work: (scope: WriteScope) => Promise<T>): Promise<T> {
+  const key = idempotencyKey(ctx.header('Idempotency-Key'));
+  const keyed = key === undefined ? undefined : keyedRequest(ctx.user.id, key, await fingerprintOf(ctx.call));
   const release = await turns.acquire(ctx.user.id);
   try {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await ctx.em.fork().transactional(async (em) => {
-          const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), changes: new ChangeSet() };
-          await lockOwner(em, scope.userId);
-          const result = await work(scope);
-          await em.flush();
-          await appendEvents(em, scope.userId, await eventsOf(em, scope), scope.now);
-          return result;
-        });
-      } catch (error) {
-        const state = sqlState(error);
-        if (state === '55P03') throw busy(); // lock_timeout: another process holds the lock too long
-        if ((state === '40P01' || state === '40001') && attempt < RETRIES) {
-          ctx.log?.warn({ err: error, attempt }, 'write retried after a deadlock or serialization failure');
-          continue;
-        }
-        throw error;
-      }
+    let outcome: Outcome<T>;
+    try {
+      outcome = await runWrite(ctx, keyed, work);
+    } catch (error) {
+      if (!keyed || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
+      outcome = await keepFailure(ctx, keyed, error);
     }
+    if (keyed) pruneNowAndThen(ctx.em, ctx.clock.now());
+    return deliver(ctx, outcome);
   } finally {
     release();
+  }
+}
+
+async function runWrite<T>(ctx: AuthedContext, keyed: Keyed | undefined, work: (scope: WriteScope) => Promise<T>): Promise<Outcome<T>> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
+        const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), changes: new ChangeSet() };
+        if (keyed) await tryClaim(em, keyed);
+        const record = await lockOwner(em, scope.userId, keyed && recordColumn(scope.userId, keyed, scope.now));
+        if (record) return replayOf(keyed!, record);
+        await checkIfMatch(ctx, em, scope.userId);
+        let value: T;
+        try {
+          value = await work(scope);
+        } catch (error) {
+          if (error instanceof DomainError) ranInto.add(error);
+          throw error;
+        }
+        await em.flush();
+        const etag = scope.etag?.();
+        const store = keyed && storeSql(scope.userId, keyed, { status: successStatus(ctx), body: value ?? null, etag: etag ?? null }, scope.now);
+        const appended = await appendEvents(em, scope.userId, await eventsOf(em, scope), scope.now, store);
+        if (store && !appended) await em.execute(store.sql, store.params);
+        return { kind: 'ran', value, etag };
+      });
+    } catch (error) {
+      const state = sqlState(error);
+      if (state === '55P03') throw busy(); // lock_timeout: another process holds the lock too long
+      if ((state === '40P01' || state === '40001') && attempt < RETRIES) {
+        ctx.log?.warn({ err: error, attempt }, 'write retried after a deadlock or serialization failure');
+        continue;
+      }
+      throw error;
+    }
+  }
+}
+
+/**
+ * A keyed write failed with a domain error and rolled back: its outcome is stored now, under
+ * the key's lock (waited for, before the owner's lock, as every keyed write takes them). A
+ * request with the same key may have run in between (the first transaction had let go of
+ * the key): then that one's record stands and is what this request answers too.
+ */
+async function keepFailure(ctx: AuthedContext, keyed: Keyed, error: DomainError): Promise<Outcome<never>> {
+  return ctx.em.fork().transactional(async (em): Promise<Outcome<never>> => {
+    const now = ctx.clock.now();
+    await claim(em, keyed);
+    const record = await lockOwner(em, ctx.user.id, recordColumn(ctx.user.id, keyed, now));
+    if (record) return replayOf(keyed, record);
+    await storeOutcome(em, ctx.user.id, keyed, { status: error.status, body: { errors: error.errors }, etag: null }, now);
+    return { kind: 'failed', error };
+  });
+}
+
+function replayOf(keyed: Keyed, record: StoredOutcome): Outcome<never> {
+  if (record.fingerprint !== keyed.fingerprint) {
+    throw DomainError.of('idempotency_key_reused', {
+      parameter: 'Idempotency-Key',
+      detail: 'This Idempotency-Key was already used with a different request (method, path or body).',
+    });
+  }
+  return { kind: 'replay', record };
+}
+
+function successStatus(ctx: AuthedContext): number {
+  return ctx.call.meta?.successStatus ?? 200;
+}
+
+function deliver<T>(ctx: AuthedContext, outcome: Outcome<T>): T {
+  switch (outcome.kind) {
+    case 'ran':
+      if (outcome.etag) sendEtag(ctx, outcome.etag);
+      return outcome.value;
+    case 'failed':
+      throw outcome.error;
+    case 'replay': {
+      const { record } = outcome;
+      ctx.setHeader('Idempotent-Replayed', 'true');
+      if (record.status >= 400) throw new DomainError((record.body as { errors: DomainError['errors'] }).errors);
+      if (record.etag) sendEtag(ctx, record.etag);
+      return (record.body ?? undefined) as T;
+    }
+  }
+}
+
+/**
+ * If-Match on a write of one project or task (the procedure's `meta.resource`, its path id),
+ * compared under the owner's lock. An unknown id is left to the work, which answers 404.
+ */
+async function checkIfMatch(ctx: AuthedContext, em: SqlEntityManager, userId: number): Promise<void> {
+  const header = ctx.header('If-Match');
+  const resource = ctx.call.meta?.resource;
+  if (header === undefined || !resource) return;
+  const id = Number((await ctx.call.rawInput() as { id?: unknown }).id);
+  const current = await currentEtag(em, resource, userId, id);
+  if (current !== null && !ifMatchHolds(header, current)) {
+    throw DomainError.of('precondition_failed', { parameter: 'If-Match' });
   }
 }
 
@@ -152,10 +276,21 @@ export async function userWrite<T>(ctx: AuthedContext, work: (scope: WriteScope)
  * The row lock that serialises a user's writes. `no key update`: excludes every other
  * holder of this lock, but not the key-share locks that inserts referencing the user take
  * (a login's token, a task's foreign-key check). The lock timeout is set in the same
- * statement (set_config runs before the row is locked), so it costs no round trip.
+ * statement (set_config runs before the row is locked), so it costs no round trip. With an
+ * Idempotency-Key, the same statement reads the key's record: its snapshot is taken after
+ * the key was claimed, so every earlier request with that key is in it.
  */
-async function lockOwner(em: SqlEntityManager, userId: number): Promise<void> {
-  await em.execute(`select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id from users where id = ? for no key update`, [userId]);
+async function lockOwner(
+  em: SqlEntityManager,
+  userId: number,
+  record?: { sql: string; params: unknown[] },
+): Promise<StoredOutcome | null> {
+  const rows = await em.execute<Array<{ record?: StoredOutcome | null }>>(
+    `select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id${record ? `, ${record.sql}` : ''}
+       from users where id = ? for no key update`,
+    [...(record?.params ?? []), userId],
+  );
+  return rows[0]?.record ?? null;
 }
 
 /** The change set as events, each carrying its resource's document after the change. */

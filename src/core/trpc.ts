@@ -15,6 +15,7 @@ import type { Logger } from './logger.js';
 import { DomainError, QUERY_PARAMETERS, fromZodError, type ErrorCode } from './errors.js';
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
 import { hit, rateLimitHeaders, rateLimited, tightest } from './rate-limit.js';
+import { refuseConditionalBatch } from './conditional.js';
 
 export interface AppMeta extends OpenApiMeta {
   /** REST success status when not 200. */
@@ -42,8 +43,15 @@ export interface Context {
   rateLimits: { authPerMinute: number; perMinute: number };
   /** A request header (the first value when repeated); undefined without HTTP. */
   header: (name: string) => string | undefined;
-  /** Sets a response header (rate-limit headers); a no-op without HTTP. */
+  /** Sets a response header (rate-limit headers, ETag); a no-op without HTTP. */
   setHeader: (name: string, value: string) => void;
+  /** What a procedure decided about the HTTP answer beyond its data: 304 when `notModified`. */
+  response: { notModified: boolean };
+  /**
+   * This HTTP request carries several tRPC calls (a batch). They share one response, so no
+   * ETag is sent and If-Match, If-None-Match and Idempotency-Key are refused (src/core/conditional.ts).
+   */
+  batched?: boolean;
   /** Counts a procedure run until the returned function is called (a graceful stop waits for 0). */
   enterProcedure?: () => () => void;
   /** The user and token an Authorization header names, if it is valid now (src/users/). */
@@ -96,20 +104,34 @@ export interface Authentication {
   user: AuthedUser;
   /** Hash of the access token used: the key of the per-token rate limit. */
   tokenHash: string;
+  /**
+   * The user's newest change-log number (`users.last_event_seq`) as the token was read:
+   * the version of the user's lists. Read in the token's statement, so it costs nothing.
+   */
+  lastEventSeq: string;
+}
+
+/** The procedure a request calls, as the write path needs it (idempotency, If-Match). */
+export interface Call {
+  /** The procedure's path, e.g. `tasks.update`: one method and path template on REST. */
+  path: string;
+  meta: AppMeta | undefined;
+  /** The input as sent (REST: body, path id and query merged), before parsing. */
+  rawInput: () => Promise<unknown>;
 }
 
 /** The context of a procedure behind `authedProcedure`. */
-export type AuthedContext = Context & Authentication;
+export type AuthedContext = Context & Authentication & { call: Call };
 
 const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
   400: 'BAD_REQUEST',
   401: 'UNAUTHORIZED',
   404: 'NOT_FOUND',
-  413: 'PAYLOAD_TOO_LARGE',
-  415: 'UNSUPPORTED_MEDIA_TYPE',
   409: 'CONFLICT',
   410: 'NOT_FOUND',
   412: 'PRECONDITION_FAILED',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
   422: 'UNPROCESSABLE_CONTENT',
   429: 'TOO_MANY_REQUESTS',
   503: 'SERVICE_UNAVAILABLE',
@@ -291,4 +313,9 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
     throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
   }
   return next({ ctx: authentication });
-}).use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => [`token:${ctx.tokenHash}`]));
+})
+  .use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => [`token:${ctx.tokenHash}`]))
+  .use(({ ctx, path, meta, getRawInput, next }) => {
+    refuseConditionalBatch(ctx);
+    return next({ ctx: { call: { path, meta, rawInput: getRawInput } satisfies Call } });
+  });

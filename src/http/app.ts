@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import express, { type ErrorRequestHandler, type Request, type Response } from 'express';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import { pino } from 'pino';
 import { pinoHttp } from 'pino-http';
 import cors from 'cors';
@@ -95,6 +95,22 @@ function clientAddress(req: Request): string {
   return req.socket.remoteAddress ?? 'unknown';
 }
 
+/**
+ * A read whose If-None-Match matched answers 304 on /trpc too. tRPC builds a fetch Response,
+ * which cannot carry 304 with the body it always has, so the call answers 200 and its status
+ * line is turned into 304 here, where Node writes it; Node then drops the body (RFC 9110
+ * §15.4.5: a 304 has none). Only a single call can set the flag (src/core/conditional.ts).
+ */
+const notModifiedOnTrpc: RequestHandler = (_req, res, next) => {
+  const conditional = { notModified: false };
+  res.locals.conditional = conditional;
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: Response, status: number, ...rest: unknown[]) {
+    return writeHead.apply(this, [conditional.notModified && status === 200 ? 304 : status, ...rest] as never);
+  } as typeof res.writeHead;
+  next();
+};
+
 export function createApp(deps: AppDependencies): express.Express {
   const { orm, clock, logger } = deps;
   const app = express();
@@ -106,7 +122,7 @@ export function createApp(deps: AppDependencies): express.Express {
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
   const events = deps.events ?? new EventHub({ databaseUrl: orm.config.get('clientUrl')!, log: logger });
   app.locals.events = events;
-  const createContext = (req: Request, res: Response): Context => {
+  const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }): Context => {
     const em = orm.em.fork();
     return {
       em,
@@ -123,6 +139,8 @@ export function createApp(deps: AppDependencies): express.Express {
       setHeader: (name, value) => {
         if (!res.headersSent) res.setHeader(name, value);
       },
+      response,
+      batched,
       enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
       log: logger,
@@ -150,7 +168,7 @@ export function createApp(deps: AppDependencies): express.Express {
     next();
   });
   if (deps.corsOrigins?.length) {
-    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
+    app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'ETag', 'Idempotent-Replayed', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }
 
   app.get('/healthz', (_req, res) => {
@@ -179,11 +197,13 @@ export function createApp(deps: AppDependencies): express.Express {
   app.use(
     '/trpc',
     trpcDoorGuard,
+    notModifiedOnTrpc,
     createExpressMiddleware({
       router: appRouter,
+      // A batch of one call is a single call: it keeps its ETag and conditional headers.
       createContext: ({ req, res, info }) => {
         refuseCall(req, info);
-        return createContext(req, res);
+        return createContext(req, res, info.isBatchCall && info.calls.length > 1, (res as Response).locals.conditional);
       },
       maxBodySize: BODY_LIMIT_BYTES,
       onError: ({ error, req }) => {

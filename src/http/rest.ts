@@ -118,8 +118,10 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
     router,
     createContext: async ({ req, res }: { req: Request; res: Response }) => ({ ...(await createContext(req, res)), door: 'rest' }),
     maxBodySize: BODY_LIMIT_BYTES,
-    responseMeta: ({ paths, errors }: { paths?: readonly string[]; errors: readonly unknown[] }) => {
+    responseMeta: ({ paths, errors, ctx }: { paths?: readonly string[]; errors: readonly unknown[]; ctx?: Context }) => {
       if (errors.length > 0) return {};
+      // 304 has no body: Node drops the body written after this status (RFC 9110 §15.4.5).
+      if (ctx?.response.notModified) return { status: 304 };
       const meta = paths?.[0] ? procedures[paths[0]]?._def.meta : undefined;
       return {
         status: meta?.successStatus ?? 200,

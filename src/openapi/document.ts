@@ -49,12 +49,35 @@ interface ErrorResponseSpec {
 /** Operations without a request body still read one that is sent, and ignore it once valid. */
 const BODY_NOT_TAKEN = `only when a body is sent: this operation takes none, and ignores a JSON body of at most ${BODY_LIMIT_BYTES / 1024} KiB`;
 
+/** Which of API-CONTRACT.md §11's headers an operation takes and answers with. */
+interface Conditional {
+  /** A write of projects or tasks: Idempotency-Key (409, 422 idempotency_key_reused, Idempotent-Replayed). */
+  keyed: boolean;
+  /** A write of one project or task: If-Match (412). */
+  ifMatch: boolean;
+  /** A read of projects or tasks: If-None-Match (304). */
+  read: boolean;
+  /** Its success carries the ETag of what it answers with. */
+  etag: boolean;
+}
+
+function conditionalOf(meta: AppMeta): Conditional {
+  const openapi = meta.openapi!;
+  const ofResources = (openapi.tags ?? []).some((t) => t === 'projects' || t === 'tasks');
+  const keyed = ofResources && openapi.method !== 'GET';
+  const read = ofResources && openapi.method === 'GET';
+  // A reorder answers with several tasks' orders, a delete with nothing: no one resource's tag.
+  const etag = read || (keyed && meta.successStatus !== 204 && !openapi.path.endsWith('/order'));
+  return { keyed, ifMatch: keyed && meta.resource !== undefined, read, etag };
+}
+
 /**
  * The error statuses an operation can answer with, and the codes of each. `missing_endpoint`
  * belongs to no operation: it answers only paths and methods that are not documented.
  */
 function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   const domain = meta.errorCodes ?? [];
+  const conditional = conditionalOf(meta);
   const specs: ErrorResponseSpec[] = [];
   const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found' && c !== 'cursor_expired');
   const bodyNote = hasBody ? undefined : BODY_NOT_TAKEN;
@@ -65,8 +88,14 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   if (meta.resource) specs.push({ status: 404, codes: ['record_not_found'] });
   if (domain.includes('cursor_expired')) specs.push({ status: 410, codes: ['cursor_expired'] });
   specs.push({ status: 413, codes: ['payload_too_large'], note: bodyNote }, { status: 415, codes: ['unsupported_media_type'], note: bodyNote });
-  const unprocessable = [...requestCodes, ...(domain.includes('record_not_found') ? ['record_not_found' as const] : [])];
-  if (unprocessable.length) specs.push({ status: 422, codes: unprocessable });
+  if (conditional.keyed) specs.push({ status: 409, codes: ['request_in_progress'] });
+  if (conditional.ifMatch) specs.push({ status: 412, codes: ['precondition_failed'] });
+  const unprocessable = [
+    ...requestCodes,
+    ...(domain.includes('record_not_found') ? ['record_not_found' as const] : []),
+    ...(conditional.keyed ? (['invalid', 'idempotency_key_reused'] as const) : []),
+  ];
+  if (unprocessable.length) specs.push({ status: 422, codes: [...new Set(unprocessable)] });
   specs.push({ status: 429, codes: ['rate_limited'] }, { status: 500, codes: ['internal_error'] }, { status: 503, codes: ['service_unavailable'] });
   // Merge entries of one status (400 may come from the body and the query).
   const merged = new Map<number, ErrorResponseSpec>();
@@ -79,6 +108,7 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
 }
 
 const STATUS_TEXT: Record<number, string> = {
+  409: 'Conflict', 412: 'Precondition failed',
   400: 'Bad request', 401: 'Unauthorized', 404: 'Not found', 413: 'Payload too large',
   410: 'Gone', 415: 'Unsupported media type', 422: 'Validation failed', 429: 'Too many requests',
   500: 'Internal server error', 503: 'Service unavailable',
@@ -323,6 +353,8 @@ function commonErrorExample(code: ErrorCode, meta: AppMeta): ApiError {
     case 'record_not_found': return DomainError.notFound(meta.resource ?? 'project').errors[0]!;
     case 'rate_limited': return apiError(code, { detail: 'Too many requests; retry in 42 seconds.' });
     case 'cursor_expired': return apiError(code);
+    case 'request_in_progress': return apiError(code, { parameter: 'Idempotency-Key' });
+    case 'precondition_failed': return apiError(code, { parameter: 'If-Match' });
     default: return apiError(code);
   }
 }
@@ -334,8 +366,15 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
     let error: ApiError;
     if (status === 422) {
       const known = unprocessable.find(([c]) => c === code);
-      if (!known) continue;
-      error = apiError(code, { status: 422, detail: known[2], pointer: known[1] });
+      if (known) {
+        error = apiError(code, { status: 422, detail: known[2], pointer: known[1] });
+      } else if (code === 'idempotency_key_reused') {
+        error = apiError(code, { parameter: 'Idempotency-Key', detail: 'This Idempotency-Key was already used with a different request (method, path or body).' });
+      } else if (code === 'invalid') {
+        error = apiError(code, { parameter: 'Idempotency-Key', detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters.' });
+      } else {
+        continue;
+      }
     } else {
       error = commonErrorExample(code, meta);
     }
@@ -370,6 +409,15 @@ const HEADERS = {
     required: true,
     schema: { type: 'integer', minimum: 1 },
   },
+  ETag: {
+    description: 'Strong entity tag of what the response describes (one project or task, or this list page). Send it back in `If-Match` to change the resource only if it did not change since, or in `If-None-Match` to get 304 while it did not.',
+    required: true,
+    schema: { type: 'string', pattern: '^"[\\x21\\x23-\\x7e]*"$' },
+  },
+  'Idempotent-Replayed': {
+    description: '`true` when this is the stored outcome of an earlier request with the same `Idempotency-Key`, sent again instead of running the request a second time.',
+    schema: { type: 'string', enum: ['true'] },
+  },
   'RateLimit-Policy': {
     description: 'The limit that applies, as `<requests>;w=<seconds>`. Sent on every answer the rate limiter counted (limits are on unless configured to 0).',
     schema: { type: 'string', pattern: '^[0-9]+;w=[0-9]+$' },
@@ -384,10 +432,13 @@ const HEADERS = {
 const RATE_LIMIT_HEADERS = ['RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const;
 const headerRef = (name: keyof typeof HEADERS) => ({ $ref: `#/components/headers/${name}` });
 
-function responseHeaders(status: number): Json {
+function responseHeaders(status: number, conditional?: Conditional): Json {
   const headers: Json = { 'X-Request-Id': headerRef('X-Request-Id') };
   for (const name of RATE_LIMIT_HEADERS) headers[name] = headerRef(name);
   if (status === 429 || status === 503) headers['Retry-After'] = headerRef('Retry-After');
+  if (conditional?.etag && (status < 300 || status === 304)) headers.ETag = headerRef('ETag');
+  // Outcomes a retry with the same key can replay: successes and errors of the work that ran.
+  if (conditional?.keyed && (status < 300 || status === 404 || status === 422)) headers['Idempotent-Replayed'] = headerRef('Idempotent-Replayed');
   return headers;
 }
 
@@ -434,6 +485,8 @@ const DESCRIPTION = [
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',
   '- A path or method that no operation answers is 404 `missing_endpoint`; a request Node cannot read as HTTP is 400 `malformed_request`, oversized headers 431 `headers_too_large`.',
   '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
+  '- Retries: every write of projects and tasks takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours. A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
+  '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition). On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',
 ].join('\n');
 
 export function buildOpenApiDocument(): Json {
@@ -489,6 +542,32 @@ export function buildOpenApiDocument(): Json {
     // Registration and login need no token: they say so, rather than inherit nothing.
     if (openapi.protect === false) operation.security = [];
 
+    const conditional = conditionalOf(meta);
+    // No examples on these: the docs page's "Try it out" would send them.
+    const headerParameters: Json[] = [];
+    if (conditional.keyed) {
+      headerParameters.push({
+        in: 'header', name: 'Idempotency-Key', required: false,
+        description: 'Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.',
+        schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+      });
+    }
+    if (conditional.ifMatch) {
+      headerParameters.push({
+        in: 'header', name: 'If-Match', required: false,
+        description: 'The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.',
+        schema: { type: 'string' },
+      });
+    }
+    if (conditional.read) {
+      headerParameters.push({
+        in: 'header', name: 'If-None-Match', required: false,
+        description: 'An ETag from an earlier answer: 304 with no body while it is still current.',
+        schema: { type: 'string' },
+      });
+    }
+    if (headerParameters.length) operation.parameters = [...((operation.parameters as Json[] | undefined) ?? []), ...headerParameters];
+
     const requestBody = operation.requestBody as { content: Record<string, Json> } | undefined;
     if (requestBody && docs.request) requestBody.content['application/json']!.examples = docs.request;
 
@@ -496,22 +575,25 @@ export function buildOpenApiDocument(): Json {
     const success = responses['200']!;
     for (const status of Object.keys(responses)) delete responses[status];
     if (meta.successStatus === 204) {
-      responses['204'] = { description: 'Done; no content.', headers: responseHeaders(204) };
+      responses['204'] = { description: 'Done; no content.', headers: responseHeaders(204, conditional) };
     } else {
       const status = meta.successStatus ?? 200;
       const content = success.content as Record<string, Json>;
       if (docs.response !== undefined) content['application/json']!.examples = { default: { summary: 'Success', value: docs.response } };
       responses[String(status)] = {
         description: status === 201 ? 'Created' : 'OK',
-        headers: responseHeaders(status),
+        headers: responseHeaders(status, conditional),
         content,
       };
     }
     if (operationId === 'events-list') describeEventStream(operation);
+    if (conditional.read) {
+      responses['304'] = { description: 'Not modified: `If-None-Match` names the current ETag. No body.', headers: responseHeaders(304, conditional) };
+    }
     for (const { status, codes, note } of errorResponses(meta, operation.requestBody !== undefined)) {
       responses[String(status)] = {
         description: `${STATUS_TEXT[status]}: ${codes.map((c) => `\`${c}\``).join(', ')}${note ? ` (${note})` : ''}`,
-        headers: responseHeaders(status),
+        headers: responseHeaders(status, conditional),
         'x-error-codes': codes,
         content: {
           'application/json': {

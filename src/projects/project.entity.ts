@@ -27,6 +27,8 @@ const ProjectSchema = defineEntity({
     pausedAt: p.datetime().columnType('timestamptz').nullable(),
     finishedAt: p.datetime().columnType('timestamptz').nullable(),
     createdAt: p.datetime().columnType('timestamptz'),
+    /** Grows with every change of the row (ETag, If-Match); see the versions migration. */
+    version: p.integer().version(),
   },
 });
 

@@ -3,9 +3,10 @@ import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
+import { listEtag, notModified, projectEtag } from '../core/conditional.js';
 import { DomainError, ValidationErrors } from '../core/errors.js';
 import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
-import { userWrite, type ChangeSet } from '../changes/user-write.js';
+import { userWrite, type WriteScope } from '../changes/user-write.js';
 import { PROJECT_DELETED } from '../tasks/task.lifecycle.js';
 import { applyToProjectTasks, taskIdsOfProjects } from '../tasks/task.store.js';
 import { Project, slugOf } from './project.entity.js';
@@ -31,15 +32,20 @@ async function findOwnedProject(em: SqlEntityManager, userId: number, id: number
   return project;
 }
 
+/** A project's document and its ETag (which covers the task ids the document lists). */
 async function projectDocument(em: SqlEntityManager, project: Project) {
-  const taskIds = await taskIdsOfProjects(em, [project.id]);
-  return { data: presentProject(project, taskIds.get(project.id) ?? []), meta: STABILITY_META };
+  const taskIds = (await taskIdsOfProjects(em, [project.id])).get(project.id) ?? [];
+  return {
+    document: { data: presentProject(project, taskIds), meta: STABILITY_META },
+    etag: projectEtag(project.id, project.version, taskIds),
+  };
 }
 
-/** A changed project's document, recorded in the write's change set and returned. */
-async function recordProject(em: SqlEntityManager, changes: ChangeSet, project: Project) {
-  const document = await projectDocument(em, project);
-  changes.updated('project', project.id, document.data);
+/** A changed project's document, recorded in the write's change set and returned with its ETag. */
+async function recordProject(scope: WriteScope, project: Project) {
+  const { document, etag } = await projectDocument(scope.em, project);
+  scope.changes.updated('project', project.id, document.data);
+  scope.etag = () => etag;
   return document;
 }
 
@@ -76,12 +82,14 @@ export const projectsRouter = router({
     .input(CreateProjectInput)
     .output(ProjectDocument)
     .mutation(({ ctx, input }) =>
-      userWrite(ctx, async ({ em, userId, now, changes }) => {
+      userWrite(ctx, async (scope) => {
+        const { em, userId, now, changes } = scope;
         const { name } = input.project;
         if (await isNameTaken(em, userId, name)) throw takenName();
         const project = em.create(Project, { userId, name, slug: slugOf(name), description: '', state: 'newed', createdAt: now });
         await flushNamed(em);
         const data = presentProject(project, []);
+        scope.etag = () => projectEtag(project.id, project.version, []);
         changes.created('project', project.id, data);
         return { data, meta: STABILITY_META };
       }),
@@ -100,6 +108,10 @@ export const projectsRouter = router({
     .output(ProjectListDocument)
     .query(async ({ ctx, input }) => {
       const { page, size, offset } = pageOf(input.page, PROJECT_PAGE_SIZE);
+      // Known before the page is read (see the task list): a matching If-None-Match is 304
+      // after the token's statement alone.
+      const etag = listEtag(['projects', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl]);
+      if (notModified(ctx, etag)) return { data: [], links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, 0), meta: STABILITY_META };
       const where = { userId: ctx.user.id };
       const [projects, total] = await Promise.all([
         ctx.em.find(Project, where, { orderBy: { id: 'asc' }, limit: size, offset }),
@@ -117,7 +129,13 @@ export const projectsRouter = router({
     .meta({ openapi: { method: 'GET', path: '/api/projects/{id}', tags: TAGS, summary: 'Get a project' }, resource: 'project' })
     .input(ProjectIdInput)
     .output(ProjectDocument)
-    .query(async ({ ctx, input }) => projectDocument(ctx.em, await findOwnedProject(ctx.em, ctx.user.id, input.id))),
+    .query(async ({ ctx, input }) => {
+      // The tag needs the row and the task ids, which are the whole document: a matching
+      // If-None-Match saves the body on the wire, not the reads.
+      const { document, etag } = await projectDocument(ctx.em, await findOwnedProject(ctx.em, ctx.user.id, input.id));
+      notModified(ctx, etag);
+      return document;
+    }),
 
   update: authedProcedure
     .meta({
@@ -132,7 +150,8 @@ export const projectsRouter = router({
     .input(UpdateProjectInput)
     .output(ProjectDocument)
     .mutation(({ ctx, input }) =>
-      userWrite(ctx, async ({ em, userId, changes }) => {
+      userWrite(ctx, async (scope) => {
+        const { em, userId } = scope;
         const project = await findOwnedProject(em, userId, input.id);
         const { name, description, due_at } = input.project;
         const problems = new ValidationErrors();
@@ -144,7 +163,7 @@ export const projectsRouter = router({
         if (due_at !== undefined) problems.collect(() => project.changeDueAt(due_at));
         problems.throwIfAny();
         await flushNamed(em);
-        return recordProject(em, changes, project);
+        return recordProject(scope, project);
       }),
     ),
 
@@ -171,7 +190,8 @@ export const projectsRouter = router({
     .mutation(({ ctx, input }) =>
       // The owner's lock (taken first by every write) keeps the count of started projects
       // true until this one commits, across every server process.
-      userWrite(ctx, async ({ em, userId, now, changes }) => {
+      userWrite(ctx, async (scope) => {
+        const { em, userId, now, changes } = scope;
         const project = await findOwnedProject(em, userId, input.id);
         const transition = await project.changeState(input.project, {
           now,
@@ -182,7 +202,7 @@ export const projectsRouter = router({
         if (transition.tasks) {
           for (const id of await applyToProjectTasks(em, project.id, transition.tasks, now)) changes.updated('task', id);
         }
-        return recordProject(em, changes, project);
+        return recordProject(scope, project);
       }),
     ),
 

@@ -22,6 +22,8 @@ const TaskSchema = defineEntity({
     finishedAt: p.datetime().columnType('timestamptz').nullable(),
     abandonedAt: p.datetime().columnType('timestamptz').nullable(),
     createdAt: p.datetime().columnType('timestamptz'),
+    /** Grows with every change of the row (ETag, If-Match); see the versions migration. */
+    version: p.integer().version(),
   },
 });
 

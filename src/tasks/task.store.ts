@@ -20,19 +20,19 @@ export interface NewTask extends TaskDates {
  * Inserts a task at the end of the user's order: the order is computed by the insert itself,
  * so the caller, which holds the owner's lock, spends one round trip on it instead of two.
  * Its state and dates are those of `newTaskFields` (task.lifecycle.ts). Returns the task as
- * presented.
+ * presented, with its version.
  */
-export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<TaskFields> {
-  const [row] = await em.execute<Array<{ id: number; order: number }>>(
+export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<TaskFields & { version: number }> {
+  const [row] = await em.execute<Array<{ id: number; order: number; version: number }>>(
     `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
      values (?, ?, ?, (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?, ?, ?)
-     returning id, "order"`,
+     returning id, "order", version`,
     [
       task.userId, task.projectId, task.label, task.userId, task.plannedCount, task.state,
       task.startedAt ?? null, task.plannedAt ?? null, task.finishedAt ?? null, task.abandonedAt ?? null, task.createdAt,
     ],
   );
-  return fieldsOf({ ...task, id: row!.id, order: row!.order });
+  return { ...fieldsOf({ ...task, id: row!.id, order: row!.order }), version: row!.version };
 }
 
 export interface OrderChange {

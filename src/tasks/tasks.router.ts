@@ -1,11 +1,12 @@
 /** Tasks of the current user (SPEC.md 4.5–4.9, API-CONTRACT.md §5). */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
+import { listEtag, notModified, taskEtag } from '../core/conditional.js';
 import { daysBefore, fromSeconds, startOfUtcDay } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
 import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
 import { Project } from '../projects/project.entity.js';
-import { userWrite, type ChangeSet } from '../changes/user-write.js';
+import { userWrite, type WriteScope } from '../changes/user-write.js';
 import { Task } from './task.entity.js';
 import { newTaskFields } from './task.lifecycle.js';
 import {
@@ -47,10 +48,11 @@ function taskDocument(task: Task) {
   return { data: presentTask(task), meta: STABILITY_META };
 }
 
-/** A changed task's document, recorded in the write's change set and returned. */
-function recordTask(changes: ChangeSet, task: Task) {
+/** A changed task's document, recorded in the write's change set and returned with its ETag. */
+function recordTask(scope: WriteScope, task: Task) {
   const document = taskDocument(task);
-  changes.updated('task', task.id, document.data);
+  scope.changes.updated('task', task.id, document.data);
+  scope.etag = () => taskEtag(task.id, task.version);
   return document;
 }
 
@@ -75,11 +77,14 @@ export const tasksRouter = router({
     .mutation(({ ctx, input }) =>
       // Under the owner's lock (taken first by every write) the project's state cannot change
       // until this task exists, so a task is never left newed under a project that started.
-      userWrite(ctx, async ({ em, userId, now, changes }) => {
+      userWrite(ctx, async (scope) => {
+        const { em, userId, now, changes } = scope;
         const { label, planned_at, project_id } = input.task;
         const project = project_id == null ? null : await findLinkedProject(em, userId, project_id);
         const fields = newTaskFields({ plannedAt: planned_at === undefined ? null : fromSeconds(planned_at), project }, now);
-        const task = presentTaskFields(await insertTask(em, { ...fields, userId, projectId: project?.id ?? null, label, createdAt: now }));
+        const inserted = await insertTask(em, { ...fields, userId, projectId: project?.id ?? null, label, createdAt: now });
+        const task = presentTaskFields(inserted);
+        scope.etag = () => taskEtag(inserted.id, inserted.version);
         changes.created('task', task.id, task);
         if (project) changes.updated('project', project.id);
         return { data: task, meta: STABILITY_META };
@@ -100,6 +105,14 @@ export const tasksRouter = router({
     .query(async ({ ctx, input }) => {
       const { page, size, offset } = pageOf(input.page, TASK_PAGE_SIZE);
       const cutoff = daysBefore(startOfUtcDay(ctx.clock.now()), FINISHED_LISTED_DAYS);
+      // The page's ETag is known before the page is read: the user's newest change-log number
+      // (read with the token, no statement of its own) names every write of the user, and the
+      // cutoff day names the 14-day window's move at UTC midnight. A matching If-None-Match
+      // answers 304 without reading the page. The number was read before the page, so a write
+      // that lands in between makes the tag older than the page, never newer: at worst one
+      // more full answer, never a stale 304.
+      const etag = listEtag(['tasks', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, cutoff.toISOString()]);
+      if (notModified(ctx, etag)) return { data: [], links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, 0), meta: STABILITY_META };
       const { tasks, total } = await listTasks(ctx.em, ctx.user.id, cutoff, size, offset);
       return {
         data: tasks.map(presentTaskFields),
@@ -112,7 +125,12 @@ export const tasksRouter = router({
     .meta({ openapi: { method: 'GET', path: '/api/tasks/{id}', tags: TAGS, summary: 'Get a task' }, resource: 'task' })
     .input(TaskIdInput)
     .output(TaskDocument)
-    .query(async ({ ctx, input }) => taskDocument(await findOwnedTask(ctx.em, ctx.user.id, input.id))),
+    .query(async ({ ctx, input }) => {
+      // One row read either way; a matching If-None-Match saves building and sending the body.
+      const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
+      notModified(ctx, taskEtag(task.id, task.version));
+      return taskDocument(task);
+    }),
 
   update: authedProcedure
     .meta({
@@ -127,7 +145,8 @@ export const tasksRouter = router({
     .input(UpdateTaskInput)
     .output(TaskDocument)
     .mutation(({ ctx, input }) =>
-      userWrite(ctx, async ({ em, userId, now, changes }) => {
+      userWrite(ctx, async (scope) => {
+        const { em, userId, now, changes } = scope;
         const { label, project_id } = input.task;
         const task = await findOwnedTask(em, userId, input.id);
         if (label !== undefined) task.label = label;
@@ -139,7 +158,7 @@ export const tasksRouter = router({
             for (const id of [before, task.projectId]) if (id) changes.updated('project', id);
           }
         }
-        return recordTask(changes, task);
+        return recordTask(scope, task);
       }),
     ),
 
@@ -166,12 +185,13 @@ export const tasksRouter = router({
     .use(keepDroppedMembers('task'))
     .output(TaskDocument)
     .mutation(({ ctx, input }) =>
-      userWrite(ctx, async ({ em, userId, now, changes }) => {
+      userWrite(ctx, async (scope) => {
+        const { em, userId, now, changes } = scope;
         const task = await findOwnedTask(em, userId, input.id);
         task.changeState(input.task, now);
         // An abandoned task leaves its project's list of tasks.
         if (task.state === 'abandoned' && task.projectId) changes.updated('project', task.projectId);
-        return recordTask(changes, task);
+        return recordTask(scope, task);
       }),
     ),
 

@@ -7,10 +7,12 @@ import { Migration20261122000000_initial } from './Migration20261122000000_initi
 import { Migration20261122010000_rate_limits } from './Migration20261122010000_rate_limits.js';
 import { Migration20261123000000_task_counts } from './Migration20261123000000_task_counts.js';
 import { Migration20261123100000_change_log } from './Migration20261123100000_change_log.js';
+import { Migration20261123200000_versions_and_idempotency } from './Migration20261123200000_versions_and_idempotency.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
   { name: 'Migration20261122010000_rate_limits', class: Migration20261122010000_rate_limits },
   { name: 'Migration20261123000000_task_counts', class: Migration20261123000000_task_counts },
   { name: 'Migration20261123100000_change_log', class: Migration20261123100000_change_log },
+  { name: 'Migration20261123200000_versions_and_idempotency', class: Migration20261123200000_versions_and_idempotency },
 ];

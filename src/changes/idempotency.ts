@@ -1,0 +1,167 @@
+/**
+ * Idempotency keys (API-CONTRACT.md §11), after Stripe's semantics and Brandur Leach's
+ * "Implementing Stripe-like Idempotency Keys in Postgres": the outcome of a keyed write is
+ * stored by the write's own transaction, so a crash keeps both or neither.
+ *
+ * How one keyed write runs (src/changes/user-write.ts drives it):
+ * 1. `tryClaim`: `pg_try_advisory_xact_lock` on a 64-bit hash of user and key, first in the
+ *    transaction. Held by a running request with the same key, in any process: 409
+ *    request_in_progress at once, never a wait and never a second execution. The lock ends
+ *    with its transaction, after its commit is visible.
+ * 2. The owner's lock statement also reads the key's record (`recordColumn`): its snapshot
+ *    is taken after the claim, so it sees every earlier request with this key. A record with
+ *    the same fingerprint is replayed; another fingerprint is 422 idempotency_key_reused.
+ * 3. The work runs; a success is stored by the statement that appends the change log's
+ *    events (or by its own insert when the write changed nothing).
+ * 4. A domain error rolls the work back; its record is then stored by a second transaction
+ *    that claims the key again (waiting this time) and keeps what a request with the same
+ *    key stored in between, if one did.
+ *
+ * Records older than 24 hours are ignored (an expired key runs again, and its record is
+ * replaced) and pruned by the service in the background, a batch at a time.
+ */
+import { createHash } from 'node:crypto';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { DomainError, type ApiError } from '../core/errors.js';
+import type { Call } from '../core/trpc.js';
+
+export const IDEMPOTENCY_KEY_TTL_MS = 24 * 3600 * 1000;
+/** 1 to 255 visible ASCII characters. */
+const KEY = /^[\x21-\x7e]{1,255}$/;
+
+export interface Keyed {
+  key: string;
+  fingerprint: string;
+  /** The 64-bit advisory lock of this user's key, as a decimal string. */
+  lock: string;
+}
+
+export interface StoredOutcome {
+  fingerprint: string;
+  status: number;
+  /** A success: the procedure's output (null for 204). A failure: `{errors}`. */
+  body: unknown;
+  etag: string | null;
+}
+
+/** The Idempotency-Key of the request, checked; undefined when none was sent. */
+export function idempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (!KEY.test(header)) {
+    throw DomainError.of('invalid', { parameter: 'Idempotency-Key', detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters.' });
+  }
+  return header;
+}
+
+/**
+ * JSON with sorted members, for any value a door can hand over (superjson gives tRPC
+ * inputs Dates, BigInts, Maps and Sets, even in members the schema then drops).
+ */
+function canonical(value: unknown, seen = new Set<object>()): string {
+  if (typeof value === 'bigint') return `{"$bigint":"${value}"}`;
+  if (value === undefined || typeof value === 'function' || typeof value === 'symbol') return 'null';
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (seen.has(value)) return '"$cycle"';
+  seen.add(value);
+  try {
+    if (value instanceof Date) return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
+    if (value instanceof Map) return `{"$map":${canonical([...value.entries()], seen)}}`;
+    if (value instanceof Set) return `{"$set":${canonical([...value.values()], seen)}}`;
+    if (Array.isArray(value)) return `[${value.map((v) => canonical(v, seen)).join(',')}]`;
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], seen)}`).join(',')}}`;
+  } finally {
+    seen.delete(value);
+  }
+}
+
+/**
+ * What makes two requests "the same": the procedure (one method and path template on REST)
+ * and its input as sent: the body with the path id (as a number on both doors) and query.
+ */
+export async function fingerprintOf(call: Call): Promise<string> {
+  const raw = await call.rawInput();
+  let input = raw;
+  if (raw && typeof raw === 'object' && !Array.isArray(raw) && 'id' in raw && typeof (raw as { id: unknown }).id === 'string') {
+    input = { ...(raw as object), id: Number((raw as { id: string }).id) };
+  }
+  return createHash('sha256').update(`${call.path}\n${canonical(input)}`).digest('base64url');
+}
+
+export function keyedRequest(userId: number, key: string, fingerprint: string): Keyed {
+  const lock = createHash('sha256').update(`${userId}:${key}`).digest().readBigInt64BE(0).toString();
+  return { key, fingerprint, lock };
+}
+
+/** Step 1: claims the key for this transaction, or answers 409 when another request holds it. */
+export async function tryClaim(em: SqlEntityManager, keyed: Keyed): Promise<void> {
+  const [row] = await em.execute<Array<{ claimed: boolean }>>('select pg_try_advisory_xact_lock(?::bigint) as claimed', [keyed.lock]);
+  if (!row?.claimed) throw DomainError.of('request_in_progress');
+}
+
+/** Waits for the key (only where no lock of the user is held yet: the same order as `tryClaim`). */
+export async function claim(em: SqlEntityManager, keyed: Keyed): Promise<void> {
+  await em.execute('select pg_advisory_xact_lock(?::bigint)', [keyed.lock]);
+}
+
+/** A select-list column reading the key's live record as JSON (step 2); params: user id, key, oldest kept. */
+export function recordColumn(userId: number, keyed: Keyed, now: Date): { sql: string; params: unknown[] } {
+  return {
+    sql: `(select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag)
+             from idempotency_keys k where k.user_id = ? and k.key = ? and k.created_at > ?) as record`,
+    params: [userId, keyed.key, new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS)],
+  };
+}
+
+/**
+ * The statement (or CTE) that stores an outcome. An expired record of the same key is
+ * replaced; a live one cannot exist (the caller read none under the key's lock).
+ */
+export function storeSql(userId: number, keyed: Keyed, outcome: Omit<StoredOutcome, 'fingerprint'>, now: Date): { sql: string; params: unknown[] } {
+  return {
+    sql: `insert into idempotency_keys (user_id, key, fingerprint, status, body, etag, created_at)
+          values (?, ?, ?, ?, ?::json, ?, ?)
+          on conflict (user_id, key) do update
+            set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body,
+                etag = excluded.etag, created_at = excluded.created_at`,
+    params: [userId, keyed.key, keyed.fingerprint, outcome.status, JSON.stringify(outcome.body ?? null), outcome.etag, now],
+  };
+}
+
+export async function storeOutcome(em: SqlEntityManager, userId: number, keyed: Keyed, outcome: Omit<StoredOutcome, 'fingerprint'>, now: Date): Promise<void> {
+  const { sql, params } = storeSql(userId, keyed, outcome, now);
+  await em.execute(sql, params);
+}
+
+export function failureBody(errors: readonly ApiError[]): { errors: readonly ApiError[] } {
+  return { errors };
+}
+
+const PRUNE_EVERY_MS = 60_000;
+let prunedAt = Number.NEGATIVE_INFINITY;
+
+/**
+ * Starts a prune at most once a minute (by the service's clock) per process, from a write
+ * that has already committed, without waiting for it: no request waits for a prune, and a
+ * service that takes no writes has nothing new to prune. Every process prunes; two batches
+ * racing at worst delete nothing the second time.
+ */
+export function pruneNowAndThen(em: SqlEntityManager, now: Date): void {
+  if (now.getTime() - prunedAt < PRUNE_EVERY_MS && now.getTime() >= prunedAt) return;
+  prunedAt = now.getTime();
+  pruneIdempotencyKeys(em.fork(), now).catch(() => undefined);
+}
+
+/** Drops records past their 24 hours, a batch at a time; never on a request's path. */
+export async function pruneIdempotencyKeys(em: SqlEntityManager, now: Date, batch = 5_000): Promise<number> {
+  const [row] = await em.execute<Array<{ removed: number }>>(
+    `with doomed as (
+       select user_id, key from idempotency_keys where created_at <= ? order by created_at limit ?
+     ), removed as (
+       delete from idempotency_keys k using doomed d where k.user_id = d.user_id and k.key = d.key returning 1
+     )
+     select count(*)::int as removed from removed`,
+    [new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS), batch],
+  );
+  return row?.removed ?? 0;
+}
