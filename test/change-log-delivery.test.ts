@@ -34,6 +34,10 @@ function contextOf(app: TestApp, userId: number): AuthedContext {
     clock: app.clock,
     user: { id: userId, username: 'x' },
     tokenHash: 'x',
+    header: () => undefined,
+    setHeader: () => undefined,
+    response: { notModified: false },
+    call: { path: 'tasks.update', meta: {}, rawInput: async () => ({}) },
   } as unknown as AuthedContext;
 }
 
@@ -53,7 +57,8 @@ describe('order and completeness', () => {
       firstLocked();
       await firstHolds;
     });
-    await locked;
+    // A write that fails before it holds the lock must fail the test, not leave it waiting.
+    await Promise.race([locked, first.then(() => Promise.reject(new Error('the first write ended before it held the lock')))]);
     const second = userWrite(contextOf(two, u.id), async ({ changes }) => {
       changes.updated('task', 2, { n: 'second' });
     });

@@ -3,6 +3,7 @@
  * embedded one under DATA_DIR. Opens the ORM on it and brings the schema up to date.
  */
 import { MikroORM } from '@mikro-orm/postgresql';
+import pg from 'pg';
 import type { Logger } from '../core/logger.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './embedded.js';
 import { ormConfig } from './orm-config.js';
@@ -61,6 +62,32 @@ export async function openOrm(
   options: { poolSize?: number; migrate: boolean; onQuery?: (sql: string) => void },
 ): Promise<MikroORM> {
   const orm = await MikroORM.init(ormConfig({ clientUrl, poolSize: options.poolSize, onQuery: options.onQuery }));
-  if (options.migrate) await orm.migrator.up();
+  if (options.migrate) {
+    try {
+      await whileMigrationLocked(clientUrl, () => orm.migrator.up());
+    } catch (error) {
+      await orm.close(true);
+      throw error;
+    }
+  }
   return orm;
+}
+
+/** Any constant: the advisory lock key all processes of the service take before migrating. */
+const MIGRATION_LOCK = 7_314_052_611;
+
+/**
+ * Runs the migrations while holding a database-wide advisory lock, so that services started
+ * at the same time on a new database migrate one after the other (the second finds nothing
+ * pending) instead of both creating the same tables.
+ */
+async function whileMigrationLocked<T>(clientUrl: string, migrate: () => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: clientUrl });
+  await client.connect();
+  try {
+    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    return await migrate();
+  } finally {
+    await client.end().catch(() => undefined); // ending the session releases the lock
+  }
 }
