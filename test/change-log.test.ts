@@ -101,6 +101,8 @@ describe('what each write appends', () => {
     expect(events.at(-1).data.relationships.project.data).toBeNull();
     const single = await ok('GET', `/api/tasks/${alone.id}`, u.token);
     expect(events[8].data).toEqual(single.data);
+    // The very same document, members in the same order, as the endpoint writes it.
+    expect(JSON.stringify(events.at(-1).data)).toBe(JSON.stringify(released.data));
   });
 
   it('a refused write appends nothing; a reorder in place appends nothing', async () => {
@@ -390,7 +392,7 @@ describe('a client that does not read', () => {
       // 20,000 events of 2 KB each: far more than the socket buffers on both sides hold.
       await slow.orm.em.fork().execute(
         `insert into events (user_id, seq, type, data, at)
-         select ?, g, 'task.updated', jsonb_build_object('type', 'task', 'id', g, 'pad', repeat('x', 2000)), now()
+         select ?, g, 'task.updated', json_build_object('type', 'task', 'id', g, 'pad', repeat('x', 2000)), now()
            from generate_series(1, 20000) g`,
         [u.id],
       );

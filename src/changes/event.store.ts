@@ -47,7 +47,7 @@ export async function appendEvents(
      ), stored as (
        insert into events (user_id, seq, type, data, at)
        select ?, mark.base + e.n, e.ev->>'type', e.ev->'data', ?
-         from mark, jsonb_array_elements(?::jsonb) with ordinality as e(ev, n)
+         from mark, json_array_elements(?::json) with ordinality as e(ev, n)
        returning seq, type, data, at
      ), payload as (
        select ? || ':' || min(seq) || ':' || max(seq) as head,

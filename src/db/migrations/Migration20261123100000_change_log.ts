@@ -18,7 +18,8 @@ export class Migration20261123100000_change_log extends Migration {
       "user_id" integer not null references "users" ("id") on delete cascade,
       "seq" bigint not null,
       "type" text not null,
-      "data" jsonb not null,
+      -- json, not jsonb: the document keeps its members in the order the endpoints send them.
+      "data" json not null,
       "at" timestamptz not null,
       primary key ("user_id", "seq")
     );`);
