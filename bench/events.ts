@@ -30,6 +30,7 @@ import { openOrm } from '../src/db/database.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { mulberry32 } from '../test/helpers/prng.js';
 import { seedUser, type SeededUser } from './seed.js';
+import { freePort } from '../test/helpers/net.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('EVENTS_SECONDS', 10);
@@ -40,14 +41,6 @@ const IN_FLIGHT = 16;
 const ROOT = path.resolve(import.meta.dirname, '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');

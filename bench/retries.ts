@@ -31,6 +31,7 @@ import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { mergeLoads, runLoad, type LoadResult, type Script } from './load.js';
 import { seedUser, type SeededUser } from './seed.js';
 import { range, startCountingApp } from './statements.js';
+import { freePort } from '../test/helpers/net.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const BASE = process.env.BENCH_BASE ?? '1da0a4c';
@@ -44,16 +45,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (line: string) => console.log(line);
 const children: ChildProcess[] = [];
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function startService(cwd: string, databaseUrl: string): Promise<string> {
   const port = await freePort();

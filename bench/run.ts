@@ -39,6 +39,7 @@ import { mulberry32 } from '../test/helpers/prng.js';
 import { mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from './load.js';
 import { seedUser, taskIdsByOrder, type SeededUser } from './seed.js';
 import { range, startCountingApp, type CountingApp } from './statements.js';
+import { freePort } from '../test/helpers/net.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('BENCH_SECONDS', 10);
@@ -68,16 +69,6 @@ interface Target {
   readyMb: number;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const children: ChildProcess[] = [];
 

@@ -11,15 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { openStream } from './helpers/sse.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { freePort } from './helpers/net.js';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 let dataDir: string;
 let db: EmbeddedDatabase | undefined;

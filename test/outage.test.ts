@@ -10,15 +10,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { freePort } from './helpers/net.js';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The promise's value, or a failure saying what did not happen once `ms` have passed. */
 async function withinDeadline<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
