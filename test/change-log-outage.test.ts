@@ -3,33 +3,22 @@
  * an error event (it never hangs) once PostgreSQL is gone, and after PostgreSQL is back a
  * client that reconnects with its last id receives what it missed.
  */
-import fs from 'node:fs/promises';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startEmbeddedDatabase, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { openStream } from './helpers/sse.js';
+import { startOwnDatabase } from './helpers/own-database.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
-import { freePort } from './helpers/net.js';
 
-
-let dataDir: string;
-let db: EmbeddedDatabase | undefined;
+let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
 let app: TestApp | undefined;
 afterAll(async () => {
   await app?.close().catch(() => undefined);
-  await db?.stop();
-  if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+  await db?.remove();
 });
 
 describe('the change log through a database outage', () => {
   it('ends open streams with an error event, and a resumed stream misses nothing once the database is back', async () => {
-    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-log-outage-'));
-    const port = await freePort();
-    db = await startEmbeddedDatabase({ dataDir, port });
-    await db.ensureDatabase('outage');
-    app = await startTestApp({ databaseUrl: db.urlFor('outage'), eventsIdleMs: 200 });
+    db = await startOwnDatabase('planning-log-outage-');
+    app = await startTestApp({ databaseUrl: db.url, eventsIdleMs: 200 });
     const { token } = await app.register();
     const url = `${app.baseUrl}/api/users/me/events`;
 
@@ -46,7 +35,7 @@ describe('the change log through a database outage', () => {
     expect(JSON.parse(last.data).errors[0].code).toBe('service_unavailable');
     await before.ended;
 
-    db = await startEmbeddedDatabase({ dataDir, port });
+    await db.restart();
     expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'after' } } })).status).toBe(201);
     const resumed = await openStream(url, { Authorization: token, 'Last-Event-ID': seen.id! });
     expect(resumed.status).toBe(200);

@@ -7,24 +7,16 @@
  */
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startService } from '../src/server.js';
+import { tempDataDirs } from './helpers/own-database.js';
 import { spawnService } from './helpers/spawn-service.js';
 
-const dirs: string[] = [];
-async function tempDataDir(): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-embedded-'));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  for (const dir of dirs) await fs.rm(dir, { recursive: true, force: true });
-});
+const tempDataDir = tempDataDirs('planning-embedded-', afterAll);
 
 function postmasterPid(dataDir: string): number | null {
   try {

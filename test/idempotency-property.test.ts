@@ -13,14 +13,12 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callOptions } from '../src/client.js';
-import { DAY, T0, seconds, startTestApp, type TestApp } from './helpers/test-app.js';
+import { DAY, T0, seconds, startTestAppWithSql, type TestApp } from './helpers/test-app.js';
 
 let app: TestApp;
 let db: pg.Client;
 beforeAll(async () => {
-  app = await startTestApp();
-  db = new pg.Client({ connectionString: app.databaseUrl });
-  await db.connect();
+  ({ app, db } = await startTestAppWithSql());
 });
 afterAll(async () => {
   await db?.end();

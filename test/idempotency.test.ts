@@ -8,14 +8,12 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DAY, T0, onlyError, seconds, startTestApp, type TestApp } from './helpers/test-app.js';
+import { DAY, T0, onlyError, seconds, startTestAppWithSql, type TestApp } from './helpers/test-app.js';
 
 let app: TestApp;
 let db: pg.Client;
 beforeAll(async () => {
-  app = await startTestApp();
-  db = new pg.Client({ connectionString: app.databaseUrl });
-  await db.connect();
+  ({ app, db } = await startTestAppWithSql());
 });
 afterAll(async () => {
   await db?.end();

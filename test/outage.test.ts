@@ -3,15 +3,9 @@
  * ends quickly with 503 service_unavailable (or succeeds), /readyz says not ready, and the
  * service recovers by itself when the database is back.
  */
-import fs from 'node:fs/promises';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startEmbeddedDatabase, type EmbeddedDatabase } from '../src/db/embedded.js';
+import { startOwnDatabase } from './helpers/own-database.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
-import { freePort } from './helpers/net.js';
-
 
 /** The promise's value, or a failure saying what did not happen once `ms` have passed. */
 async function withinDeadline<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
@@ -26,22 +20,17 @@ async function withinDeadline<T>(ms: number, what: string, promise: Promise<T>):
   }
 }
 
-let dataDir: string;
-let db: EmbeddedDatabase | undefined;
+let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
 let app: TestApp | undefined;
 afterAll(async () => {
   await app?.close().catch(() => undefined);
-  await db?.stop();
-  if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+  await db?.remove();
 });
 
 describe('a database outage', () => {
   it('answers 503 fast while the database is down and recovers without a restart', async () => {
-    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-outage-'));
-    const port = await freePort();
-    db = await startEmbeddedDatabase({ dataDir, port });
-    await db.ensureDatabase('outage');
-    app = await startTestApp({ databaseUrl: db.urlFor('outage') });
+    db = await startOwnDatabase('planning-outage-');
+    app = await startTestApp({ databaseUrl: db.url });
     const { token } = await app.register();
     const project = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Kept' } } });
     expect(project.status).toBe(201);
@@ -82,7 +71,7 @@ describe('a database outage', () => {
     }
     expect((await app.request('GET', '/healthz')).status).toBe(200);
 
-    db = await startEmbeddedDatabase({ dataDir, port });
+    await db.restart();
     expect((await app.request('GET', '/readyz')).status).toBe(200);
     const after = await app.request('GET', '/api/users/me/projects', { token });
     expect(after.status).toBe(200);

@@ -3,24 +3,15 @@
  * restarts on the same data, graceful stop on SIGTERM, and recovery after SIGKILL.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/core/logger.js';
 import { startService } from '../src/server.js';
+import { tempDataDirs } from './helpers/own-database.js';
 import { spawnService } from './helpers/spawn-service.js';
 
-const dirs: string[] = [];
-async function tempDataDir(): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-data-'));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  for (const dir of dirs) await fs.rm(dir, { recursive: true, force: true });
-});
+const tempDataDir = tempDataDirs('planning-data-', afterAll);
 
 function postmasterPid(dataDir: string): number | null {
   const file = path.join(dataDir, 'pg', 'postmaster.pid');

@@ -138,3 +138,11 @@ export function onlyError(body: { errors: Array<Record<string, unknown>> }) {
   if (!body?.errors || body.errors.length !== 1) throw new Error(`expected one error, got ${JSON.stringify(body)}`);
   return body.errors[0]!;
 }
+
+/** A test app and a raw SQL connection to its database, for tests that look at the rows. */
+export async function startTestAppWithSql(options: TestAppOptions = {}): Promise<{ app: TestApp; db: pg.Client }> {
+  const app = await startTestApp(options);
+  const db = new pg.Client({ connectionString: app.databaseUrl });
+  await db.connect();
+  return { app, db };
+}
