@@ -9,8 +9,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   TASK_ACTIONS,
   TASK_DATE_COLUMNS,
+  TASK_STATES,
   applyTaskAction,
+  findTaskAction,
   taskActionSql,
+  taskTransitionSql,
   type TaskDate,
   type TaskDates,
   type TaskState,
@@ -89,5 +92,32 @@ describe('every task action gives the same task in TypeScript and in SQL', () =>
       await app.orm.em.fork().execute(`update tasks set ${set} where id = ?`, [...params, id]);
       expect(await read(id)).toEqual(before);
     }
+  });
+});
+
+describe('a requested state change gives the same task in TypeScript and in its one SQL statement', () => {
+  // Every current state against every requested one (abandoned and unknown targets included),
+  // with dates set and unset: the statement changes exactly the rows findTaskAction allows,
+  // and those exactly as applyTaskAction does.
+  const requests = TASK_STATES.flatMap((from) =>
+    [...TASK_STATES, 'unknown'].flatMap((to) => [true, false].map((datesSet) => [from, to, datesSet] as const)),
+  );
+
+  it.each(requests)('%s → %s (dates set: %s)', async (from, to, datesSet) => {
+    const expected = taskIn(from, datesSet);
+    const action = findTaskAction(from, to);
+    if (action) applyTaskAction(expected, action, NOW);
+
+    const id = await insert(taskIn(from, datesSet));
+    const transition = taskTransitionSql(to, NOW);
+    expect(transition === null).toBe(!TASK_ACTIONS.some((a) => a.to === to));
+    const changed = transition
+      ? await app.orm.em.fork().execute<unknown[]>(
+          `update tasks set ${transition.set} where id = ? and state in (${transition.from.map((s) => `'${s}'`).join(', ')}) returning id`,
+          [...transition.params, id],
+        )
+      : [];
+    expect(changed.length).toBe(action ? 1 : 0);
+    expect(await read(id)).toEqual(expected);
   });
 });

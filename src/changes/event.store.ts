@@ -9,6 +9,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { LogEvent } from '../core/trpc.js';
+import { BATCHED } from '../db/batching.js';
 
 /** The channel every process listens on; the payload is `<user id>:<newest seq>`. */
 export const EVENTS_CHANNEL = 'user_events';
@@ -31,7 +32,9 @@ const PAYLOAD_BYTES = 7_000;
  * is `<user>:<first>:<last>` and, when they fit, `:<the events as JSON>`, so that live
  * streams rarely read the table (event-hub.ts). `also`, a data-modifying statement of the
  * same write (an idempotency record), rides in the same statement as a CTE, so it costs no
- * round trip. Returns false when there was nothing to append (and `also` did not run).
+ * round trip. It is the last statement of its write, so it is sent with the `commit` that
+ * follows (src/db/batching.ts): an error in it fails the commit, and the write rolls back.
+ * Returns false when there was nothing to append (and `also` did not run).
  */
 export async function appendEvents(
   em: SqlEntityManager,
@@ -42,7 +45,7 @@ export async function appendEvents(
 ): Promise<boolean> {
   if (events.length === 0) return false;
   await em.execute(
-    `with ${also ? `also as (${also.sql}), ` : ''}mark as (
+    `${BATCHED}with ${also ? `also as (${also.sql}), ` : ''}mark as (
        update users set last_event_seq = last_event_seq + ? where id = ? returning last_event_seq - ? as base
      ), stored as (
        insert into events (user_id, seq, type, data, at)

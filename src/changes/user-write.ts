@@ -31,6 +31,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { toSeconds } from '../core/clock.js';
 import { ifMatchHolds, sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
+import { BATCHED } from '../db/batching.js';
 import type { AuthedContext } from '../core/trpc.js';
 import { presentProject } from '../projects/project.view.js';
 import { Project } from '../projects/project.entity.js';
@@ -194,7 +195,8 @@ async function runWrite<T>(ctx: AuthedContext, keyed: Keyed | undefined, work: (
         const etag = scope.etag?.();
         const store = keyed && storeSql(scope.userId, keyed, { status: successStatus(ctx), body: value ?? null, etag: etag ?? null }, scope.now);
         const appended = await appendEvents(em, scope.userId, await eventsOf(em, scope), scope.now, store);
-        if (store && !appended) await em.execute(store.sql, store.params);
+        // Also the last statement: sent with the commit (src/db/batching.ts).
+        if (store && !appended) await em.execute(BATCHED + store.sql, store.params);
         return { kind: 'ran', value, etag };
       });
     } catch (error) {
@@ -285,8 +287,10 @@ async function lockOwner(
   userId: number,
   record?: { sql: string; params: unknown[] },
 ): Promise<StoredOutcome | null> {
+  // Without a record to read, nothing of its answer is needed: it goes with the work's first
+  // statement (src/db/batching.ts), whose snapshot is then taken after the lock, as here.
   const rows = await em.execute<Array<{ record?: StoredOutcome | null }>>(
-    `select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id${record ? `, ${record.sql}` : ''}
+    `${record ? '' : BATCHED}select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id${record ? `, ${record.sql}` : ''}
        from users where id = ? for no key update`,
     [...(record?.params ?? []), userId],
   );

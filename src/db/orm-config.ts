@@ -9,6 +9,7 @@ import { User } from '../users/user.entity.js';
 import { Project } from '../projects/project.entity.js';
 import { Task } from '../tasks/task.entity.js';
 import { migrationsList } from './migrations/index.js';
+import { batchPool } from './batching.js';
 
 export const entities = [User, AccessToken, Project, Task];
 
@@ -33,7 +34,8 @@ export function ormConfig(settings: OrmSettings): Options {
     ensureDatabase: false,
     discovery: { checkDuplicateTableNames: true },
     pool: { min: 0, max: settings.poolSize ?? 10, idleTimeoutMillis: 30_000 },
-    driverOptions: { connectionTimeoutMillis: 5_000, statement_timeout: 15_000, query_timeout: 20_000 },
+    // Every pooled connection sends a transaction's `begin` with its first statement (batching.ts).
+    driverOptions: { connectionTimeoutMillis: 5_000, statement_timeout: 15_000, query_timeout: 20_000, onPoolCreated: batchPool },
     migrations: {
       migrationsList,
       path: 'src/db/migrations',

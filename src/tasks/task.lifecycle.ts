@@ -5,14 +5,17 @@
  * - TASK_ACTIONS: the state machine as a table. Each action names the states it leaves,
  *   the state it reaches and its effects on the task's dates and plannedCount, as data.
  * - The five ways a task changes state all apply an action of that table:
- *   1. a requested change (PUT /tasks/:id/state): `findTaskAction`;
+ *   1. a requested change (PUT /tasks/:id/state): `findTaskAction`, or in SQL
+ *      `taskTransitionSql`;
  *   2. creation (SPEC.md 4.5): `newTaskFields` applies start or plan to a blank newed task;
  *   3. joining or leaving a project (PATCH /tasks/:id): `projectSyncAction`;
  *   4. the project starting, restarting or pausing: its transition names a task action
  *      (project.lifecycle.ts), applied in SQL to all its tasks at once;
  *   5. the project being deleted: `PROJECT_DELETED_ACTION`, also in SQL.
- * - `applyTaskAction` runs an action on an object, `taskActionSql` on rows: both read the
- *   same effects, so they cannot disagree (test/task-rules.test.ts runs both and compares).
+ * - `applyTaskAction` runs an action on an object, `taskActionSql` (one action, many rows) and
+ *   `taskTransitionSql` (a requested change, in the one statement that writes it) on rows:
+ *   all read the same effects, so they cannot disagree (test/task-rules.test.ts runs them
+ *   and compares).
  */
 export const TASK_STATES = ['newed', 'started', 'planned', 'finished', 'abandoned'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
@@ -77,21 +80,44 @@ export function applyTaskAction(task: TaskDates, action: TaskAction, now: Date):
  * statement can also touch rows the action leaves alone. `params` fill its `?` in order.
  */
 export function taskActionSql(action: TaskAction, now: Date, states: readonly TaskState[] = action.from): { set: string; params: Date[] } {
-  const when = `state in (${states.map((state) => `'${state}'`).join(', ')})`;
+  return actionsSql([{ action, states }], now);
+}
+
+/**
+ * A requested change to `to` (PUT /tasks/:id/state) as one SQL `set` list: a row gets the
+ * effects of the action its current state selects (`findTaskAction`), and `from` lists the
+ * states that select one (a row in any other state is an invalid transition). Null when no
+ * action reaches `to`.
+ */
+export function taskTransitionSql(to: string, now: Date): { set: string; params: Date[]; from: TaskState[] } | null {
+  const actions = TASK_ACTIONS.filter((a) => a.to === to);
+  if (actions.length === 0) return null;
+  return { ...actionsSql(actions.map((action) => ({ action, states: action.from })), now), from: actions.flatMap((a) => a.from) };
+}
+
+/** Actions as one `set` list: each column is a `case` over the states each action applies to. */
+function actionsSql(branches: ReadonlyArray<{ action: TaskAction; states: readonly TaskState[] }>, now: Date): { set: string; params: Date[] } {
+  const columns = new Map<string, Array<{ when: string; value: string; params: Date[] }>>();
+  const assign = (column: string, when: string, value: string, params: Date[] = []) => {
+    if (!columns.has(column)) columns.set(column, []);
+    columns.get(column)!.push({ when, value, params });
+  };
+  for (const { action, states } of branches) {
+    const when = `state in (${states.map((state) => `'${state}'`).join(', ')})`;
+    for (const [date, effect] of Object.entries(action.dates) as Array<[TaskDate, DateEffect]>) {
+      const column = TASK_DATE_COLUMNS[date];
+      if (effect === 'unset') assign(column, when, 'null');
+      else assign(column, when, effect === 'now' ? '?::timestamptz' : `coalesce(${column}, ?::timestamptz)`, [now]);
+    }
+    if (action.counts) assign('planned_count', when, 'planned_count + 1');
+    assign('state', when, `'${action.to}'`);
+  }
   const set: string[] = [];
   const params: Date[] = [];
-  const assign = (column: string, value: string) => set.push(`${column} = case when ${when} then ${value} else ${column} end`);
-  for (const [date, effect] of Object.entries(action.dates) as Array<[TaskDate, DateEffect]>) {
-    const column = TASK_DATE_COLUMNS[date];
-    if (effect === 'unset') {
-      assign(column, 'null');
-    } else {
-      assign(column, effect === 'now' ? '?::timestamptz' : `coalesce(${column}, ?::timestamptz)`);
-      params.push(now);
-    }
+  for (const [column, cases] of columns) {
+    set.push(`${column} = case ${cases.map((c) => `when ${c.when} then ${c.value}`).join(' ')} else ${column} end`);
+    for (const c of cases) params.push(...c.params);
   }
-  if (action.counts) assign('planned_count', 'planned_count + 1');
-  assign('state', `'${action.to}'`);
   return { set: set.join(', '), params };
 }
 

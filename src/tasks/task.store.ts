@@ -2,11 +2,11 @@
  * Set-based task statements: order assignment and shifting, the effect of a project's
  * state change or deletion on its tasks, and the task ids listed on projects. Each is one
  * SQL statement whatever the number of tasks. Those that write run inside a user's write
- * (src/core/write.ts), under the owner's lock; the state effects come from the actions of
- * task.lifecycle.ts, never written out here.
+ * (src/changes/user-write.ts), under the owner's lock; the state effects come from the
+ * actions of task.lifecycle.ts, never written out here.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { taskAction, taskActionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
+import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
 import { fieldsOf, type TaskFields } from './task.view.js';
 
 export interface NewTask extends TaskDates {
@@ -33,6 +33,30 @@ export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<T
     ],
   );
   return { ...fieldsOf({ ...task, id: row!.id, order: row!.order }), version: row!.version };
+}
+
+/**
+ * A requested state change of one of the user's tasks, in one statement: the row changes only
+ * when its current state has an action reaching `to` (task.lifecycle.ts `taskTransitionSql`),
+ * and comes back as presented, with its new version (bumped by the row trigger). Null when
+ * nothing changed: no such task, or no action from its state (the caller tells which).
+ */
+export async function changeTaskState(
+  em: SqlEntityManager,
+  userId: number,
+  taskId: number,
+  to: string,
+  now: Date,
+): Promise<(TaskFields & { version: number }) | null> {
+  const transition = taskTransitionSql(to, now);
+  if (!transition) return null;
+  const [row] = await em.execute<Array<ListedTaskRow & { version: number }>>(
+    `update tasks set ${transition.set}
+      where id = ? and user_id = ? and state in (${transition.from.map((state) => `'${state}'`).join(', ')})
+      returning ${TASK_COLUMNS('tasks')}, tasks.version`,
+    [...transition.params, taskId, userId],
+  );
+  return row ? { ...taskFieldsOf(row), version: row.version } : null;
 }
 
 export interface OrderChange {

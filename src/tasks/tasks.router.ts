@@ -21,7 +21,7 @@ import {
   TaskOrderDocument,
   UpdateTaskInput,
 } from './task.schema.js';
-import { insertTask, listTasks, moveTask } from './task.store.js';
+import { changeTaskState, insertTask, listTasks, moveTask } from './task.store.js';
 import { presentTask, presentTaskFields } from './task.view.js';
 
 const TAGS = ['tasks'];
@@ -187,6 +187,17 @@ export const tasksRouter = router({
     .mutation(({ ctx, input }) =>
       userWrite(ctx, async (scope) => {
         const { em, userId, now, changes } = scope;
+        // The usual request, only `state`, is one statement that changes the row if its state
+        // allows; a request it does not change is read back to say why (404, invalid_transition,
+        // cannot_be_set, in that order: Task.changeState).
+        const changed = Object.keys(input.task).length === 1 ? await changeTaskState(em, userId, input.id, input.task.state, now) : null;
+        if (changed) {
+          const data = presentTaskFields(changed);
+          changes.updated('task', changed.id, data);
+          if (changed.state === 'abandoned' && changed.projectId) changes.updated('project', changed.projectId);
+          scope.etag = () => taskEtag(changed.id, changed.version);
+          return { data, meta: STABILITY_META };
+        }
         const task = await findOwnedTask(em, userId, input.id);
         task.changeState(input.task, now);
         // An abandoned task leaves its project's list of tasks.

@@ -1,0 +1,124 @@
+/**
+ * Fewer round trips for the same statements: a transaction's `begin`, and statements marked
+ * `BATCHED`, are not sent on their own but in one message with the next statement on the same
+ * connection (PostgreSQL's simple query protocol runs a message of several statements in
+ * order and stops at the first error). Npgsql has done this with `BEGIN` for years; here it
+ * also carries the owner's lock into a write's first statement and the change log's append
+ * into its `commit` (src/changes/user-write.ts), so a write holds the owner's lock for two
+ * round trips instead of four.
+ *
+ * What a caller sees:
+ * - `begin` and a `BATCHED` statement are answered at once with an empty result. Their real
+ *   outcome is the next statement's: if one of them fails, that statement fails with its
+ *   error (and a transaction that fails is rolled back, as always). So only a statement whose
+ *   rows nobody reads may be marked.
+ * - A `rollback` while nothing of the transaction was sent yet sends nothing.
+ * - Every other statement goes out as before, with whatever was waiting in front of it.
+ *
+ * The ORM sends every statement as text with its values written in (no bind parameters), so
+ * several fit one message. A statement sent with parameters (or as a cursor) first sends what
+ * is waiting, on its own.
+ *
+ * This sits on each pooled `pg` client (the pool's `connect` event); statements counted by
+ * the ORM's query log are unchanged, only messages are fewer (`roundTrips` counts them).
+ */
+import type pg from 'pg';
+
+/** Put in front of a statement whose result is not read: it is sent with the next one. */
+export const BATCHED = '/* batched */ ';
+
+type Query = (...args: unknown[]) => unknown;
+
+interface Waiting {
+  /** Statements of this connection not sent yet, in order. */
+  statements: string[];
+  /** Whether a `begin` among them: a rollback then has nothing to undo on the server. */
+  begun: boolean;
+}
+
+/** Messages sent to PostgreSQL through batching clients, for tests and metrics. */
+export const roundTrips = { count: 0 };
+
+function emptyResult(command: string): pg.QueryResult {
+  return { command, rowCount: null, oid: 0, rows: [], fields: [] } as unknown as pg.QueryResult;
+}
+
+function isPlainText(config: unknown, values: unknown): config is string {
+  return typeof config === 'string' && (values === undefined || (Array.isArray(values) && values.length === 0));
+}
+
+/** Makes one `pg` client batch as described above. */
+export function batchStatements(client: pg.PoolClient | pg.Client): void {
+  const send = client.query.bind(client) as Query;
+  const waiting: Waiting = { statements: [], begun: false };
+
+  /** Sends what waits, on its own; resolves when it ran (rejects with its error). */
+  const sendWaiting = (): Promise<unknown> => {
+    if (waiting.statements.length === 0) return Promise.resolve();
+    const text = waiting.statements.join(';\n');
+    waiting.statements = [];
+    waiting.begun = false;
+    roundTrips.count++;
+    return send(text) as Promise<unknown>;
+  };
+
+  const flush = (): void => {
+    // An error also fails the statement `pg` sends behind it (the server has aborted the
+    // transaction), so it is not lost; here it would be reported twice.
+    sendWaiting().catch(() => undefined);
+  };
+
+  const query = (config: unknown, values?: unknown, callback?: unknown): unknown => {
+    if (typeof callback === 'function' || typeof values === 'function' || typeof config !== 'string') {
+      // A cursor or a callback: `pg` answers it synchronously with an object, so what waits
+      // goes out first on its own (queued in order by `pg`).
+      flush();
+      roundTrips.count++;
+      return send(config, values, callback);
+    }
+    if (!isPlainText(config, values)) {
+      // Bind parameters need a message of their own: what waits goes first, and its failure
+      // is this statement's failure.
+      const before = sendWaiting();
+      roundTrips.count++;
+      return before.then(() => send(config, values));
+    }
+    const sql = config.trim();
+    if (/^begin$/i.test(sql)) {
+      waiting.statements.push('begin');
+      waiting.begun = true;
+      return Promise.resolve(emptyResult('BEGIN'));
+    }
+    if (sql.startsWith(BATCHED.trim())) {
+      waiting.statements.push(sql);
+      return Promise.resolve(emptyResult('BATCHED'));
+    }
+    if (/^rollback$/i.test(sql) && waiting.begun) {
+      waiting.statements = [];
+      waiting.begun = false;
+      return Promise.resolve(emptyResult('ROLLBACK'));
+    }
+    if (waiting.statements.length === 0) {
+      roundTrips.count++;
+      return send(config, values);
+    }
+    const before = waiting.statements.length;
+    const text = [...waiting.statements, sql].join(';\n');
+    waiting.statements = [];
+    waiting.begun = false;
+    roundTrips.count++;
+    return (send(text) as Promise<pg.QueryResult | pg.QueryResult[]>).then((result) => {
+      // One result per statement: the caller gets its own statement's (or its several).
+      const own = Array.isArray(result) ? result.slice(before) : [result];
+      return own.length === 1 ? own[0] : own;
+    });
+  };
+  (client as unknown as { query: typeof query }).query = query;
+  // A connection goes back to the pool only after its commit or rollback, with nothing waiting.
+  (client as unknown as { batchedWaiting: () => number }).batchedWaiting = () => waiting.statements.length;
+}
+
+/** Makes every client of a pool batch, from its first statement on. */
+export function batchPool(pool: pg.Pool): void {
+  pool.on('connect', (client) => batchStatements(client));
+}
