@@ -52,8 +52,10 @@ describe('order and completeness', () => {
 
     // The first write takes the owner's lock and waits; the second (through the other
     // instance's ORM) starts meanwhile and must wait for the lock, not take a number.
-    const first = userWrite(contextOf(one, u.id), async ({ changes }) => {
+    const first = userWrite(contextOf(one, u.id), async ({ em, changes }) => {
       changes.updated('task', 1, { n: 'first' });
+      // The owner's lock goes to the database with the work's first statement.
+      await em.execute('select 1');
       firstLocked();
       await firstHolds;
     });

@@ -31,8 +31,8 @@ const EXPECTED = {
   me: 1, // token lookup
   revoke: 2, // token lookup; delete token
   projectCreate: 7, // token; begin, lock owner, slug check, insert, events, commit
-  projectList: 4, // token; count; page; task ids of the page's projects
-  projectGet: 3, // token; project; its task ids
+  projectList: 2, // token; the page with its total and each project's task ids
+  projectGet: 2, // token; the project with its task ids
   projectUpdate: 8, // token; begin, lock owner, project, update, task ids, events, commit
   projectRename: 9, // projectUpdate + slug check
   projectStart: 11, // token; begin, lock owner, project, count started, update project, update tasks, task ids, tasks' documents, events, commit
@@ -40,12 +40,12 @@ const EXPECTED = {
   projectFinish: 8, // token; begin, lock owner, project, update project, task ids, events, commit
   projectDelete: 9, // token; begin, lock owner, project, release tasks, delete, released tasks' documents, events, commit
   taskCreate: 6, // token; begin, lock owner, insert (with the next order), events, commit
-  taskCreateInProject: 9, // taskCreate + the project's state + the project's document (row, task ids)
+  taskCreateInProject: 8, // taskCreate + the project's state + the project's document (row with its task ids)
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
   taskUpdateLabel: 7, // token; begin, lock owner, task, update, events, commit
-  taskUpdateProject: 10, // token; begin, lock owner, task, project, update, the project's document (row, task ids), events, commit
-  taskDetach: 9, // taskUpdateProject without the project's state
+  taskUpdateProject: 9, // token; begin, lock owner, task, project, update, the project's document (row with task ids), events, commit
+  taskDetach: 8, // taskUpdateProject without the project's state
   taskChangeState: 6, // token; begin, lock owner, update (if the state allows), events, commit
   taskReorder: 6, // token; begin, lock owner, one statement (task, highest order, update of the span, the moved documents), events, commit
   taskReorderInPlace: 5, // the same statement, which finds nothing to update; no event
@@ -64,8 +64,8 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   me: 1,
   revoke: 2,
   projectCreate: 4, // token; begin + lock + slug check, insert, events + commit
-  projectList: 4,
-  projectGet: 3,
+  projectList: 2,
+  projectGet: 2,
   projectUpdate: 5,
   projectRename: 6,
   projectStart: 8,
@@ -73,12 +73,12 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   projectFinish: 5,
   projectDelete: 6,
   taskCreate: 3, // token; begin + lock + insert; events + commit
-  taskCreateInProject: 6,
+  taskCreateInProject: 5,
   taskList: 2,
   taskGet: 2,
   taskUpdateLabel: 4,
-  taskUpdateProject: 7,
-  taskDetach: 6,
+  taskUpdateProject: 6,
+  taskDetach: 5,
   taskChangeState: 3, // token; begin + lock + update; events + commit
   taskReorder: 3, // token; begin + lock + the reorder statement; events + commit
   taskReorderInPlace: 3, // token; begin + lock + the reorder statement; commit

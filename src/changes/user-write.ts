@@ -33,9 +33,9 @@ import { ifMatchHolds, sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
 import { BATCHED } from '../db/batching.js';
 import type { AuthedContext } from '../core/trpc.js';
-import { presentProject } from '../projects/project.view.js';
-import { Project } from '../projects/project.entity.js';
-import { taskIdsOfProjects, tasksByIds } from '../tasks/task.store.js';
+import { presentProjectFields } from '../projects/project.view.js';
+import { projectsByIds } from '../projects/project.store.js';
+import { tasksByIds } from '../tasks/task.store.js';
 import { presentTaskFields } from '../tasks/task.view.js';
 import { appendEvents, type NewEvent } from './event.store.js';
 import {
@@ -310,8 +310,7 @@ async function eventsOf(em: SqlEntityManager, scope: WriteScope): Promise<NewEve
   }
   const projectIds = missing('project');
   if (projectIds.length > 0) {
-    const [projects, tasksOf] = [await em.find(Project, { id: { $in: projectIds } }), await taskIdsOfProjects(em, projectIds)];
-    for (const project of projects) documents.set(`project:${project.id}`, presentProject(project, tasksOf.get(project.id) ?? []));
+    for (const project of await projectsByIds(em, projectIds)) documents.set(`project:${project.id}`, presentProjectFields(project));
   }
   const at = toSeconds(scope.now);
   return entries.flatMap((e): NewEvent[] => {

@@ -9,6 +9,7 @@ import {
   MAX_STARTED_PROJECTS,
   PROJECT_STATES,
   findProjectTransition,
+  isInProgress,
   type ProjectTransition,
 } from './project.lifecycle.js';
 
@@ -54,7 +55,7 @@ export function slugOf(name: string): string {
 
 export class Project extends ProjectSchema.class {
   isInProgress(): boolean {
-    return this.state === 'started';
+    return isInProgress(this.state);
   }
 
   rename(name: string): void {

@@ -17,6 +17,11 @@ export type ProjectState = (typeof PROJECT_STATES)[number];
 /** States a client may request. */
 export const REQUESTABLE_PROJECT_STATES = ['started', 'paused', 'finished'] as const;
 
+/** SPEC.md 2.1: a project is in progress while it is started. */
+export function isInProgress(state: ProjectState): boolean {
+  return state === 'started';
+}
+
 /** At most this many projects of one user are `started` at once. */
 export const MAX_STARTED_PROJECTS = 3;
 

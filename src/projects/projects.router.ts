@@ -20,7 +20,8 @@ import {
   ProjectListDocument,
   UpdateProjectInput,
 } from './project.schema.js';
-import { presentProject } from './project.view.js';
+import { presentProject, presentProjectFields } from './project.view.js';
+import { listProjects, projectsByIds } from './project.store.js';
 import { MAX_STARTED_PROJECTS } from './project.lifecycle.js';
 
 const TAGS = ['projects'];
@@ -112,14 +113,9 @@ export const projectsRouter = router({
       // after the token's statement alone.
       const etag = listEtag(['projects', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl]);
       if (notModified(ctx, etag)) return { data: [], links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, 0), meta: STABILITY_META };
-      const where = { userId: ctx.user.id };
-      const [projects, total] = await Promise.all([
-        ctx.em.find(Project, where, { orderBy: { id: 'asc' }, limit: size, offset }),
-        ctx.em.count(Project, where),
-      ]);
-      const taskIds = await taskIdsOfProjects(ctx.em, projects.map((p) => p.id));
+      const { projects, total } = await listProjects(ctx.em, ctx.user.id, size, offset);
       return {
-        data: projects.map((p) => presentProject(p, taskIds.get(p.id) ?? [])),
+        data: projects.map(presentProjectFields),
         links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, total),
         meta: STABILITY_META,
       };
@@ -130,11 +126,12 @@ export const projectsRouter = router({
     .input(ProjectIdInput)
     .output(ProjectDocument)
     .query(async ({ ctx, input }) => {
-      // The tag needs the row and the task ids, which are the whole document: a matching
-      // If-None-Match saves the body on the wire, not the reads.
-      const { document, etag } = await projectDocument(ctx.em, await findOwnedProject(ctx.em, ctx.user.id, input.id));
-      notModified(ctx, etag);
-      return document;
+      // The tag needs the row and the task ids, which are the whole document (one statement):
+      // a matching If-None-Match saves the body on the wire, not the read.
+      const [project] = await projectsByIds(ctx.em, [input.id], ctx.user.id);
+      if (!project) throw DomainError.notFound('project');
+      notModified(ctx, projectEtag(project.id, project.version, project.taskIds));
+      return { data: presentProjectFields(project), meta: STABILITY_META };
     }),
 
   update: authedProcedure

@@ -8,6 +8,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
 import { fieldsOf, type TaskFields } from './task.view.js';
+import { idArray, secondsOf } from '../db/sql-fragments.js';
 
 export interface NewTask extends TaskDates {
   userId: number;
@@ -137,15 +138,13 @@ export async function taskIdsOfProjects(em: SqlEntityManager, projectIds: readon
     `select project_id, id from tasks
       where project_id = any(?::int[]) and state <> 'abandoned'
       order by project_id, "order", id`,
-    // A PostgreSQL array literal: MikroORM would expand a JS array into a list of parameters.
-    [`{${projectIds.map((id) => Math.trunc(id)).join(',')}}`],
+    [idArray(projectIds)],
   );
   for (const row of rows) byProject.get(row.project_id)?.push(row.id);
   return byProject;
 }
 
-/** A timestamp column as whole Unix seconds, 0 when unset, read by pg as a JS number. */
-const SECONDS = (column: string) => `coalesce(floor(extract(epoch from ${column})), 0)::float8`;
+const SECONDS = secondsOf;
 
 /** A task's columns as presented, timestamps in seconds. */
 const TASK_COLUMNS = (t: string) =>
@@ -231,7 +230,7 @@ export async function tasksByIds(em: SqlEntityManager, ids: readonly number[]): 
   if (ids.length === 0) return [];
   const rows = await em.execute<ListedTaskRow[]>(
     `select ${TASK_COLUMNS('t')} from tasks t where t.id = any(?::int[])`,
-    [`{${ids.map((id) => Math.trunc(id)).join(',')}}`],
+    [idArray(ids)],
   );
   return rows.map(taskFieldsOf);
 }
