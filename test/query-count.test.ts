@@ -46,7 +46,9 @@ const EXPECTED = {
   taskUpdateLabel: 7, // token; begin, lock owner, task, update, events, commit
   taskUpdateProject: 9, // token; begin, lock owner, task, project, update, the project's document (row with task ids), events, commit
   taskDetach: 8, // taskUpdateProject without the project's state
-  taskChangeState: 6, // token; begin, lock owner, update (if the state allows), events, commit
+  taskChangeState: 2, // token; one statement: lock owner, update (if the state allows), event, NOTIFY
+  taskChangeStateRefused: 7, // token; the one statement (no row); begin, lock owner, update (no row), task, rollback
+  taskAbandon: 6, // token; begin, lock owner, update, events (the task's and its project's, if any), commit
   taskReorder: 6, // token; begin, lock owner, one statement (task, highest order, update of the span, the moved documents), events, commit
   taskReorderInPlace: 5, // the same statement, which finds nothing to update; no event
   rateLimiter: 1, // one upsert per request when the per-token limit is on
@@ -79,7 +81,9 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   taskUpdateLabel: 4,
   taskUpdateProject: 6,
   taskDetach: 5,
-  taskChangeState: 3, // token; begin + lock + update; events + commit
+  taskChangeState: 2, // token; the one statement (src/changes/user-write.ts OneStatement)
+  taskChangeStateRefused: 5, // token; the one statement; begin + lock + update; task; rollback
+  taskAbandon: 3,
   taskReorder: 3, // token; begin + lock + the reorder statement; events + commit
   taskReorderInPlace: 3, // token; begin + lock + the reorder statement; commit
 };
@@ -297,9 +301,12 @@ describe('tasks', () => {
     expectStatements('taskUpdateLabel', 200, await call('PATCH', `/api/tasks/${id}`, u.token, { task: { label: 'uno' } }));
     expectStatements('taskUpdateProject', 200, await call('PATCH', `/api/tasks/${id}`, u.token, { task: { project_id: project } }));
     expectStatements('taskDetach', 200, await call('PATCH', `/api/tasks/${id}`, u.token, { task: { project_id: null } }));
-    for (const state of ['planned', 'finished', 'planned', 'newed', 'started', 'abandoned']) {
+    for (const state of ['planned', 'finished', 'planned', 'newed', 'started']) {
       expectStatements('taskChangeState', 200, await call('PUT', `/api/tasks/${id}/state`, u.token, { task: { state } }));
     }
+    // A refused change reads the task under the lock to say why, in the write's transaction.
+    expectStatements('taskChangeStateRefused', 422, await call('PUT', `/api/tasks/${id}/state`, u.token, { task: { state: 'finished' } }));
+    expectStatements('taskAbandon', 200, await call('PUT', `/api/tasks/${id}/state`, u.token, { task: { state: 'abandoned' } }));
   });
 
   it('a list page of 1 task and full pages of 50 cost the same', async () => {

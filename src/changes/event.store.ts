@@ -44,26 +44,45 @@ export async function appendEvents(
   also?: { sql: string; params: unknown[] },
 ): Promise<boolean> {
   if (events.length === 0) return false;
+  const append = appendSql(
+    userId,
+    now,
+    { sql: `select e.n, e.ev->>'type' as type, e.ev->'data' as data from json_array_elements(?::json) with ordinality as e(ev, n)`,
+      params: [JSON.stringify(events.map(({ type, data }) => ({ type, data })))] },
+  );
   await em.execute(
-    `${BATCHED}with ${also ? `also as (${also.sql}), ` : ''}mark as (
-       update users set last_event_seq = last_event_seq + ? where id = ? returning last_event_seq - ? as base
+    `${BATCHED}with ${also ? `also as (${also.sql}), ` : ''}${append.ctes} select count(*) from notified`,
+    [...(also?.params ?? []), ...append.params],
+  );
+  return true;
+}
+
+/**
+ * The CTEs that append a write's events, for a statement that also makes the change: `events`
+ * is a query of (n, type, data) rows, n from 1, data as json. They number the events after the
+ * user's newest (moving that mark only when there are events), store them and notify; the
+ * statement must read `notified` (a CTE nobody reads does not run). The owner's lock must be
+ * held, or taken earlier in the same statement.
+ */
+export function appendSql(userId: number, now: Date, events: { sql: string; params: unknown[] }): { ctes: string; params: unknown[] } {
+  return {
+    ctes: `evs as (${events.sql}), mark as (
+       update users set last_event_seq = last_event_seq + (select count(*) from evs)
+        where id = ? and exists (select 1 from evs)
+        returning last_event_seq - (select count(*) from evs) as base
      ), stored as (
        insert into events (user_id, seq, type, data, at)
-       select ?, mark.base + e.n, e.ev->>'type', e.ev->'data', ?
-         from mark, json_array_elements(?::json) with ordinality as e(ev, n)
+       select ?, mark.base + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs
        returning seq, type, data, at
      ), payload as (
        select ? || ':' || min(seq) || ':' || max(seq) as head,
               json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text as body
-         from stored
-     )
-     select pg_notify('${EVENTS_CHANNEL}', case when octet_length(body) <= ${PAYLOAD_BYTES} then head || ':' || body else head end) from payload`,
-    [
-      ...(also?.params ?? []),
-      events.length, userId, events.length, userId, now, JSON.stringify(events.map(({ type, data }) => ({ type, data }))), String(userId),
-    ],
-  );
-  return true;
+         from stored having count(*) > 0
+     ), notified as (
+       select pg_notify('${EVENTS_CHANNEL}', case when octet_length(body) <= ${PAYLOAD_BYTES} then head || ':' || body else head end) from payload
+     )`,
+    params: [...events.params, userId, userId, now, String(userId)],
+  };
 }
 
 export interface Notification {

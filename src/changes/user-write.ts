@@ -37,7 +37,7 @@ import { presentProjectFields } from '../projects/project.view.js';
 import { projectsByIds } from '../projects/project.store.js';
 import { tasksByIds } from '../tasks/task.store.js';
 import { presentTaskFields } from '../tasks/task.view.js';
-import { appendEvents, type NewEvent } from './event.store.js';
+import { appendEvents, appendSql, type NewEvent } from './event.store.js';
 import {
   claim,
   fingerprintOf,
@@ -109,6 +109,23 @@ export interface WriteScope {
   etag?: () => string;
 }
 
+/**
+ * A write that can be made in one statement: `changed`, an INSERT or UPDATE of one resource
+ * returning its whole row, which reads `owner` (the owner's row, locked first). Over that row,
+ * aliased `changed`: `document`, the resource's `data` document in SQL (the change log's
+ * event), and `returning`, the columns `answer` builds the response and the ETag from. No row
+ * means the write could not be made this way (not found, a state that does not allow it, ...):
+ * `userWrite` then runs the work, which decides.
+ */
+export interface OneStatement<T> {
+  resource: Resource;
+  kind: 'created' | 'updated';
+  changed: { sql: string; params: unknown[] };
+  document: string;
+  returning: string;
+  answer: (row: Record<string, unknown>) => { value: T; etag?: string };
+}
+
 /** A FIFO of turns per user: WRITERS_PER_USER run, QUEUED_PER_USER wait, the rest are refused. */
 class Turns {
   readonly #users = new Map<number, { running: number; waiting: Array<() => void> }>();
@@ -156,14 +173,20 @@ type Outcome<T> =
 /** Domain errors raised by a write's work: it ran, so with a key its outcome is kept. */
 const ranInto = new WeakSet<DomainError>();
 
-export async function userWrite<T>(ctx: AuthedContext, work: (scope: WriteScope) => Promise<T>): Promise<T> {
+export async function userWrite<T>(
+  ctx: AuthedContext,
+  work: (scope: WriteScope) => Promise<T>,
+  oneStatement?: OneStatement<T> | null,
+): Promise<T> {
   const key = idempotencyKey(ctx.header('Idempotency-Key'));
   const keyed = key === undefined ? undefined : keyedRequest(ctx.user.id, key, await fingerprintOf(ctx.call));
   const release = await turns.acquire(ctx.user.id);
   try {
-    let outcome: Outcome<T>;
+    let outcome: Outcome<T> | null = null;
     try {
-      outcome = await runWrite(ctx, keyed, work);
+      // A key or If-Match needs reads under the lock before the change: the transaction does them.
+      if (oneStatement && !keyed && ctx.header('If-Match') === undefined) outcome = await runOneStatement(ctx, oneStatement);
+      outcome ??= await runWrite(ctx, keyed, work);
     } catch (error) {
       if (!keyed || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
       outcome = await keepFailure(ctx, keyed, error);
@@ -176,29 +199,64 @@ export async function userWrite<T>(ctx: AuthedContext, work: (scope: WriteScope)
 }
 
 async function runWrite<T>(ctx: AuthedContext, keyed: Keyed | undefined, work: (scope: WriteScope) => Promise<T>): Promise<Outcome<T>> {
+  return retried(ctx, () =>
+    ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
+      const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), changes: new ChangeSet() };
+      if (keyed) await tryClaim(em, keyed);
+      const record = await lockOwner(em, scope.userId, keyed && recordColumn(scope.userId, keyed, scope.now));
+      if (record) return replayOf(keyed!, record);
+      await checkIfMatch(ctx, em, scope.userId);
+      let value: T;
+      try {
+        value = await work(scope);
+      } catch (error) {
+        if (error instanceof DomainError) ranInto.add(error);
+        throw error;
+      }
+      await em.flush();
+      const etag = scope.etag?.();
+      const store = keyed && storeSql(scope.userId, keyed, { status: successStatus(ctx), body: value ?? null, etag: etag ?? null }, scope.now);
+      const appended = await appendEvents(em, scope.userId, await eventsOf(em, scope), scope.now, store);
+      // Also the last statement: sent with the commit (src/db/batching.ts).
+      if (store && !appended) await em.execute(BATCHED + store.sql, store.params);
+      return { kind: 'ran', value, etag };
+    }),
+  );
+}
+
+/**
+ * A write in one statement, outside any explicit transaction: the owner's lock (taken first,
+ * as by every write, with its timeout), the change, its event and the NOTIFY commit together.
+ * So the lock is held for that one statement, not across round trips. Null when the change
+ * returned no row (nothing was written, no event number taken).
+ */
+async function runOneStatement<T>(ctx: AuthedContext, write: OneStatement<T>): Promise<Outcome<T> | null> {
+  const userId = ctx.user.id;
+  const now = ctx.clock.now();
+  const append = appendSql(userId, now, {
+    sql: `select 1 as n, '${write.resource}.${write.kind}' as type, ${write.document} as data from changed`,
+    params: [],
+  });
+  const sql = `with owner as (
+      select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id from users where id = ? for no key update
+    ), changed as (${write.changed.sql}), ${append.ctes}
+    select ${write.returning}, (select count(*) from notified) as notified from changed`;
+  return retried(ctx, async () => {
+    const rows = await ctx.em.fork().execute<Array<Record<string, unknown>>>(sql, [userId, ...write.changed.params, ...append.params]);
+    if (rows.length === 0) return null;
+    const { value, etag } = write.answer(rows[0]!);
+    return { kind: 'ran', value, etag };
+  });
+}
+
+/**
+ * Runs a write again, whole, after a deadlock or serialization failure with anything outside
+ * the one lock order (bounded; logged at warn). A lock timeout is 503 with Retry-After.
+ */
+async function retried<T>(ctx: AuthedContext, run: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
-        const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), changes: new ChangeSet() };
-        if (keyed) await tryClaim(em, keyed);
-        const record = await lockOwner(em, scope.userId, keyed && recordColumn(scope.userId, keyed, scope.now));
-        if (record) return replayOf(keyed!, record);
-        await checkIfMatch(ctx, em, scope.userId);
-        let value: T;
-        try {
-          value = await work(scope);
-        } catch (error) {
-          if (error instanceof DomainError) ranInto.add(error);
-          throw error;
-        }
-        await em.flush();
-        const etag = scope.etag?.();
-        const store = keyed && storeSql(scope.userId, keyed, { status: successStatus(ctx), body: value ?? null, etag: etag ?? null }, scope.now);
-        const appended = await appendEvents(em, scope.userId, await eventsOf(em, scope), scope.now, store);
-        // Also the last statement: sent with the commit (src/db/batching.ts).
-        if (store && !appended) await em.execute(BATCHED + store.sql, store.params);
-        return { kind: 'ran', value, etag };
-      });
+      return await run();
     } catch (error) {
       const state = sqlState(error);
       if (state === '55P03') throw busy(); // lock_timeout: another process holds the lock too long

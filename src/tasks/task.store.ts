@@ -60,6 +60,31 @@ export async function changeTaskState(
   return row ? { ...taskFieldsOf(row), version: row.version } : null;
 }
 
+/**
+ * The same change as the `changed` part of a one-statement write (src/changes/user-write.ts
+ * `OneStatement`): it reads `owner`, the owner's row that statement locks first, and returns
+ * the whole row. Null when no action reaches `to`.
+ */
+export function taskStateChangeSql(taskId: number, to: string, now: Date): { sql: string; params: unknown[] } | null {
+  const transition = taskTransitionSql(to, now);
+  if (!transition) return null;
+  return {
+    sql: `update tasks set ${transition.set} from owner
+           where tasks.id = ? and tasks.user_id = owner.id and tasks.state in (${transition.from.map((state) => `'${state}'`).join(', ')})
+          returning tasks.*`,
+    params: [...transition.params, taskId],
+  };
+}
+
+/** A task's columns as presented (`TaskFields`, with its version), for a row aliased `t`. */
+export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.version`;
+
+/** A row of `presentedTaskColumns` as fields, with the version. */
+export function presentedTaskOf(row: Record<string, unknown>): TaskFields & { version: number } {
+  const listed = row as unknown as ListedTaskRow & { version: number };
+  return { ...taskFieldsOf(listed), version: listed.version };
+}
+
 export interface OrderChange {
   id: number;
   order: number;

@@ -1,5 +1,11 @@
-/** Presents tasks as SPEC.md 2.2 resources. */
+/**
+ * Presents tasks as SPEC.md 2.2 resources: from fields in TypeScript (`presentTaskFields`), and
+ * from a row in SQL (`taskDocumentSql`, for the change log's events of a write made in one
+ * statement). The two are the same shape, member for member and in the same order; change
+ * them together (test/task-document.test.ts compares them on every state).
+ */
 import { toSeconds } from '../core/clock.js';
+import { secondsOf } from '../db/sql-fragments.js';
 import type { Task } from './task.entity.js';
 import type { TaskState } from './task.lifecycle.js';
 import type { TaskResource } from './task.schema.js';
@@ -67,4 +73,24 @@ export function presentTaskFields(task: TaskFields): TaskResource {
       project: { data: task.projectId === null ? null : { type: 'project', id: task.projectId } },
     },
   };
+}
+
+/** `presentTaskFields` in SQL: the JSON document of the `tasks` row aliased `t`. */
+export function taskDocumentSql(t: string): string {
+  return `json_build_object(
+    'type', 'task',
+    'id', ${t}.id,
+    'attributes', json_build_object(
+      'label', ${t}.label,
+      'order', ${t}."order",
+      'plannedCount', ${t}.planned_count,
+      'state', ${t}.state,
+      'startedAt', ${secondsOf(`${t}.started_at`)}::bigint,
+      'plannedAt', ${secondsOf(`${t}.planned_at`)}::bigint,
+      'finishedAt', ${secondsOf(`${t}.finished_at`)}::bigint,
+      'abandonedAt', ${secondsOf(`${t}.abandoned_at`)}::bigint),
+    'relationships', json_build_object(
+      'user', json_build_object('data', json_build_object('type', 'user', 'id', ${t}.user_id)),
+      'project', json_build_object('data', case when ${t}.project_id is null then null
+                                                else json_build_object('type', 'project', 'id', ${t}.project_id) end)))`;
 }

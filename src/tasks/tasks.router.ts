@@ -6,7 +6,7 @@ import { daysBefore, fromSeconds, startOfUtcDay } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
 import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
 import { Project } from '../projects/project.entity.js';
-import { userWrite, type WriteScope } from '../changes/user-write.js';
+import { userWrite, type OneStatement, type WriteScope } from '../changes/user-write.js';
 import { Task } from './task.entity.js';
 import { newTaskFields } from './task.lifecycle.js';
 import {
@@ -19,10 +19,11 @@ import {
   TaskIdInput,
   TaskListDocument,
   TaskOrderDocument,
+  type TaskResource,
   UpdateTaskInput,
 } from './task.schema.js';
-import { changeTaskState, insertTask, listTasks, moveTask } from './task.store.js';
-import { presentTask, presentTaskFields } from './task.view.js';
+import { changeTaskState, insertTask, listTasks, moveTask, presentedTaskColumns, presentedTaskOf, taskStateChangeSql } from './task.store.js';
+import { presentTask, presentTaskFields, taskDocumentSql } from './task.view.js';
 
 const TAGS = ['tasks'];
 const LIST_PATH = '/api/users/me/tasks';
@@ -184,13 +185,27 @@ export const tasksRouter = router({
     .input(ChangeTaskStateInput)
     .use(keepDroppedMembers('task'))
     .output(TaskDocument)
-    .mutation(({ ctx, input }) =>
-      userWrite(ctx, async (scope) => {
+    .mutation(({ ctx, input }) => {
+      // The usual request, only `state` and not abandoning (which also changes the project's
+      // document), is one statement, lock to commit, when the task's state allows it. Else,
+      // or when it changed nothing, the work below runs and says why (404, invalid_transition,
+      // cannot_be_set, in that order: Task.changeState).
+      const onlyState = Object.keys(input.task).length === 1;
+      const changedSql = onlyState && input.task.state !== 'abandoned' ? taskStateChangeSql(input.id, input.task.state, ctx.clock.now()) : null;
+      const oneStatement: OneStatement<{ data: TaskResource; meta: typeof STABILITY_META }> | null = changedSql && {
+        resource: 'task',
+        kind: 'updated',
+        changed: changedSql,
+        document: taskDocumentSql('changed'),
+        returning: presentedTaskColumns('changed'),
+        answer: (row) => {
+          const task = presentedTaskOf(row);
+          return { value: { data: presentTaskFields(task), meta: STABILITY_META }, etag: taskEtag(task.id, task.version) };
+        },
+      };
+      return userWrite(ctx, async (scope) => {
         const { em, userId, now, changes } = scope;
-        // The usual request, only `state`, is one statement that changes the row if its state
-        // allows; a request it does not change is read back to say why (404, invalid_transition,
-        // cannot_be_set, in that order: Task.changeState).
-        const changed = Object.keys(input.task).length === 1 ? await changeTaskState(em, userId, input.id, input.task.state, now) : null;
+        const changed = onlyState ? await changeTaskState(em, userId, input.id, input.task.state, now) : null;
         if (changed) {
           const data = presentTaskFields(changed);
           changes.updated('task', changed.id, data);
@@ -203,8 +218,8 @@ export const tasksRouter = router({
         // An abandoned task leaves its project's list of tasks.
         if (task.state === 'abandoned' && task.projectId) changes.updated('project', task.projectId);
         return recordTask(scope, task);
-      }),
-    ),
+      }, oneStatement);
+    }),
 
   reorder: authedProcedure
     .meta({
