@@ -39,8 +39,8 @@ const EXPECTED = {
   projectPause: 10, // projectStart without the count of started projects
   projectFinish: 8, // token; begin, lock owner, project, update project, task ids, events, commit
   projectDelete: 9, // token; begin, lock owner, project, release tasks, delete, released tasks' documents, events, commit
-  taskCreate: 6, // token; begin, lock owner, insert (with the next order), events, commit
-  taskCreateInProject: 8, // taskCreate + the project's state + the project's document (row with its task ids)
+  taskCreate: 2, // token; one statement: lock owner, insert at the end of the order, event, NOTIFY
+  taskCreateInProject: 8, // token; begin, lock owner, the project's state, insert, the project's document (row with task ids), events, commit
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
   taskUpdateLabel: 7, // token; begin, lock owner, task, update, events, commit
@@ -74,7 +74,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   projectPause: 7,
   projectFinish: 5,
   projectDelete: 6,
-  taskCreate: 3, // token; begin + lock + insert; events + commit
+  taskCreate: 2, // token; the one statement
   taskCreateInProject: 5,
   taskList: 2,
   taskGet: 2,

@@ -115,7 +115,8 @@ export interface WriteScope {
  * aliased `changed`: `document`, the resource's `data` document in SQL (the change log's
  * event), and `returning`, the columns `answer` builds the response and the ETag from. No row
  * means the write could not be made this way (not found, a state that does not allow it, ...):
- * `userWrite` then runs the work, which decides.
+ * `userWrite` then runs the work, which decides. `userWrite` takes a function of the write's
+ * time that returns one, or null when this request cannot be made so.
  */
 export interface OneStatement<T> {
   resource: Resource;
@@ -176,7 +177,7 @@ const ranInto = new WeakSet<DomainError>();
 export async function userWrite<T>(
   ctx: AuthedContext,
   work: (scope: WriteScope) => Promise<T>,
-  oneStatement?: OneStatement<T> | null,
+  oneStatement?: (now: Date) => OneStatement<T> | null,
 ): Promise<T> {
   const key = idempotencyKey(ctx.header('Idempotency-Key'));
   const keyed = key === undefined ? undefined : keyedRequest(ctx.user.id, key, await fingerprintOf(ctx.call));
@@ -185,7 +186,9 @@ export async function userWrite<T>(
     let outcome: Outcome<T> | null = null;
     try {
       // A key or If-Match needs reads under the lock before the change: the transaction does them.
-      if (oneStatement && !keyed && ctx.header('If-Match') === undefined) outcome = await runOneStatement(ctx, oneStatement);
+      const now = ctx.clock.now();
+      const single = !keyed && ctx.header('If-Match') === undefined ? oneStatement?.(now) : null;
+      if (single) outcome = await runOneStatement(ctx, single, now);
       outcome ??= await runWrite(ctx, keyed, work);
     } catch (error) {
       if (!keyed || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
@@ -230,9 +233,8 @@ async function runWrite<T>(ctx: AuthedContext, keyed: Keyed | undefined, work: (
  * So the lock is held for that one statement, not across round trips. Null when the change
  * returned no row (nothing was written, no event number taken).
  */
-async function runOneStatement<T>(ctx: AuthedContext, write: OneStatement<T>): Promise<Outcome<T> | null> {
+async function runOneStatement<T>(ctx: AuthedContext, write: OneStatement<T>, now: Date): Promise<Outcome<T> | null> {
   const userId = ctx.user.id;
-  const now = ctx.clock.now();
   const append = appendSql(userId, now, {
     sql: `select 1 as n, '${write.resource}.${write.kind}' as type, ${write.document} as data from changed`,
     params: [],

@@ -17,23 +17,46 @@ export interface NewTask extends TaskDates {
   createdAt: Date;
 }
 
-/**
- * Inserts a task at the end of the user's order: the order is computed by the insert itself,
- * so the caller, which holds the owner's lock, spends one round trip on it instead of two.
- * Its state and dates are those of `newTaskFields` (task.lifecycle.ts). Returns the task as
- * presented, with its version.
- */
-export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<TaskFields & { version: number }> {
-  const [row] = await em.execute<Array<{ id: number; order: number; version: number }>>(
-    `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
-     values (?, ?, ?, (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?, ?, ?)
-     returning id, "order", version`,
-    [
-      task.userId, task.projectId, task.label, task.userId, task.plannedCount, task.state,
+/** The columns a new task is inserted with, and their values from `task`, but for the order. */
+function newTaskValues(task: NewTask): { columns: string; params: unknown[] } {
+  return {
+    columns: 'project_id, label, planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at',
+    params: [
+      task.projectId, task.label, task.plannedCount, task.state,
       task.startedAt ?? null, task.plannedAt ?? null, task.finishedAt ?? null, task.abandonedAt ?? null, task.createdAt,
     ],
+  };
+}
+
+/**
+ * Inserts a task at the end of the user's order (`next_task_order`, see its migration), in
+ * the caller's transaction, which holds the owner's lock. Its state and dates are those of
+ * `newTaskFields` (task.lifecycle.ts). Returns the task as presented, with its version.
+ */
+export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<TaskFields & { version: number }> {
+  const values = newTaskValues(task);
+  const [row] = await em.execute<Array<{ id: number; order: number; version: number }>>(
+    `insert into tasks (user_id, "order", ${values.columns})
+     values (?, next_task_order(?), ${values.params.map(() => '?').join(', ')})
+     returning id, "order", version`,
+    [task.userId, task.userId, ...values.params],
   );
   return { ...fieldsOf({ ...task, id: row!.id, order: row!.order }), version: row!.version };
+}
+
+/**
+ * The same insert as the `changed` part of a one-statement write (src/changes/user-write.ts
+ * `OneStatement`): for `owner`, the owner's row that statement locks first; the order is read
+ * after that lock (`next_task_order` takes its own snapshot). Returns the whole row.
+ */
+export function insertTaskSql(task: Omit<NewTask, 'userId'>): { sql: string; params: unknown[] } {
+  const values = newTaskValues({ ...task, userId: 0 });
+  return {
+    sql: `insert into tasks (user_id, "order", ${values.columns})
+          select owner.id, next_task_order(owner.id), ${values.params.map(() => '?').join(', ')} from owner
+          returning *`,
+    params: values.params,
+  };
 }
 
 /**

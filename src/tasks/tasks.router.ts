@@ -22,7 +22,7 @@ import {
   type TaskResource,
   UpdateTaskInput,
 } from './task.schema.js';
-import { changeTaskState, insertTask, listTasks, moveTask, presentedTaskColumns, presentedTaskOf, taskStateChangeSql } from './task.store.js';
+import { changeTaskState, insertTask, insertTaskSql, listTasks, moveTask, presentedTaskColumns, presentedTaskOf, taskStateChangeSql } from './task.store.js';
 import { presentTask, presentTaskFields, taskDocumentSql } from './task.view.js';
 
 const TAGS = ['tasks'];
@@ -57,6 +57,18 @@ function recordTask(scope: WriteScope, task: Task) {
   return document;
 }
 
+type TaskAnswer = { data: TaskResource; meta: typeof STABILITY_META };
+
+/** A one-statement write's event document and answer, from the task's row (user-write.ts `OneStatement`). */
+const TASK_ROW_ANSWER: Pick<OneStatement<TaskAnswer>, 'document' | 'returning' | 'answer'> = {
+  document: taskDocumentSql('changed'),
+  returning: presentedTaskColumns('changed'),
+  answer: (row) => {
+    const task = presentedTaskOf(row);
+    return { value: { data: presentTaskFields(task), meta: STABILITY_META }, etag: taskEtag(task.id, task.version) };
+  },
+};
+
 export const tasksRouter = router({
   create: authedProcedure
     .meta({
@@ -75,12 +87,23 @@ export const tasksRouter = router({
     })
     .input(CreateTaskInput)
     .output(TaskDocument)
-    .mutation(({ ctx, input }) =>
+    .mutation(({ ctx, input }) => {
+      const { label, planned_at, project_id } = input.task;
+      // Without a project (whose state decides and whose document changes), one statement:
+      // the owner's lock, the insert at the end of the order, its event.
+      const oneStatement = (now: Date): OneStatement<TaskAnswer> | null => project_id != null ? null : {
+        resource: 'task',
+        kind: 'created',
+        changed: insertTaskSql({
+          ...newTaskFields({ plannedAt: planned_at === undefined ? null : fromSeconds(planned_at), project: null }, now),
+          projectId: null, label, createdAt: now,
+        }),
+        ...TASK_ROW_ANSWER,
+      };
       // Under the owner's lock (taken first by every write) the project's state cannot change
       // until this task exists, so a task is never left newed under a project that started.
-      userWrite(ctx, async (scope) => {
+      return userWrite(ctx, async (scope) => {
         const { em, userId, now, changes } = scope;
-        const { label, planned_at, project_id } = input.task;
         const project = project_id == null ? null : await findLinkedProject(em, userId, project_id);
         const fields = newTaskFields({ plannedAt: planned_at === undefined ? null : fromSeconds(planned_at), project }, now);
         const inserted = await insertTask(em, { ...fields, userId, projectId: project?.id ?? null, label, createdAt: now });
@@ -89,8 +112,8 @@ export const tasksRouter = router({
         changes.created('task', task.id, task);
         if (project) changes.updated('project', project.id);
         return { data: task, meta: STABILITY_META };
-      }),
-    ),
+      }, oneStatement);
+    }),
 
   list: authedProcedure
     .meta({
@@ -191,17 +214,9 @@ export const tasksRouter = router({
       // or when it changed nothing, the work below runs and says why (404, invalid_transition,
       // cannot_be_set, in that order: Task.changeState).
       const onlyState = Object.keys(input.task).length === 1;
-      const changedSql = onlyState && input.task.state !== 'abandoned' ? taskStateChangeSql(input.id, input.task.state, ctx.clock.now()) : null;
-      const oneStatement: OneStatement<{ data: TaskResource; meta: typeof STABILITY_META }> | null = changedSql && {
-        resource: 'task',
-        kind: 'updated',
-        changed: changedSql,
-        document: taskDocumentSql('changed'),
-        returning: presentedTaskColumns('changed'),
-        answer: (row) => {
-          const task = presentedTaskOf(row);
-          return { value: { data: presentTaskFields(task), meta: STABILITY_META }, etag: taskEtag(task.id, task.version) };
-        },
+      const oneStatement = (now: Date): OneStatement<TaskAnswer> | null => {
+        const changed = onlyState && input.task.state !== 'abandoned' ? taskStateChangeSql(input.id, input.task.state, now) : null;
+        return changed && { resource: 'task', kind: 'updated', changed, ...TASK_ROW_ANSWER };
       };
       return userWrite(ctx, async (scope) => {
         const { em, userId, now, changes } = scope;

@@ -8,6 +8,7 @@ import { Migration20261122010000_rate_limits } from './Migration20261122010000_r
 import { Migration20261123000000_task_counts } from './Migration20261123000000_task_counts.js';
 import { Migration20261123100000_change_log } from './Migration20261123100000_change_log.js';
 import { Migration20261123200000_versions_and_idempotency } from './Migration20261123200000_versions_and_idempotency.js';
+import { Migration20261123300000_next_task_order } from './Migration20261123300000_next_task_order.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -15,4 +16,5 @@ export const migrationsList = [
   { name: 'Migration20261123000000_task_counts', class: Migration20261123000000_task_counts },
   { name: 'Migration20261123100000_change_log', class: Migration20261123100000_change_log },
   { name: 'Migration20261123200000_versions_and_idempotency', class: Migration20261123200000_versions_and_idempotency },
+  { name: 'Migration20261123300000_next_task_order', class: Migration20261123300000_next_task_order },
 ];
