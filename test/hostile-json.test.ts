@@ -18,8 +18,8 @@
  * A failure prints its seed and path; see test/helpers/fast-check-setup.ts to replay it.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApp } from './helpers/test-app.js';
 
 const MAX_DEPTH = 64;
 const RUNS = Number(process.env.HOSTILE_RUNS ?? 40);
@@ -106,19 +106,14 @@ function bodyArb(wrapper: string, fields: Record<string, fc.Arbitrary<Json>>): f
     });
 }
 
-let app: TestApp;
+const app = useTestApp();
 let token: string;
 let projectId: number;
 let taskId: number;
-
 beforeAll(async () => {
-  app = await startTestApp();
   ({ token } = await app.register());
   projectId = (await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Victim' } } })).body.data.id;
   taskId = (await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Victim', project_id: projectId } } })).body.data.id;
-});
-afterAll(async () => {
-  await app?.close();
 });
 
 async function digest(): Promise<string> {

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { apiSteps, TASKS } from './helpers/api-steps.js';
 import { expectError, expectErrors, JSON_CT, META, taskDoc, taskExpectationOf, type TaskState } from './helpers/envelope.js';
 import { useTestApp } from './helpers/test-app.js';
-import { DAY, DUE, T0, T0S } from './helpers/times.js';
+import { DAY, DUE, T0S } from './helpers/times.js';
 
 const app = useTestApp({ resetClock: true });
 const { createTaskRes: createRes, createTask, createTasks, getTask, patchTask, changeTaskState: changeState, listedTaskIds: listedIds, projectIn } = apiSteps(app);
