@@ -11,8 +11,8 @@ export interface ApiResponse<T = any> {
 export interface RequestOptions {
   token?: string;
   body?: unknown;
-  /** Sent as is, instead of JSON.stringify(body). */
-  rawBody?: string;
+  /** Sent as is, instead of JSON.stringify(body); bytes get no Content-Type unless given. */
+  rawBody?: string | Uint8Array;
   headers?: Record<string, string>;
 }
 
@@ -20,7 +20,7 @@ export interface RequestOptions {
 export async function request<T = any>(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token) headers.Authorization = options.token;
-  let body: string | undefined = options.rawBody;
+  let body: string | Uint8Array | undefined = options.rawBody;
   if (body === undefined && options.body !== undefined) {
     body = JSON.stringify(options.body);
     headers['Content-Type'] ??= 'application/json';
