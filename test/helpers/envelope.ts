@@ -13,10 +13,8 @@ export interface Source {
   parameter?: string;
 }
 
-/** Asserts the exact envelope of API-CONTRACT.md §2 with a single error. */
-export function expectError(res: ApiResponse, status: number, code: string, source?: Source) {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toBe(JSON_CT);
+/** What one error of the envelope must equal: its status and code, a title and a detail, the source if given. */
+export function errorShape(status: number, code: string, source?: Source): Record<string, unknown> {
   const error: Record<string, unknown> = {
     status: String(status),
     code,
@@ -24,7 +22,14 @@ export function expectError(res: ApiResponse, status: number, code: string, sour
     detail: expect.stringMatching(/\S/),
   };
   if (source) error.source = source;
-  expect(res.body).toEqual({ errors: [error] });
+  return error;
+}
+
+/** Asserts the exact envelope of API-CONTRACT.md §2 with a single error. */
+export function expectError(res: ApiResponse, status: number, code: string, source?: Source) {
+  expect(res.status, res.text).toBe(status);
+  expect(res.headers.get('content-type')).toBe(JSON_CT);
+  expect(res.body).toEqual({ errors: [errorShape(status, code, source)] });
 }
 
 /** Asserts a 422 with exactly these [code, pointer] errors, in any order. */

@@ -14,7 +14,7 @@ import type { Context } from '../../src/core/trpc.js';
 import { openOrm } from '../../src/db/database.js';
 import { createCaller } from '../../src/router.js';
 import { authenticate } from '../../src/users/authentication.js';
-import type { Source } from './envelope.js';
+import { errorShape, type Source } from './envelope.js';
 import { T0, createTestDatabase } from './test-app.js';
 
 export type Caller = ReturnType<typeof createCaller>;
@@ -98,12 +98,5 @@ export async function procedureError(call: Promise<unknown>) {
 /** Asserts that a call fails with exactly one error, as `expectError` does for an HTTP answer. */
 export async function expectProcedureError(call: Promise<unknown>, status: number, code: string, source?: Source) {
   const response = await procedureError(call);
-  const error: Record<string, unknown> = {
-    status: String(status),
-    code,
-    title: expect.stringMatching(/\S/),
-    detail: expect.stringMatching(/\S/),
-  };
-  if (source) error.source = source;
-  expect({ status: response.status, errors: response.errors }).toEqual({ status, errors: [error] });
+  expect({ status: response.status, errors: response.errors }).toEqual({ status, errors: [errorShape(status, code, source)] });
 }
