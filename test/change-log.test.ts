@@ -5,20 +5,13 @@
  * heartbeats, tickets for EventSource, limits, revocation) and the tRPC subscription.
  */
 import net from 'node:net';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createClient } from '../src/client.js';
 import { MAX_STREAMS_PER_TOKEN } from '../src/changes/event-hub.js';
-import { DAY, T0, seconds, startTestApp, type TestApp } from './helpers/test-app.js';
+import { DAY, T0, seconds, startTestApp, useTestApp, type TestApp } from './helpers/test-app.js';
 import { openStream, type SseStream } from './helpers/sse.js';
 
-let app: TestApp;
-beforeAll(async () => {
-  app = await startTestApp({ eventsIdleMs: 150 });
-});
-afterAll(async () => {
-  await app?.close();
-});
-beforeEach(() => app.clock.set(T0));
+const app = useTestApp({ eventsIdleMs: 150, resetClock: true });
 
 const DUE = seconds(T0) + 7 * DAY;
 const EVENTS = '/api/users/me/events';

@@ -5,21 +5,11 @@
  * day for the task list), 304 for a matching If-None-Match, and 412 precondition_failed for
  * a stale If-Match that changes nothing, also when the competing change runs in parallel.
  */
-import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { callOptions, withEtag } from '../src/client.js';
-import { DAY, T0, onlyError, seconds, startTestAppWithSql, type TestApp } from './helpers/test-app.js';
+import { DAY, T0, onlyError, seconds, useTestAppWithSql } from './helpers/test-app.js';
 
-let app: TestApp;
-let db: pg.Client;
-beforeAll(async () => {
-  ({ app, db } = await startTestAppWithSql());
-});
-afterAll(async () => {
-  await db?.end();
-  await app?.close();
-});
-beforeEach(() => app.clock.set(T0));
+const { app, db } = useTestAppWithSql({ resetClock: true });
 
 const DUE = seconds(T0) + 7 * DAY;
 const STRONG = /^"[\x21\x23-\x7e]+"$/;

@@ -18,12 +18,12 @@
  * A failure prints its seed and path; see test/helpers/fast-check-setup.ts to replay it.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { withDeadline } from './helpers/hostile.js';
+import { useTestApp } from './helpers/test-app.js';
 
 const MAX_DEPTH = 64;
 const RUNS = Number(process.env.HOSTILE_RUNS ?? 40);
-const DEADLINE_MS = 10_000;
 
 interface Json {
   text: string;
@@ -106,19 +106,14 @@ function bodyArb(wrapper: string, fields: Record<string, fc.Arbitrary<Json>>): f
     });
 }
 
-let app: TestApp;
+const app = useTestApp();
 let token: string;
 let projectId: number;
 let taskId: number;
-
 beforeAll(async () => {
-  app = await startTestApp();
   ({ token } = await app.register());
   projectId = (await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Victim' } } })).body.data.id;
   taskId = (await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Victim', project_id: projectId } } })).body.data.id;
-});
-afterAll(async () => {
-  await app?.close();
 });
 
 async function digest(): Promise<string> {
@@ -137,18 +132,6 @@ const ENDPOINTS = [
   { method: 'PUT', path: () => `/api/tasks/${taskId}/state`, procedure: 'tasks.changeState', wrapper: 'task', fields: { state: fc.constantFrom(text('planned'), text('bogus')) } },
   { method: 'PUT', path: () => `/api/tasks/${taskId}/order`, procedure: 'tasks.reorder', wrapper: 'task', fields: { order: fc.constant(scalar('1')) } },
 ] as const;
-
-async function withDeadline<T>(what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`HANG: no answer within ${DEADLINE_MS} ms to ${what}`)), DEADLINE_MS);
-  });
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Over the 100 KiB body limit: 413 comes first, whatever the nesting. */
 const tooLarge = (body: string) => Buffer.byteLength(body) > 100 * 1024;

@@ -6,26 +6,23 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
 import { openOrm } from '../src/db/database.js';
 import { createApp } from '../src/http/app.js';
-import { rawRequest } from './helpers/http.js';
-import { T0, createTestDatabase, startTestApp, type ApiResponse, type TestApp } from './helpers/test-app.js';
+import { expectError } from './helpers/envelope.js';
+import { rawRequest, request } from './helpers/http.js';
+import { T0, createTestDatabase, useTestApp, type ApiResponse } from './helpers/test-app.js';
 
-let app: TestApp;
+const app = useTestApp();
 let token: string;
 let projectId: number;
 beforeAll(async () => {
-  app = await startTestApp();
   ({ token } = await app.register());
   const created = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Base' } } });
   if (created.status !== 201) throw new Error(`setup: ${created.status} ${created.text}`);
   projectId = created.body.data.id;
-});
-afterAll(async () => {
-  await app?.close();
 });
 
 const JSON_UTF8 = 'application/json; charset=utf-8';
@@ -46,39 +43,15 @@ function expectNoLeak(text: string) {
  * a request id, and no internals.
  */
 function expectErrorEnvelope(res: ApiResponse, status: number, code: string, source?: Record<string, string>) {
-  expect({ status: res.status, text: res.text }).toMatchObject({ status });
-  expect(res.headers.get('content-type')).toBe(JSON_UTF8);
+  expectError(res, status, code, source);
   expect(res.headers.get('x-request-id')).toMatch(SANE_REQUEST_ID);
-  expect(Object.keys(res.body ?? {})).toEqual(['errors']);
-  expect(res.body.errors).toHaveLength(1);
-  const expected: Record<string, unknown> = {
-    status: String(status),
-    code,
-    title: expect.any(String),
-    detail: expect.any(String),
-  };
-  if (source) expected.source = source;
-  expect(res.body.errors[0]).toStrictEqual(expected);
-  expect(res.body.errors[0].title.length).toBeGreaterThan(0);
-  expect(res.body.errors[0].detail.length).toBeGreaterThan(0);
   expectNoLeak(res.text);
 }
 
 /** A request whose body has no Content-Type header at all. */
 async function requestWithoutContentType(method: string, path: string, body: string, auth = token): Promise<ApiResponse> {
-  const response = await fetch(app.baseUrl + path, {
-    method,
-    headers: { Authorization: auth },
-    body: new TextEncoder().encode(body),
-  });
-  const text = await response.text();
-  let parsed: any;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    parsed = undefined;
-  }
-  return { status: response.status, headers: response.headers, body: parsed, text };
+  // Bytes, not a string: fetch gives a string body a text/plain Content-Type of its own.
+  return app.request(method, path, { token: auth, rawBody: new TextEncoder().encode(body) });
 }
 
 describe('unknown route or wrong method: 404 missing_endpoint', () => {
@@ -453,11 +426,7 @@ describe('health and readiness', () => {
     const server = createServer(own);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const get = async (path: string, headers: Record<string, string> = {}): Promise<ApiResponse> => {
-      const response = await fetch(base + path, { headers });
-      const text = await response.text();
-      return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined, text };
-    };
+    const get = (path: string, headers: Record<string, string> = {}): Promise<ApiResponse> => request(base, 'GET', path, { headers });
     try {
       expect((await get('/readyz')).status).toBe(200);
 

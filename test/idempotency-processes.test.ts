@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { registerUser } from './helpers/http.js';
+import { registerUser, request } from './helpers/http.js';
 import { spawnService, type SpawnedService } from './helpers/spawn-service.js';
 import { createTestDatabase } from './helpers/test-app.js';
 
@@ -19,12 +19,8 @@ interface Sent {
 }
 
 async function send(baseUrl: string, token: string, key: string, body: unknown, path = '/api/users/me/tasks'): Promise<Sent> {
-  const res = await fetch(baseUrl + path, {
-    method: 'POST',
-    headers: { Authorization: token, 'Content-Type': 'application/json', 'Idempotency-Key': key },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, text: await res.text(), replayed: res.headers.get('idempotent-replayed') === 'true' };
+  const res = await request(baseUrl, 'POST', path, { token, body, headers: { 'Idempotency-Key': key } });
+  return { status: res.status, text: res.text, replayed: res.headers.get('idempotent-replayed') === 'true' };
 }
 
 async function query<T>(databaseUrl: string, sql: string, params: unknown[]): Promise<T[]> {

@@ -10,20 +10,11 @@
  */
 import { TRPCClientError } from '@trpc/client';
 import fc from 'fast-check';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { callOptions } from '../src/client.js';
-import { DAY, T0, seconds, startTestAppWithSql, type TestApp } from './helpers/test-app.js';
+import { DAY, T0, seconds, useTestAppWithSql } from './helpers/test-app.js';
 
-let app: TestApp;
-let db: pg.Client;
-beforeAll(async () => {
-  ({ app, db } = await startTestAppWithSql());
-});
-afterAll(async () => {
-  await db?.end();
-  await app?.close();
-});
+const { app, db } = useTestAppWithSql();
 
 const DUE = seconds(T0) + 7 * DAY;
 

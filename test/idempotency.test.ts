@@ -6,20 +6,10 @@
  * error that ran is kept and replayed; records expire after 24 hours and are pruned.
  */
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DAY, T0, onlyError, seconds, startTestAppWithSql, type TestApp } from './helpers/test-app.js';
+import { describe, expect, it } from 'vitest';
+import { DAY, T0, onlyError, seconds, useTestAppWithSql } from './helpers/test-app.js';
 
-let app: TestApp;
-let db: pg.Client;
-beforeAll(async () => {
-  ({ app, db } = await startTestAppWithSql());
-});
-afterAll(async () => {
-  await db?.end();
-  await app?.close();
-});
-beforeEach(() => app.clock.set(T0));
+const { app, db } = useTestAppWithSql({ resetClock: true });
 
 const DUE = seconds(T0) + 7 * DAY;
 const key = () => randomUUID();

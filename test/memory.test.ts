@@ -14,6 +14,7 @@ import { ManualClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
 import { openOrm } from '../src/db/database.js';
 import { createApp } from '../src/http/app.js';
+import { request } from './helpers/http.js';
 import { T0, createTestDatabase } from './helpers/test-app.js';
 
 /**
@@ -53,14 +54,7 @@ afterAll(async () => {
   await orm?.close(true);
 });
 
-async function send(method: string, path: string, token?: string, body?: unknown) {
-  const headers: Record<string, string> = {};
-  if (token) headers.authorization = token;
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, json: () => JSON.parse(text) };
-}
+const send = (method: string, path: string, token?: string, body?: unknown) => request(baseUrl, method, path, { token, body });
 
 /** Heap in use after full collections, once it stops shrinking. */
 async function settledHeap(): Promise<number> {
@@ -77,12 +71,12 @@ async function settledHeap(): Promise<number> {
 
 // A timeout that grows with MEMORY_BATCH (about 200 requests a second in the slowest runs seen).
 it('the heap does not grow with the number of requests served', { timeout: 90_000 + BATCH * 10 }, async () => {
-  const user = (await send('POST', '/api/users', undefined, { user: { username: 'memory', password: 'correct horse' } })).json();
+  const user = (await send('POST', '/api/users', undefined, { user: { username: 'memory', password: 'correct horse' } })).body;
   const token = user.meta.token as string;
-  const project = (await send('POST', '/api/users/me/projects', token, { project: { name: 'Leaks' } })).json().data.id as number;
+  const project = (await send('POST', '/api/users/me/projects', token, { project: { name: 'Leaks' } })).body.data.id as number;
   const tasks: number[] = [];
   for (let i = 0; i < 20; i++) {
-    tasks.push((await send('POST', '/api/users/me/tasks', token, { task: { label: `task ${i}`, project_id: project } })).json().data.id);
+    tasks.push((await send('POST', '/api/users/me/tasks', token, { task: { label: `task ${i}`, project_id: project } })).body.data.id);
   }
   const states = new Map<number, string>(tasks.map((id) => [id, 'newed']));
 

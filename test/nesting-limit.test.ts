@@ -3,22 +3,17 @@
  * 64 levels deep is 400 `invalid_json`, on both doors, before any library walks it. Before
  * the limit, 5,000 levels overflowed Node's stack inside tRPC's `createBody` (a 500).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { TRPCClientError } from '@trpc/client';
-import { onlyError, startTestApp, type TestApp } from './helpers/test-app.js';
+import { onlyError, useTestApp } from './helpers/test-app.js';
 
-let app: TestApp;
+const app = useTestApp();
 let token: string;
 let taskId: number;
-
 beforeAll(async () => {
-  app = await startTestApp();
   ({ token } = await app.register());
   const created = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Deep' } } });
   taskId = created.body.data.id;
-});
-afterAll(async () => {
-  await app?.close();
 });
 
 /** `n` arrays inside one another around `inner`. */

@@ -3,19 +3,12 @@
  * (twice the limit never fits across a minute boundary), a login is limited per username
  * whatever the address, and requests with an unknown token are limited per address.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
-import { T0, seconds, startTestApp, type TestApp } from './helpers/test-app.js';
+import { T0, seconds, useTestApp } from './helpers/test-app.js';
 
 const LIMIT = 3;
-let app: TestApp;
-
-beforeAll(async () => {
-  app = await startTestApp({ trustProxy: true, rateLimits: { authPerMinute: LIMIT, perMinute: 100 }, clock: new ManualClock(T0) });
-});
-afterAll(async () => {
-  await app?.close();
-});
+const app = useTestApp({ trustProxy: true, rateLimits: { authPerMinute: LIMIT, perMinute: 100 }, clock: new ManualClock(T0) });
 
 /** To `second` seconds into a minute that follows two quiet ones. */
 function quietMinuteAt(second: number) {

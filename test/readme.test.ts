@@ -2,11 +2,11 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { createClient } from '../src/client.js';
 import { createClient as createRestClient } from '../clients/rest/client/index.js';
 import { tasksCreate, tasksList, usersAuthorize } from '../clients/rest/index.js';
-import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { startTestApp, useTestApp } from './helpers/test-app.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -36,13 +36,7 @@ function expectCopiedHere(heading: string, addressLine: string) {
   expect(here.slice(start, start + copied.length), `README lines of "${heading}" as this test runs them`).toEqual(copied);
 }
 
-let app: TestApp;
-beforeAll(async () => {
-  app = await startTestApp();
-});
-afterAll(async () => {
-  await app?.close();
-});
+const app = useTestApp();
 
 describe('README', () => {
   it('starts with the command that runs the service and the one that runs the tests', () => {

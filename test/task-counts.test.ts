@@ -6,20 +6,14 @@
  * pages with the tasks that should be listed.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { daysBefore, startOfUtcDay } from '../src/core/clock.js';
-import { DAY, T0, seconds, startTestApp, type TestApp } from './helpers/test-app.js';
+import { DAY, T0, seconds, useTestApp } from './helpers/test-app.js';
 
 const LIST = '/api/users/me/tasks';
 const DUE = seconds(T0) + 30 * DAY;
 
-let app: TestApp;
-beforeAll(async () => {
-  app = await startTestApp();
-});
-afterAll(async () => {
-  await app?.close();
-});
+const app = useTestApp();
 
 const sql = <T = any>(text: string, params: unknown[] = []) => app.orm.em.getConnection().execute<T[]>(text, params);
 

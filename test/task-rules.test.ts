@@ -5,7 +5,7 @@
  * ways, from every state it may start in and with dates set and unset, on the real database,
  * and requires the same result.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   TASK_ACTIONS,
   TASK_DATE_COLUMNS,
@@ -18,15 +18,13 @@ import {
   type TaskDates,
   type TaskState,
 } from '../src/tasks/task.lifecycle.js';
-import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { useTestApp } from './helpers/test-app.js';
 
-let app: TestApp;
+const app = useTestApp();
 let userId: number;
 beforeAll(async () => {
-  app = await startTestApp();
   userId = (await app.register()).id;
 });
-afterAll(() => app.close());
 
 const EARLIER = new Date(Date.UTC(2026, 5, 1, 8, 0, 0));
 const NOW = new Date(Date.UTC(2026, 5, 15, 12, 0, 0));

@@ -2,20 +2,15 @@
  * The /trpc door against clients that do not use the typed client: methods other than GET
  * and POST, and batches beyond the documented cap (issue 10 §4).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { rawRequest } from './helpers/http.js';
-import { onlyError, startTestApp, type TestApp } from './helpers/test-app.js';
+import { onlyError, useTestApp } from './helpers/test-app.js';
 import { MAX_BATCH_CALLS } from '../src/http/trpc-door.js';
 
-let app: TestApp;
+const app = useTestApp();
 let token: string;
-
 beforeAll(async () => {
-  app = await startTestApp();
   ({ token } = await app.register());
-});
-afterAll(async () => {
-  await app?.close();
 });
 
 describe('methods', () => {

@@ -4,18 +4,13 @@
  * `parameter_missing` on its wrapper, as a `null` REST body is.
  */
 import { TRPCClientError } from '@trpc/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { onlyError, startTestApp, type TestApp } from './helpers/test-app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { onlyError, useTestApp } from './helpers/test-app.js';
 
-let app: TestApp;
+const app = useTestApp();
 let token: string;
-
 beforeAll(async () => {
-  app = await startTestApp();
   ({ token } = await app.register());
-});
-afterAll(async () => {
-  await app?.close();
 });
 
 async function trpcFailure(call: Promise<unknown>) {

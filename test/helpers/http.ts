@@ -1,22 +1,44 @@
-/** Plain JSON requests against a base URL, for tests that run the service as a process; raw ones. */
+/** JSON requests against a base URL (the test app's and services run as processes), and raw ones. */
 import { request as httpRequest } from 'node:http';
-export interface JsonResponse {
+/** An answer: its status and headers, its text, and that text parsed as JSON (undefined if it is not JSON). */
+export interface ApiResponse<T = any> {
   status: number;
-  body: any;
   headers: Headers;
+  body: T;
+  text: string;
 }
 
-export async function call(baseUrl: string, method: string, path: string, options: { token?: string; body?: unknown } = {}): Promise<JsonResponse> {
-  const headers: Record<string, string> = {};
+export interface RequestOptions {
+  token?: string;
+  body?: unknown;
+  /** Sent as is, instead of JSON.stringify(body); bytes get no Content-Type unless given. */
+  rawBody?: string | Uint8Array;
+  headers?: Record<string, string>;
+}
+
+/** The one JSON request of the tests (fetch): a token, a body as JSON or as raw text, extra headers. */
+export async function request<T = any>(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...options.headers };
   if (options.token) headers.Authorization = options.token;
-  if (options.body !== undefined) headers['Content-Type'] = 'application/json';
-  const res = await fetch(baseUrl + path, {
-    method,
-    headers,
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+  let body: string | Uint8Array | undefined = options.rawBody;
+  if (body === undefined && options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['Content-Type'] ??= 'application/json';
+  }
+  const response = await fetch(baseUrl + path, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: response.status, headers: response.headers, body: parsed as T, text };
+}
+
+/** `request` with its options as positional arguments, for services started as processes. */
+export function call(baseUrl: string, method: string, path: string, options: { token?: string; body?: unknown } = {}): Promise<ApiResponse> {
+  return request(baseUrl, method, path, options);
 }
 
 export async function registerUser(baseUrl: string, username: string): Promise<{ id: number; token: string }> {

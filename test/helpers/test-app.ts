@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createClient } from '../../src/client.js';
 import { ManualClock } from '../../src/core/clock.js';
@@ -14,26 +14,14 @@ import { openOrm } from '../../src/db/database.js';
 import { createApp } from '../../src/http/app.js';
 import { createHttpServer } from '../../src/http/http-server.js';
 import { EventHub } from '../../src/changes/event-hub.js';
+import { request as sendRequest, type ApiResponse, type RequestOptions } from './http.js';
 
 /** 2026-06-15T12:00:00Z, a Monday. */
 export const T0 = Date.UTC(2026, 5, 15, 12, 0, 0);
 export const DAY = 86_400;
 export const seconds = (ms: number) => Math.floor(ms / 1000);
 
-export interface ApiResponse<T = any> {
-  status: number;
-  headers: Headers;
-  body: T;
-  text: string;
-}
-
-export interface RequestOptions {
-  token?: string;
-  body?: unknown;
-  /** Sent as is, instead of JSON.stringify(body). */
-  rawBody?: string;
-  headers?: Record<string, string>;
-}
+export type { ApiResponse, RequestOptions } from './http.js';
 
 export async function createTestDatabase(): Promise<string> {
   const admin = inject('adminDatabaseUrl');
@@ -85,24 +73,8 @@ export async function startTestApp(options: TestAppOptions = {}) {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
-  async function request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
-    const headers: Record<string, string> = { ...options.headers };
-    if (options.token) headers.Authorization = options.token;
-    let body: string | undefined = options.rawBody;
-    if (body === undefined && options.body !== undefined) {
-      body = JSON.stringify(options.body);
-      headers['Content-Type'] ??= 'application/json';
-    }
-    const response = await fetch(baseUrl + path, { method, headers, body });
-    const text = await response.text();
-    let parsed: unknown = undefined;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = undefined;
-    }
-    return { status: response.status, headers: response.headers, body: parsed as T, text };
-  }
+  const request = <T = any>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> =>
+    sendRequest<T>(baseUrl, method, path, options);
 
   let users = 0;
   /** Registers a fresh user and returns its id and token. */
@@ -145,4 +117,64 @@ export async function startTestAppWithSql(options: TestAppOptions = {}): Promise
   const db = new pg.Client({ connectionString: app.databaseUrl });
   await db.connect();
   return { app, db };
+}
+
+/**
+ * An object that stands for one that exists only while the file's tests run (made in
+ * beforeAll): reading a member forwards to the current one; before or after, it throws.
+ */
+function standIn<T extends object>(current: () => T | undefined, what: string): T {
+  return new Proxy({} as T, {
+    get(_target, key) {
+      const target = current();
+      if (key === 'then' && target === undefined) return undefined;
+      if (target === undefined) throw new Error(`${what} is only there while the tests run (beforeAll to afterAll), not while they are collected`);
+      const value = Reflect.get(target, key);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+export interface UseTestAppOptions extends TestAppOptions {
+  /** Sets the clock back to T0 before each test. */
+  resetClock?: boolean;
+}
+
+/**
+ * The app of a test file (or of a describe block, when called inside one): started before
+ * its tests, closed after them. Returns a stand-in to use like the app itself
+ * (`app.register()`, `app.request(...)`), in tests and hooks. Options may be a function,
+ * read when the app starts (to share another app's database or clock).
+ */
+export function useTestApp(options: UseTestAppOptions | (() => UseTestAppOptions) = {}): TestApp {
+  let app: TestApp | undefined;
+  const resolved = () => (typeof options === 'function' ? options() : options);
+  beforeAll(async () => {
+    app = await startTestApp(resolved());
+  });
+  afterAll(async () => {
+    await app?.close();
+    app = undefined;
+  });
+  beforeEach(() => {
+    if (app && resolved().resetClock) app.clock.set(T0);
+  });
+  return standIn(() => app, 'the test app');
+}
+
+/** `useTestApp` with a raw SQL connection to the app's database (`startTestAppWithSql`). */
+export function useTestAppWithSql(options: UseTestAppOptions = {}): { app: TestApp; db: pg.Client } {
+  let started: { app: TestApp; db: pg.Client } | undefined;
+  beforeAll(async () => {
+    started = await startTestAppWithSql(options);
+  });
+  afterAll(async () => {
+    await started?.db.end();
+    await started?.app.close();
+    started = undefined;
+  });
+  beforeEach(() => {
+    if (started && options.resetClock) started.app.clock.set(T0);
+  });
+  return { app: standIn(() => started?.app, 'the test app'), db: standIn(() => started?.db, 'the SQL connection') };
 }

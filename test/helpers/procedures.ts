@@ -1,0 +1,102 @@
+/**
+ * The fast tier: the app's procedures called directly (tRPC's createCaller), without HTTP,
+ * on a database of the file's own on the run's PostgreSQL, with a clock the test moves.
+ * For the rules of the service (state machines, input validation) whose answers do not
+ * depend on the door; what HTTP adds (statuses on the wire, headers, REST routing and bodies)
+ * stays with the tests that use `useTestApp`.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { ManualClock } from '../../src/core/clock.js';
+import { toErrorResponse } from '../../src/core/failures.js';
+import type { Context } from '../../src/core/trpc.js';
+import { openOrm } from '../../src/db/database.js';
+import { createCaller } from '../../src/router.js';
+import { authenticate } from '../../src/users/authentication.js';
+import { errorShape, type Source } from './envelope.js';
+import { T0, createTestDatabase } from './test-app.js';
+
+export type Caller = ReturnType<typeof createCaller>;
+
+export interface ProcedureOptions {
+  /** Sets the clock back to T0 before each test. */
+  resetClock?: boolean;
+}
+
+/**
+ * The procedures of a test file: registers the hooks that make and drop its database, and
+ * returns the clock, a caller per access token (each call gets a context of its own, as each
+ * request does) and `register`, all usable once the tests run.
+ */
+export function useProcedures(options: ProcedureOptions = {}) {
+  const clock = new ManualClock(T0);
+  let orm: MikroORM | undefined;
+  beforeAll(async () => {
+    orm = await openOrm(await createTestDatabase(), { migrate: true, poolSize: 5 });
+  });
+  afterAll(async () => {
+    await orm?.close(true);
+    orm = undefined;
+  });
+  if (options.resetClock) beforeEach(() => clock.set(T0));
+
+  /** The context a request with this Authorization header and these headers would get. */
+  function contextFor(authorization?: string, headers: Record<string, string> = {}): Context {
+    if (!orm) throw new Error('the procedures are only there while the tests run (beforeAll to afterAll)');
+    const em = orm.em.fork();
+    const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+    return {
+      em,
+      clock,
+      authorization,
+      baseUrl: 'http://procedures.test',
+      passwordHashCost: 1024,
+      clientIp: '127.0.0.1',
+      rateLimits: { authPerMinute: 0, perMinute: 0 },
+      header: (name) => lower[name.toLowerCase()],
+      setHeader: () => {},
+      response: { notModified: false },
+      authenticate: (a) => authenticate(em, a, clock.now()),
+    };
+  }
+
+  /** The procedures as a client with this token (or none) calls them. */
+  const caller = (token?: string, headers?: Record<string, string>): Caller => createCaller(() => contextFor(token, headers));
+
+  let users = 0;
+  /** Registers a fresh user; its id, username, token and a caller with that token. */
+  async function register(username = `user${++users}_${randomBytes(3).toString('hex')}`) {
+    const doc = await caller().users.register({ user: { username, password: 'correct horse' } });
+    const token = doc.meta.token as string;
+    return { id: doc.data.id as number, username, token, api: caller(token) };
+  }
+
+  return {
+    clock,
+    caller,
+    register,
+    contextFor,
+    get orm(): MikroORM {
+      if (!orm) throw new Error('the procedures are only there while the tests run');
+      return orm;
+    },
+  };
+}
+
+/** The error envelope (status and errors) a call that must fail answers with on both doors. */
+export async function procedureError(call: Promise<unknown>) {
+  const error = await call.then(
+    (value) => {
+      throw new Error(`expected the call to fail, it answered ${JSON.stringify(value)?.slice(0, 300)}`);
+    },
+    (e: unknown) => e,
+  );
+  return toErrorResponse(error);
+}
+
+/** Asserts that a call fails with exactly one error, as `expectError` does for an HTTP answer. */
+export async function expectProcedureError(call: Promise<unknown>, status: number, code: string, source?: Source) {
+  const response = await procedureError(call);
+  expect({ status: response.status, errors: response.errors }).toEqual({ status, errors: [errorShape(status, code, source)] });
+}

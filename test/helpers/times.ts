@@ -1,0 +1,13 @@
+/** The instants the tests set their clocks to. T0 is 2026-06-15T12:00:00Z, a Monday. */
+import { DAY, T0, seconds } from './test-app.js';
+
+export { DAY, T0, seconds };
+export const HOUR = 3600;
+/** T0 in Unix seconds. */
+export const T0S = seconds(T0);
+/** 2026-06-16T00:00:00Z: the first instant that is "after today" at T0. */
+export const NEXT_MIDNIGHT = T0S + 12 * HOUR;
+/** 2026-06-15T23:59:59Z: the last second of "today" at T0. */
+export const END_OF_TODAY = NEXT_MIDNIGHT - 1;
+/** A project due date comfortably after today. */
+export const DUE = NEXT_MIDNIGHT + 7 * DAY;
