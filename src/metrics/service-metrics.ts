@@ -217,9 +217,10 @@ export class ServiceMetrics {
 
   #record(req: Request, res: Response, start: number, scope: RequestScope): void {
     const operation = operationOf(req);
+    const path = pathOf(req);
     const labels = {
       operation,
-      door: pathOf(req).startsWith('/trpc') ? 'trpc' : 'rest',
+      door: path === '/trpc' || path.startsWith('/trpc/') ? 'trpc' : 'rest',
       method: METHODS.has(req.method) ? req.method : 'other',
       // A client gone before any answer: no status was sent.
       status: res.headersSent ? String(res.statusCode) : 'aborted',
