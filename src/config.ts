@@ -21,6 +21,8 @@ const EnvSchema = z.object({
   CORS_ORIGINS: z.string().optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10_000),
   EVENTS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
 });
 
 export interface Config {
@@ -41,6 +43,10 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** Days the change log keeps events. */
   eventsRetentionDays: number;
+  /** Port of the separate GET /metrics server; unset: no metrics are kept or served. */
+  metricsPort: number | undefined;
+  /** Address the metrics server listens on (the loopback by default: off the public network). */
+  metricsHost: string;
   /** scrypt cost parameter N for new password hashes (a power of two). */
   passwordHashCost: number;
 }
@@ -75,6 +81,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     eventsRetentionDays: e.EVENTS_RETENTION_DAYS,
+    metricsPort: e.METRICS_PORT,
+    metricsHost: e.METRICS_HOST,
     passwordHashCost: 1 << 15,
   };
 }

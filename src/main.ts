@@ -12,6 +12,7 @@ import { createLogger, type Logger } from './core/logger.js';
 import { openDatabase, openOrm } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { startService } from './server.js';
+import { clusterMetricsSource, startMetricsServer } from './metrics/metrics-server.js';
 
 function listeningMessage(url: string, database: string, workers: number) {
   const where = workers > 1 ? `${url} with ${workers} workers` : url;
@@ -55,11 +56,20 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
       if (message?.type === 'embedded-postgres' && typeof message.up === 'boolean') databaseUp = message.up;
     });
   }
-  const service = await startService({ config, logger, migrate: !worker, ...(worker ? { databaseUp: () => databaseUp } : {}) });
+  const service = await startService({
+    config,
+    logger,
+    migrate: !worker,
+    ...(worker ? { databaseUp: () => databaseUp, metricsExposure: 'primary' as const } : {}),
+  });
   const message = listeningMessage(service.url, service.databaseDescription, 1);
   if (worker) logger.debug({ url: service.url }, `worker ${message}`);
   else {
-    const limits = { poolSize: service.poolSize, maxConnections: service.server.maxConnections };
+    const limits = {
+      poolSize: service.poolSize,
+      maxConnections: service.server.maxConnections,
+      ...(service.metricsUrl ? { metrics: service.metricsUrl } : {}),
+    };
     logger.info({ url: service.url, docs: `${service.url}/docs`, database: service.databaseDescription, ...limits }, message);
   }
 
@@ -83,6 +93,14 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   });
   const orm = await openOrm(database.url, { migrate: true, poolSize: 1 });
   await orm.close(true);
+  // The workers count; the primary serves their sum.
+  const metricsServer =
+    config.metricsPort === undefined
+      ? undefined
+      : await startMetricsServer(clusterMetricsSource(), config.metricsPort, config.metricsHost, logger).catch(async (error: unknown) => {
+          await database.stop();
+          throw error;
+        });
 
   let stopping = false;
   let listening = 0;
@@ -101,7 +119,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
     const host = !address.address || address.address === '0.0.0.0' || address.address === '::' ? 'localhost' : address.address;
     const url = `http://${host}:${address.port}`;
     logger.info(
-      { url, docs: `${url}/docs`, database: database.description, workers: config.webConcurrency },
+      { url, docs: `${url}/docs`, database: database.description, workers: config.webConcurrency, ...(metricsServer ? { metrics: metricsServer.url } : {}) },
       listeningMessage(url, database.description, config.webConcurrency),
     );
   });
@@ -121,7 +139,10 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
     for (const w of workers) w.process.kill('SIGTERM');
     const force = setTimeout(() => workers.forEach((w) => w.process.kill('SIGKILL')), config.shutdownTimeoutMs + 5_000);
     force.unref();
-    exitWhenDone(Promise.all(exits).then(() => database.stop()), logger);
+    exitWhenDone(Promise.all(exits).then(async () => {
+      await metricsServer?.close();
+      await database.stop();
+    }), logger);
   }, logger);
 }
 

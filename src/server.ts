@@ -19,6 +19,9 @@ import { pruneExpiredTokens } from './users/authentication.js';
 import { pruneChangeLog, pruneStreamTickets } from './changes/event.store.js';
 import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
+import { ServiceMetrics, type PgPoolLike } from './metrics/service-metrics.js';
+import { countStatement } from './metrics/request-scope.js';
+import { reportToPrimary, startMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
 
 export interface RunningService {
   url: string;
@@ -30,6 +33,8 @@ export interface RunningService {
   server: Server;
   /** Requests and procedure runs not yet over. */
   inFlight: InFlight;
+  /** Where GET /metrics is served, when METRICS_PORT is set and this process serves it. */
+  metricsUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -43,6 +48,8 @@ export interface ServiceOptions {
   database?: DatabaseHandle;
   /** Whether the primary's embedded PostgreSQL runs (cluster workers learn it by message). */
   databaseUp?: () => boolean;
+  /** With METRICS_PORT set: serve them here (default), or hand them to the cluster's primary. */
+  metricsExposure?: 'server' | 'primary';
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
@@ -80,15 +87,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }));
   let orm: MikroORM;
   let poolSize: number;
+  const metrics = config.metricsPort === undefined ? undefined : new ServiceMetrics();
   try {
     poolSize = await poolSizeFor(database.url, config.webConcurrency, config.databasePoolSize);
-    orm = await openOrm(database.url, { migrate: options.migrate ?? true, poolSize });
+    orm = await openOrm(database.url, { migrate: options.migrate ?? true, poolSize, ...(metrics ? { onStatement: countStatement } : {}) });
+    if (metrics) metrics.watchPool(await (orm.em.getConnection() as unknown as { getNativeClient(): Promise<PgPoolLike> }).getNativeClient());
   } catch (error) {
     if (!options.database) await database.stop();
     throw error;
   }
   const inFlight = new InFlight();
   const events = new EventHub({ databaseUrl: database.url, log: logger });
+  metrics?.watchEventStreams(() => events.size);
   const app = createApp({
     events,
     inFlight,
@@ -100,6 +110,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     rateLimits: { authPerMinute: config.rateLimitAuthPerMinute, perMinute: config.rateLimitPerMinute },
     corsOrigins: config.corsOrigins,
     databaseUp: options.databaseUp ?? (database.embedded ? () => database.embedded!.up : undefined),
+    metrics,
   });
   const http = createHttpServer(inFlight.wrap(app));
   const maxConnections = maxConnectionsFor(poolSize);
@@ -116,7 +127,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     options.clock ?? systemClock,
     logger,
   );
-  await listen(http, config.port, config.host);
+  let metricsServer: MetricsServer | undefined;
+  if (metrics && options.metricsExposure === 'primary') reportToPrimary(metrics.registry);
+  else if (metrics) metricsServer = await startMetricsServer(metrics, config.metricsPort!, config.metricsHost, logger);
+  await listen(http, config.port, config.host).catch(async (error: unknown) => {
+    await metricsServer?.close();
+    throw error;
+  });
   const { port } = http.address() as AddressInfo;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
 
@@ -129,6 +146,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     orm,
     server: http,
     inFlight,
+    metricsUrl: metricsServer?.url,
     stop() {
       stopping ??= (async () => {
         housekeeping.stop();
@@ -136,6 +154,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         // Open event streams end first (clients reconnect elsewhere with their last id).
         await events.stop();
         await closeServer(http, config.shutdownTimeoutMs);
+        await metricsServer?.close();
         // Handlers of clients that hung up may still be running: the ORM closes after them.
         if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {
           logger.warn({ running: inFlight.size }, 'stopping with request handlers still running');

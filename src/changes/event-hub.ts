@@ -16,6 +16,7 @@ import pg from 'pg';
 import { DomainError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { LiveEvents, LiveSubscription, LogEvent } from '../core/trpc.js';
+import { noteRateLimitRefusal } from '../metrics/request-scope.js';
 import { EVENTS_CHANNEL, parseNotification, type Notification } from './event.store.js';
 
 export const MAX_STREAMS_PER_TOKEN = 10;
@@ -153,6 +154,7 @@ export class EventHub implements LiveEvents {
     if (this.#stopped) throw DomainError.of('service_unavailable', { detail: 'The server is stopping; reconnect.' }).withRetryAfter(1);
     const open = this.#byToken.get(tokenHash) ?? 0;
     if (open >= MAX_STREAMS_PER_TOKEN) {
+      noteRateLimitRefusal('streams');
       throw DomainError.of('rate_limited', {
         detail: `At most ${MAX_STREAMS_PER_TOKEN} event streams may be open per access token; close one first.`,
       }).withRetryAfter(5);

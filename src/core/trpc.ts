@@ -16,6 +16,7 @@ import { DomainError, QUERY_PARAMETERS, fromZodError, type ErrorCode } from './e
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
 import { hit, rateLimitHeaders, rateLimited, tightest } from './rate-limit.js';
 import { refuseConditionalBatch } from './conditional.js';
+import { noteRateLimitRefusal, type RateLimitKind } from '../metrics/request-scope.js';
 
 export interface AppMeta extends OpenApiMeta {
   /** REST success status when not 200. */
@@ -249,20 +250,23 @@ export const publicProcedure = t.procedure.use(counted).use(errorConversion).use
 type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) => string[];
 
 /** Counts the request against every key that applies; refused when any limit is spent. */
-async function enforce(ctx: Context, keys: string[], limit: number): Promise<void> {
+async function enforce(ctx: Context, keys: string[], limit: number, kind: RateLimitKind): Promise<void> {
   const decisions = [];
   for (const key of keys) decisions.push(await hit(ctx.em, key, limit, ctx.clock.now()));
   const decision = tightest(decisions);
   for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
-  if (!decision.allowed) throw toTRPCError(rateLimited(decision));
+  if (!decision.allowed) {
+    noteRateLimitRefusal(kind);
+    throw toTRPCError(rateLimited(decision));
+  }
 }
 
-function rateLimit(limitOf: (ctx: Context) => number, keysOf: KeysOf) {
+function rateLimit(limitOf: (ctx: Context) => number, keysOf: KeysOf, kind: RateLimitKind) {
   return t.middleware(async ({ ctx, next, getRawInput }) => {
     const limit = limitOf(ctx);
     if (limit <= 0) return next();
     const raw = await getRawInput().catch(() => undefined);
-    await enforce(ctx, keysOf(ctx, raw), limit);
+    await enforce(ctx, keysOf(ctx, raw), limit, kind);
     return next();
   });
 }
@@ -301,6 +305,7 @@ export const credentialsProcedure = publicProcedure.use(
       const username = isRecord(raw) ? raw.username : undefined;
       return [`ip:${ctx.clientIp}`, ...(typeof username === 'string' ? [`login:${username.toLowerCase()}`] : [])];
     },
+    'auth',
   ),
 );
 
@@ -309,12 +314,12 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   const authentication = await ctx.authenticate(ctx.authorization);
   if (!authentication) {
     // Each unknown token costs a lookup: they count per client address, like logins.
-    if (ctx.rateLimits.authPerMinute > 0) await enforce(ctx, [`unknown-token:${ctx.clientIp}`], ctx.rateLimits.authPerMinute);
+    if (ctx.rateLimits.authPerMinute > 0) await enforce(ctx, [`unknown-token:${ctx.clientIp}`], ctx.rateLimits.authPerMinute, 'unknown_token');
     throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
   }
   return next({ ctx: authentication });
 })
-  .use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => [`token:${ctx.tokenHash}`]))
+  .use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => [`token:${ctx.tokenHash}`], 'token'))
   .use(({ ctx, path, meta, getRawInput, next }) => {
     refuseConditionalBatch(ctx);
     return next({ ctx: { call: { path, meta, rawInput: getRawInput } satisfies Call } });

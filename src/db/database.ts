@@ -59,9 +59,11 @@ export async function openDatabase(options: {
 
 export async function openOrm(
   clientUrl: string,
-  options: { poolSize?: number; migrate: boolean; onQuery?: (sql: string) => void },
+  options: { poolSize?: number; migrate: boolean; onQuery?: (sql: string) => void; onStatement?: () => void },
 ): Promise<MikroORM> {
-  const orm = await MikroORM.init(ormConfig({ clientUrl, poolSize: options.poolSize, onQuery: options.onQuery }));
+  const orm = await MikroORM.init(
+    ormConfig({ clientUrl, poolSize: options.poolSize, onQuery: options.onQuery, onStatement: options.onStatement }),
+  );
   if (options.migrate) {
     try {
       await whileMigrationLocked(clientUrl, () => orm.migrator.up());

@@ -2,7 +2,7 @@
  * The one MikroORM configuration, used by the service, the tests, and the MikroORM CLI
  * (through mikro-orm.config.ts at the root).
  */
-import { defineConfig, type Options } from '@mikro-orm/postgresql';
+import { DefaultLogger, defineConfig, type LogContext, type Options } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import { AccessToken } from '../users/access-token.entity.js';
 import { User } from '../users/user.entity.js';
@@ -21,6 +21,19 @@ export interface OrmSettings {
   poolSize?: number;
   /** Called with every SQL statement the ORM sends (for query-count tests and benchmarks). */
   onQuery?: (sql: string) => void;
+  /** Called once for every SQL statement the ORM sends, without formatting it (metrics). */
+  onStatement?: () => void;
+}
+
+/** The ORM's own logger, also telling `onStatement` of every statement sent. */
+function countingLogger(onStatement: () => void): NonNullable<Options['loggerFactory']> {
+  class CountingLogger extends DefaultLogger {
+    override logQuery(context: { query: string } & LogContext): void {
+      if (context.namespace === undefined || context.namespace === 'query') onStatement();
+      super.logQuery(context);
+    }
+  }
+  return (options) => new CountingLogger(options);
 }
 
 export function ormConfig(settings: OrmSettings): Options {
@@ -30,6 +43,7 @@ export function ormConfig(settings: OrmSettings): Options {
     entities,
     extensions: [Migrator],
     ...(settings.onQuery ? { debug: ['query' as const], logger: settings.onQuery, colors: false } : { debug: false }),
+    ...(settings.onStatement ? { loggerFactory: countingLogger(settings.onStatement) } : {}),
     // The schema is owned by the migrations; never let the ORM guess it at run time.
     ensureDatabase: false,
     discovery: { checkDuplicateTableNames: true },

@@ -30,6 +30,7 @@ import type { InFlight } from './in-flight.js';
 import { TOO_DEEP_DETAIL } from './json-depth.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 import { refuseCall, trpcDoorGuard } from './trpc-door.js';
+import type { ServiceMetrics } from '../metrics/service-metrics.js';
 
 export interface AppDependencies {
   orm: MikroORM;
@@ -46,6 +47,8 @@ export interface AppDependencies {
   events?: EventHub;
   /** False while the service's own (embedded) PostgreSQL is down: /healthz fails then. */
   databaseUp?: () => boolean;
+  /** Counts and times every request (src/metrics/); none are kept when omitted. */
+  metrics?: ServiceMetrics;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -150,6 +153,7 @@ export function createApp(deps: AppDependencies): express.Express {
 
   // Expired rows (rate limits, tokens, old events, tickets) are pruned by src/core/housekeeping.ts.
 
+  if (deps.metrics) app.use(deps.metrics.requests());
   app.use(requestLog(logger));
   app.use(
     helmet({
