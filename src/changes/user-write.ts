@@ -32,6 +32,7 @@ import { toSeconds } from '../core/clock.js';
 import { ifMatchHolds, sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
 import { BATCHED } from '../db/batching.js';
+import { execute } from '../db/prepared.js';
 import type { AuthedContext } from '../core/trpc.js';
 import { presentProjectFields } from '../projects/project.view.js';
 import { projectsByIds } from '../projects/project.store.js';
@@ -244,7 +245,7 @@ async function runOneStatement<T>(ctx: AuthedContext, write: OneStatement<T>, no
     ), changed as (${write.changed.sql}), ${append.ctes}
     select ${write.returning}, (select count(*) from notified) as notified from changed`;
   return retried(ctx, async () => {
-    const rows = await ctx.em.fork().execute<Array<Record<string, unknown>>>(sql, [userId, ...write.changed.params, ...append.params]);
+    const rows = await execute(ctx.em.fork(), sql, [userId, ...write.changed.params, ...append.params]);
     if (rows.length === 0) return null;
     const { value, etag } = write.answer(rows[0]!);
     return { kind: 'ran', value, etag };

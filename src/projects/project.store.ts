@@ -4,6 +4,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { idArray, secondsOf } from '../db/sql-fragments.js';
+import { execute } from '../db/prepared.js';
 import type { ProjectFields } from './project.view.js';
 
 interface ProjectRow {
@@ -52,7 +53,8 @@ export async function listProjects(
   limit: number,
   offset: number,
 ): Promise<{ projects: Array<ProjectFields & { version: number }>; total: number }> {
-  const rows = await em.execute<ProjectRow[]>(
+  const rows = await execute<ProjectRow>(
+    em,
     `select c.total, ${PROJECT_COLUMNS('p')}
        from (select count(*)::int as total from projects where user_id = ?) as c
        left join lateral (select * from projects where user_id = ? order by id limit ? offset ?) as p on true
@@ -70,7 +72,8 @@ export async function projectsByIds(
   userId?: number,
 ): Promise<Array<ProjectFields & { version: number }>> {
   if (ids.length === 0) return [];
-  const rows = await em.execute<ProjectRow[]>(
+  const rows = await execute<ProjectRow>(
+    em,
     `select ${PROJECT_COLUMNS('p')} from projects p where p.id = any(?::int[])${userId === undefined ? '' : ' and p.user_id = ?'}`,
     [idArray(ids), ...(userId === undefined ? [] : [userId])],
   );

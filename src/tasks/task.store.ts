@@ -9,6 +9,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
 import { fieldsOf, type TaskFields } from './task.view.js';
 import { idArray, secondsOf } from '../db/sql-fragments.js';
+import { execute } from '../db/prepared.js';
 
 export interface NewTask extends TaskDates {
   userId: number;
@@ -101,6 +102,12 @@ export function taskStateChangeSql(taskId: number, to: string, now: Date): { sql
 
 /** A task's columns as presented (`TaskFields`, with its version), for a row aliased `t`. */
 export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.version`;
+
+/** One of the user's tasks as presented, with its version; null when the user has none with this id. */
+export async function ownedTask(em: SqlEntityManager, userId: number, id: number): Promise<(TaskFields & { version: number }) | null> {
+  const [row] = await execute(em, `select ${presentedTaskColumns('t')} from tasks t where t.id = ? and t.user_id = ?`, [id, userId]);
+  return row ? presentedTaskOf(row) : null;
+}
 
 /** A row of `presentedTaskColumns` as fields, with the version. */
 export function presentedTaskOf(row: Record<string, unknown>): TaskFields & { version: number } {
@@ -253,7 +260,8 @@ export async function listTasks(
   limit: number,
   offset: number,
 ): Promise<TaskListPage> {
-  const rows = await em.execute<ListedTaskRow[]>(
+  const rows = await execute<ListedTaskRow>(
+    em,
     `select c.total, ${TASK_COLUMNS('t')}
        from (select ((select coalesce(sum("open"), 0) from task_counts where user_id = ?)
                   + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int as total) as c

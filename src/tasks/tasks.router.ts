@@ -22,7 +22,9 @@ import {
   type TaskResource,
   UpdateTaskInput,
 } from './task.schema.js';
-import { changeTaskState, insertTask, insertTaskSql, listTasks, moveTask, presentedTaskColumns, presentedTaskOf, taskStateChangeSql } from './task.store.js';
+import {
+  changeTaskState, insertTask, insertTaskSql, listTasks, moveTask, ownedTask, presentedTaskColumns, presentedTaskOf, taskStateChangeSql,
+} from './task.store.js';
 import { presentTask, presentTaskFields, taskDocumentSql } from './task.view.js';
 
 const TAGS = ['tasks'];
@@ -151,9 +153,10 @@ export const tasksRouter = router({
     .output(TaskDocument)
     .query(async ({ ctx, input }) => {
       // One row read either way; a matching If-None-Match saves building and sending the body.
-      const task = await findOwnedTask(ctx.em, ctx.user.id, input.id);
+      const task = await ownedTask(ctx.em, ctx.user.id, input.id);
+      if (!task) throw DomainError.notFound('task');
       notModified(ctx, taskEtag(task.id, task.version));
-      return taskDocument(task);
+      return { data: presentTaskFields(task), meta: STABILITY_META };
     }),
 
   update: authedProcedure

@@ -5,13 +5,15 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Authentication } from '../core/trpc.js';
+import { execute } from '../db/prepared.js';
 import { hashAccessToken, tokenFromHeader } from './credentials.js';
 
 export async function authenticate(em: SqlEntityManager, authorization: string | undefined, now: Date): Promise<Authentication | null> {
   const token = tokenFromHeader(authorization);
   if (!token) return null;
   const tokenHash = hashAccessToken(token);
-  const [user] = await em.execute<Array<{ id: number; username: string; seq: string }>>(
+  const [user] = await execute<{ id: number; username: string; seq: string }>(
+    em,
     `select u.id, u.username, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id
       where t.token_hash = ? and t.expires_at > ?`,
     [tokenHash, now],

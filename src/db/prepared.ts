@@ -1,0 +1,59 @@
+/**
+ * Prepared statements for the statements every request sends outside a transaction: the
+ * token's lookup, the lists and single reads, the one-statement writes. The ORM sends each
+ * statement as text with its values written in, which PostgreSQL parses and plans every time;
+ * for these statements that was most of their cost (the token's lookup: 0.11–0.18 ms of
+ * planning for 0.02 ms of execution; a one-statement write: 0.4 ms of 0.9 ms). Prepared once
+ * per connection under a name derived from their text, they are only bound and run.
+ *
+ * A statement is written once, with `?` for its values as everywhere else. Inside a
+ * transaction (whose connection only the ORM knows) it goes through the ORM as before. Either
+ * way it is logged and counted as the ORM's statements are, and its errors are the ORM's.
+ */
+import { createHash } from 'node:crypto';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type pg from 'pg';
+
+export interface Prepared {
+  /** The statement as the ORM takes it, with `?` placeholders. */
+  sql: string;
+  /** The same with `$1`, `$2`, … */
+  text: string;
+  name: string;
+}
+
+const cache = new Map<string, Prepared>();
+
+/** The prepared form of a statement (kept by text: the set of texts is small and fixed). */
+export function prepared(sql: string): Prepared {
+  let statement = cache.get(sql);
+  if (!statement) {
+    let n = 0;
+    // Placeholders are the `?` outside quoted literals and identifiers.
+    const text = sql.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|\?/g, (match) => (match === '?' ? `$${++n}` : match));
+    statement = { sql, text, name: `s_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}` };
+    cache.set(sql, statement);
+  }
+  return statement;
+}
+
+interface ConnectionInternals {
+  getNativeClient(): Promise<pg.Pool>;
+  executeQuery<T>(query: string, run: () => Promise<T>, context?: Record<string, unknown>): Promise<T>;
+}
+
+/** Runs a statement, prepared when outside a transaction; returns its rows. */
+export async function execute<T extends object = Record<string, unknown>>(em: SqlEntityManager, sql: string, params: unknown[] = []): Promise<T[]> {
+  if (em.isInTransaction()) return em.execute<T[]>(sql, params);
+  const statement = prepared(sql);
+  const connection = em.getConnection() as unknown as ConnectionInternals;
+  const pool = await connection.getNativeClient();
+  try {
+    return await connection.executeQuery(statement.sql, async () => {
+      const result = await pool.query<T & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: params });
+      return result.rows;
+    });
+  } catch (error) {
+    throw em.getDriver().convertException(error as Error);
+  }
+}
