@@ -40,6 +40,7 @@ import { mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } 
 import { seedUser, taskIdsByOrder, type SeededUser } from './seed.js';
 import { range, startCountingApp, type CountingApp } from './statements.js';
 import { freePort } from '../test/helpers/net.js';
+import { checkFloor } from './floor-check.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('BENCH_SECONDS', 10);
@@ -258,7 +259,7 @@ async function main() {
     const q = admin.query.bind(admin) as pg.Client['query'];
     await q('create extension if not exists pg_stat_statements');
     // One login role per process under test; members of postgres, so they own what it owns.
-    for (const role of ['bench_service', 'bench_service_rl', 'bench_floor']) {
+    for (const role of ['bench_service', 'bench_service_rl', 'bench_floor', 'bench_fewest']) {
       await q(`create role ${role} login password '${ROLE_PASSWORD}'`);
       await q(`grant postgres to ${role}`);
     }
@@ -478,13 +479,32 @@ async function main() {
       if (!same) log(`floor create differs:\n floor   ${made.text}\n service ${seen.text}`);
     }
     log(`floor equivalence: ${equivalence.join('; ')}`);
+    const fewest = await startChild('fewest', 'bench_fewest', ['bench/fewest-floor.ts'], {
+      NODE_ENV: 'production',
+      DATABASE_URL: roleUrl('bench_fewest'),
+    });
+    const spare = others[others.length - 1]!;
+    const fewestCheck = await checkFloor({
+      serviceUrl: service.url,
+      floorUrl: fewest.url,
+      databaseUrl: adminUrl,
+      raw: rawRequest,
+      main: mainUser,
+      spare,
+      mainPages,
+      plannedTask: plannedPool[plannedPool.length - 1]!,
+      middle,
+      farDue,
+    });
+    log(`fewest floor check (${fewestCheck.ok ? 'all identical' : 'DIFFERENCES'}):\n  ${fewestCheck.lines.join('\n  ')}`);
+    if (process.env.BENCH_CHECK_ONLY) return;
 
     // Warm-up (JIT, pools, caches), not reported.
-    for (const target of [service, serviceRl, floor]) {
+    for (const target of [service, serviceRl, floor, fewest]) {
       await runLoad(target.url, listTasks(mainUser, mainPages), { connections: CONNECTIONS, seconds: 3 });
       target.peakMb = memory(target.pid).hwmMb;
     }
-    const startupPeak = { service: service.peakMb, floor: floor.peakMb };
+    const startupPeak = { service: service.peakMb, floor: floor.peakMb, fewest: fewest.peakMb };
 
     // ---- scenarios ------------------------------------------------------------------------
     const readStats = async (role: string) => {
@@ -506,7 +526,7 @@ async function main() {
       };
     };
     const postmasterPid = Number(readFileSync(path.join(dir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    const ourPids = [process.pid, postmasterPid, service.pid, serviceRl.pid, floor.pid];
+    const ourPids = [process.pid, postmasterPid, service.pid, serviceRl.pid, floor.pid, fewest.pid];
     /** Waits until the role has no statement running (requests in flight when autocannon stopped). */
     const quiesce = async (role: string) => {
       const deadline = Date.now() + 10_000;
@@ -690,7 +710,7 @@ async function main() {
 
     // ---- report ---------------------------------------------------------------------------
     const serviceEnd = memory(service.pid);
-    for (const target of [service, serviceRl, floor]) target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
+    for (const target of [service, serviceRl, floor, fewest]) target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
     const table = (which: Row['table']) => [
       '| target | scenario | req/s | p50 ms | p99 ms | non-2xx | errors | SQL/req (in-process) | SQL/req (under load) | DB ms/req | peak RSS MB | other CPU % |',
       '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
