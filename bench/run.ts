@@ -48,6 +48,24 @@ const GROWTH_SECONDS = num('BENCH_GROWTH_SECONDS', 6);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 /** Targets compared with each other take turns in this many slices of BENCH_SECONDS / ROUNDS each. */
 const ROUNDS = num('BENCH_ROUNDS', 5);
+/** Requests per target in the idle-latency rows (one at a time). */
+const IDLE_REQUESTS = num('BENCH_IDLE_REQUESTS', 300);
+/**
+ * Statements per request of the fewest floor, by design (bench/fewest-floor.ts): the token,
+ * then one statement, or for the writes that must read after the owner's lock, begin, lock,
+ * write and commit sent together (2 round trips in all).
+ */
+const FEWEST_STATEMENTS: Record<string, string> = {
+  'list tasks': '2',
+  'list projects': '2',
+  'get task': '2',
+  'change task state': '2',
+  'create task': '5 (2 trips)',
+  'reorder task': '5 (2 trips)',
+  'start/pause project': '5 (2 trips)',
+  // 35 + 20 + 15 reads of 2, 10 state changes of 2, 10 creates and 10 reorders of 5.
+  'mixed 70% reads': '2.6 avg',
+};
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ROLE_PASSWORD = 'bench-role-password';
 const PAGE = 50;
@@ -68,6 +86,8 @@ interface Target {
   peakMb: number;
   /** RSS once ready, before any load. */
   readyMb: number;
+  /** Highest PSS of the process tree seen during rows. */
+  pssPeakMb: number;
 }
 
 
@@ -81,7 +101,7 @@ async function startChild(name: string, role: string, args: string[], env: Recor
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
   });
   children.push(child);
-  const target: Target = { name, url: `http://127.0.0.1:${port}`, pid: child.pid!, role, child, logLines: 0, peakMb: 0, readyMb: 0 };
+  const target: Target = { name, url: `http://127.0.0.1:${port}`, pid: child.pid!, role, child, logLines: 0, peakMb: 0, readyMb: 0, pssPeakMb: 0 };
   for (const stream of [child.stdout!, child.stderr!]) {
     readline.createInterface({ input: stream }).on('line', (line) => {
       target.logLines += 1;
@@ -155,6 +175,40 @@ function benchCpu(rootPids: number[]): number {
   return sum;
 }
 
+/** The process and its descendants (/proc/<pid>/task/<tid>/children). */
+function processTree(pid: number): number[] {
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    let tids: string[] = [];
+    try {
+      tids = readdirSync(`/proc/${tree[i]}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tids) {
+      try {
+        for (const child of readFileSync(`/proc/${tree[i]}/task/${tid}/children`, 'utf8').trim().split(/\s+/)) if (child) tree.push(Number(child));
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return tree;
+}
+
+/** Proportional set size of a process tree (MB): shared pages count for their share only. */
+function treePssMb(pid: number): number {
+  let kb = 0;
+  for (const p of processTree(pid)) {
+    try {
+      kb += Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return kb / 1024;
+}
+
 /** Resets VmHWM to the current RSS (Linux ≥ 4.0), so each row reports its own peak. */
 let hwmResettable = true;
 function resetPeak(target: Target): void {
@@ -194,6 +248,33 @@ function rawRequest(base: string, method: string, pathname: string, token: strin
   });
 }
 
+/** One request on a keep-alive agent; resolves with the status once the body is read. */
+function oneRequest(base: string, r: BenchRequest, agent: http.Agent): Promise<number> {
+  const url = new URL(base);
+  const payload = r.body === undefined ? undefined : JSON.stringify(r.body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: url.hostname,
+        port: url.port,
+        method: r.method,
+        path: r.path,
+        agent,
+        headers: {
+          authorization: r.token,
+          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
 // ---- report rows -----------------------------------------------------------------------
 
 interface Row {
@@ -207,6 +288,8 @@ interface Row {
   statementsUnderLoad: number;
   dbMsPerRequest: number;
   peakMb: number;
+  /** Peak PSS of the target's process tree during the row (sampled every second). */
+  pssMb: number;
   queryIds: Set<string>;
   /** Share of the machine's CPU used by processes outside the bench during the row. */
   otherCpuPercent: number;
@@ -285,8 +368,11 @@ async function main() {
     const mainPages = Math.ceil(mainListed / PAGE);
     const taskStates = new Map<number, string>();
     const projectStates = new Map<number, string>();
+    // The 50 users' first 320 tasks (all newed), flipped started ⇄ newed by the spread scenario.
+    const otherPools = await Promise.all(others.map((u) => taskIdsByOrder(admin!, u.id, 1, 320)));
+    const flipped = [...plannedPool, ...otherPools.flat()];
     const loadTaskStates = async () => {
-      const { rows: r } = await q<{ id: number; state: string }>('select id, state from tasks where id = any($1::int[])', [plannedPool]);
+      const { rows: r } = await q<{ id: number; state: string }>('select id, state from tasks where id = any($1::int[])', [flipped]);
       for (const row of r) taskStates.set(row.id, row.state);
     };
     const flipProjects = others.map((u) => u.projects[0]!);
@@ -323,6 +409,40 @@ async function main() {
         taskStates.set(id, next);
         return { method: 'PUT', path: `/api/tasks/${id}/state`, token: mainUser.token, body: { task: { state: next } } };
       };
+    };
+    /**
+     * Over the 50 users: connection c at its k-th request changes a task of user (c + k) mod 50,
+     * so the connections work on different users; it owns the tasks at indexes ≡ c (mod
+     * connections) of each user's pool, so no two requests race on a task.
+     */
+    const changeStateSpread: Script = (connection) => {
+      const own: Array<[SeededUser, number]> = [];
+      for (let i = connection; i < 320; i += CONNECTIONS) {
+        for (let u = 0; u < others.length; u++) {
+          const user = (u + connection) % others.length;
+          own.push([others[user]!, otherPools[user]![i]!]);
+        }
+      }
+      let k = 0;
+      return (): BenchRequest => {
+        const [user, id] = own[k++ % own.length]!;
+        const next = taskStates.get(id) === 'started' ? 'newed' : 'started';
+        taskStates.set(id, next);
+        return { method: 'PUT', path: `/api/tasks/${id}/state`, token: user.token, body: { task: { state: next } } };
+      };
+    };
+    const createSpread: Script = (connection) => {
+      let k = 0;
+      return () => ({
+        method: 'POST',
+        path: '/api/users/me/tasks',
+        token: others[(connection + k++) % others.length]!.token,
+        body: { task: { label: `bench task ${++created}` } },
+      });
+    };
+    const getTask: Script = (connection) => {
+      let k = 0;
+      return () => ({ method: 'GET', path: `/api/tasks/${middle[(k++ * 7 + connection) % middle.length]}`, token: mainUser.token });
     };
     /**
      * A task of the window to another place in the window, drawn from a seeded generator:
@@ -569,6 +689,7 @@ async function main() {
       ms: number;
       ids: Set<string>;
       peakMb: number;
+      pssMb: number;
       otherJiffies: number;
       stealJiffies: number;
       totalJiffies: number;
@@ -586,7 +707,13 @@ async function main() {
       resetPeak(target);
       const cpu0 = machineCpu();
       const ours0 = benchCpu(ourPids);
-      const load = await runLoad(target.url, script, { connections: CONNECTIONS, seconds });
+      let pssMb = treePssMb(target.pid);
+      const sampler = setInterval(() => {
+        pssMb = Math.max(pssMb, treePssMb(target.pid));
+      }, 1_000);
+      const load = await runLoad(target.url, script, { connections: CONNECTIONS, seconds }).finally(() => clearInterval(sampler));
+      pssMb = Math.max(pssMb, treePssMb(target.pid));
+      target.pssPeakMb = Math.max(target.pssPeakMb, pssMb);
       const cpu1 = machineCpu();
       const ours1 = benchCpu(ourPids);
       await sleep(500);
@@ -601,6 +728,7 @@ async function main() {
         ms: stats.ms,
         ids: stats.ids,
         peakMb,
+        pssMb,
         otherJiffies: Math.max(0, cpu1.procs - cpu0.procs - (ours1 - ours0)),
         stealJiffies: cpu1.steal - cpu0.steal,
         totalJiffies: cpu1.total - cpu0.total,
@@ -618,6 +746,7 @@ async function main() {
         statementsUnderLoad: sum((s) => s.calls) / Math.max(1, sum((s) => s.requests)),
         dbMsPerRequest: sum((s) => s.ms) / Math.max(1, sum((s) => s.requests)),
         peakMb: Math.max(...slices.map((s) => s.peakMb)),
+        pssMb: Math.max(...slices.map((s) => s.pssMb)),
         queryIds: new Set(slices.flatMap((s) => [...s.ids])),
         otherCpuPercent: (sum((s) => s.otherJiffies) / Math.max(1, sum((s) => s.totalJiffies))) * 100,
         stealPercent: (sum((s) => s.stealJiffies) / Math.max(1, sum((s) => s.totalJiffies))) * 100,
@@ -626,7 +755,7 @@ async function main() {
       log(
         `${target.name.padEnd(10)} ${name.padEnd(30)} ${f0(load.rps).padStart(6)} req/s  p50 ${load.p50} ms  p99 ${load.p99} ms  ` +
           `non-2xx ${load.non2xx}  errors ${load.errors}  SQL/req ${statements} (load ${f1(row.statementsUnderLoad)})  ` +
-          `DB ${row.dbMsPerRequest.toFixed(2)} ms/req  peak ${f0(row.peakMb)} MB  other CPU ${f0(row.otherCpuPercent)} %  steal ${f0(row.stealPercent)} %` +
+          `DB ${row.dbMsPerRequest.toFixed(2)} ms/req  peak ${f0(row.peakMb)} MB  PSS ${f0(row.pssMb)} MB  other CPU ${f0(row.otherCpuPercent)} %  steal ${f0(row.stealPercent)} %` +
           (slices.length > 1 ? `  (${slices.length} slices)` : '') +
           (load.firstFailure ? `  first failure: ${load.firstFailure}` : ''),
       );
@@ -639,34 +768,78 @@ async function main() {
      * 1 s unrecorded warm-up: all see the same machine, so on a shared host their ratio
      * holds even when the absolute figures move.
      */
-    const inTurns = async (name: string, script: () => Script, targets: Array<[Target, string, string]>) => {
+    const inTurns = async (name: string, script: () => Script, targets: Array<[Target, string, string]>, before?: () => Promise<void>) => {
       const slices = targets.map(() => [] as Slice[]);
       for (let round = 0; round < ROUNDS; round++) {
         for (let k = 0; k < targets.length; k++) {
           const i = (k + round) % targets.length;
+          await before?.();
           slices[i]!.push(await measure(targets[i]![0], script(), SECONDS / ROUNDS, 1));
         }
       }
       return targets.map(([target, label, statements], i) => record('main', target, label || name, slices[i]!, statements));
     };
     const S = SECONDS;
-    const [sList, fList, rlList] = (await inTurns('list tasks', () => listTasks(mainUser, mainPages), [
-      [service, '', statementsOf('list tasks')],
-      [floor, '', statementsOf('list tasks')], // the floor sends the service's statements
-      [serviceRl, 'list tasks, rate limiter on', statementsOf('list tasks, rate limiter on')],
-    ])) as [Row, Row, Row];
-    await scenario('main', service, 'list projects', listProjects(mainUser, 8), S, statementsOf('list projects'));
-    await loadTaskStates();
-    await scenario('main', service, 'change task state', (c) => changeStateOf(c), S, statementsOf('change task state'));
-    await scenario('main', service, 'reorder task (middle of 10k)', reorderIn(mainUser, middle, 4_901), S, statementsOf('reorder task'));
-    await loadProjectStates();
-    await scenario('main', service, 'start/pause project', startPause, S, statementsOf('start/pause project'));
-    const [sCreate, fCreate] = (await inTurns('create task', () => createTask(mainUser), [
-      [service, '', statementsOf('create task')],
-      [floor, '', statementsOf('create task')],
-    ])) as [Row, Row];
-    await loadTaskStates();
-    await scenario('main', service, 'mixed 70% reads', mixed, S, statementsOf('mixed 70% reads'));
+    const few = (scenario: string): string => FEWEST_STATEMENTS[scenario] ?? '—';
+    /** Every scenario: the service and the fewest floor in turns, and the mirror floor where it answers. */
+    const compared: Array<{ scenario: string; service: Row; fewest: Row; mirror?: Row }> = [];
+    const compare = async (name: string, script: () => Script, key: string, options: { mirror?: boolean; before?: () => Promise<void>; extra?: Array<[Target, string, string]> } = {}) => {
+      const targets: Array<[Target, string, string]> = [
+        [service, '', statementsOf(key)],
+        [fewest, '', few(key)],
+        ...(options.mirror ? [[floor, '', statementsOf(key)] as [Target, string, string]] : []), // the mirror sends the service's statements
+        ...(options.extra ?? []),
+      ];
+      const out = await inTurns(name, script, targets, options.before);
+      compared.push({ scenario: name, service: out[0]!, fewest: out[1]!, mirror: options.mirror ? out[2] : undefined });
+      return out;
+    };
+    const [sList, , fList, rlList] = (await compare('list tasks', () => listTasks(mainUser, mainPages), 'list tasks', {
+      mirror: true,
+      extra: [[serviceRl, 'list tasks, rate limiter on', statementsOf('list tasks, rate limiter on')]],
+    })) as [Row, Row, Row, Row];
+    await compare('list projects', () => listProjects(mainUser, 8), 'list projects');
+    await compare('get task', () => getTask, 'get task');
+    await compare('change task state', () => (c) => changeStateOf(c), 'change task state', { before: loadTaskStates });
+    await compare('change task state, 50 users', () => changeStateSpread, 'change task state', { before: loadTaskStates });
+    await compare('reorder task (middle of 10k)', () => reorderIn(mainUser, middle, 4_901), 'reorder task', { before: async () => undefined });
+    await compare('start/pause project', () => startPause, 'start/pause project', { before: loadProjectStates });
+    const [sCreate, , fCreate] = (await compare('create task', () => createTask(mainUser), 'create task', { mirror: true })) as [Row, Row, Row];
+    await compare('create task, 50 users', () => createSpread, 'create task', { mirror: true });
+    await compare('mixed 70% reads', () => mixed, 'mixed 70% reads', { before: loadTaskStates });
+
+    // ---- idle latency: one request at a time, the targets alternating request by request ----
+    const idleRows: Array<{ scenario: string; results: Array<{ target: Target; median: number; p90: number }> }> = [];
+    const idle = async (name: string, script: Script, targets: Target[]) => {
+      await loadTaskStates();
+      await waitQuiet();
+      const next = script(0);
+      const agents = targets.map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
+      const times = targets.map(() => [] as number[]);
+      let failed = 0;
+      for (let i = 0; i < IDLE_REQUESTS + 20; i++) {
+        for (let k = 0; k < targets.length; k++) {
+          const j = (k + i) % targets.length;
+          const r = next();
+          const t0 = performance.now();
+          const status = await oneRequest(targets[j]!.url, r, agents[j]!);
+          const ms = performance.now() - t0;
+          if (status >= 300) failed++;
+          if (i >= 20) times[j]!.push(ms);
+        }
+      }
+      for (const a of agents) a.destroy();
+      const results = targets.map((target, j) => {
+        const sorted = times[j]!.sort((a, b) => a - b);
+        return { target, median: sorted[Math.floor(sorted.length / 2)]!, p90: sorted[Math.floor(sorted.length * 0.9)]! };
+      });
+      idleRows.push({ scenario: name, results });
+      log(`idle ${name}: ${results.map((r) => `${r.target.name} median ${r.median.toFixed(2)} ms p90 ${r.p90.toFixed(2)} ms`).join(', ')}${failed ? `  NON-2xx ${failed}` : ''}`);
+    };
+    await idle('change task state', (c) => changeStateOf(c), [service, fewest]);
+    await idle('create task', createTask(mainUser), [service, fewest, floor]);
+    await idle('list tasks', listTasks(mainUser, mainPages), [service, fewest, floor]);
+    await idle('list projects', listProjects(mainUser, 8), [service, fewest]);
 
     for (const [label, user] of growthUsers) {
       const pages = Math.ceil(user.tasks / PAGE);
