@@ -174,13 +174,19 @@ const SQL = {
        select m.*, row_number() over (order by m."order") as k,
               row_number() over (partition by m.project_id order by m."order") as nth_of_project
          from moved m
+     ), refs as (
+       -- The task lists of the moved tasks' projects, by the orders after the move (this
+       -- statement still reads the old ones from the table).
+       select t.project_id, string_agg('{"type":"task","id":' || t.id || '}', ',' order by coalesce(m2."order", t."order"), t.id) as list
+         from tasks t left join moved m2 on m2.id = t.id
+        where t.project_id in (select project_id from moved) and t.state <> 'abandoned'
+        group by t.project_id
      ), evs as (
        select row_number() over (order by e.k, e.kind)::int as n, e.type, e.data from (
          select tev.k, 0 as kind, 'task.updated' as type, ${taskDoc('tev')} as data from tev
          union all
-         select tev.k, 1, 'project.updated',
-                ${projectDoc('p', taskRefs(`t.project_id = p.id and t.state <> 'abandoned'`, 'coalesce(m2."order", t."order"), t.id', 'tasks t left join moved m2 on m2.id = t.id'))}
-           from tev join projects p on p.id = tev.project_id where tev.nth_of_project = 1
+         select tev.k, 1, 'project.updated', ${projectDoc('p', 'refs.list')}
+           from tev join projects p on p.id = tev.project_id join refs on refs.project_id = p.id where tev.nth_of_project = 1
        ) e
      ), ${appendEvents('$1::int', '$4::timestamptz', '$5::bigint')}
      select 'moved' as kind, id, "order" from moved

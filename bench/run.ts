@@ -885,13 +885,13 @@ async function main() {
     const serviceEnd = memory(service.pid);
     for (const target of [service, serviceRl, floor, fewest]) target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
     const table = (which: Row['table']) => [
-      '| target | scenario | req/s | p50 ms | p99 ms | non-2xx | errors | SQL/req (in-process) | SQL/req (under load) | DB ms/req | peak RSS MB | other CPU % |',
-      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| target | scenario | req/s | p50 ms | p99 ms | non-2xx | errors | SQL/req (in-process) | SQL/req (under load) | DB ms/req | peak RSS MB | peak PSS MB | other CPU % |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...rows
         .filter((r) => r.table === which)
         .map(
           (r) =>
-            `| ${r.target} | ${r.scenario} | ${f0(r.load.rps)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${r.statements} | ${f1(r.statementsUnderLoad)} | ${r.dbMsPerRequest.toFixed(2)} | ${f0(r.peakMb)} | ${f0(r.otherCpuPercent)} |`,
+            `| ${r.target} | ${r.scenario} | ${f0(r.load.rps)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${r.statements} | ${f1(r.statementsUnderLoad)} | ${r.dbMsPerRequest.toFixed(2)} | ${f0(r.peakMb)} | ${f0(r.pssMb)} | ${f0(r.otherCpuPercent)} |`,
         ),
     ];
     const failures = rows.filter((r) => r.load.non2xx > 0 || r.load.errors > 0);
@@ -899,6 +899,31 @@ async function main() {
     const ratioList = sList.load.rps / fList.load.rps;
     const ratioCreate = sCreate.load.rps / fCreate.load.rps;
     const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+    // Issue #15: every scenario against the fewest floor (and the mirror floor where it answers).
+    const throughputTarget: Record<string, number> = {
+      'list tasks': 1.0, 'list projects': 0.8, 'change task state': 0.8, 'change task state, 50 users': 0.8,
+      'create task': 0.8, 'create task, 50 users': 0.8, 'mixed 70% reads': 0.8,
+    };
+    const mark = (ratio: number, limit: number, atLeast: boolean) => `${ratio.toFixed(2)} ${(atLeast ? ratio >= limit : ratio <= limit) ? '✓' : '✗'}`;
+    const fewestTable = [
+      '| scenario | service req/s | fewest req/s | service ÷ fewest | target | service ÷ mirror | p99 ms service / fewest | p99 ratio (≤ 1.5) | peak PSS MB service / fewest | PSS ratio (≤ 1.3) |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...compared.map(({ scenario, service: sv, fewest: fw, mirror }) => {
+        const goal = throughputTarget[scenario];
+        return `| ${scenario} | ${f0(sv.load.rps)} | ${f0(fw.load.rps)} | ${goal === undefined ? (sv.load.rps / fw.load.rps).toFixed(2) : `**${mark(sv.load.rps / fw.load.rps, goal, true)}**`} | ${goal === undefined ? '—' : `≥ ${goal.toFixed(1)}`} | ` +
+          `${mirror ? (sv.load.rps / mirror.load.rps).toFixed(2) : '—'} | ${sv.load.p99} / ${fw.load.p99} | ${mark(sv.load.p99 / Math.max(1, fw.load.p99), 1.5, false)} | ` +
+          `${f0(sv.pssMb)} / ${f0(fw.pssMb)} | ${mark(sv.pssMb / fw.pssMb, 1.3, false)} |`;
+      }),
+    ];
+    const idleTable = [
+      '| request (one at a time) | service median / p90 ms | fewest median / p90 ms | mirror median / p90 ms | service ÷ fewest, median (≤ 2) | p90 |',
+      '|---|---:|---:|---:|---:|---:|',
+      ...idleRows.map(({ scenario, results }) => {
+        const [sv, fw, mirror] = results as [(typeof results)[0], (typeof results)[0], (typeof results)[0] | undefined];
+        const pair = (r?: (typeof results)[0]) => (r ? `${r.median.toFixed(2)} / ${r.p90.toFixed(2)}` : '—');
+        return `| ${scenario} | ${pair(sv)} | ${pair(fw)} | ${pair(mirror)} | **${mark(sv.median / fw.median, 2, false)}** | ${(sv.p90 / fw.p90).toFixed(2)} |`;
+      }),
+    ];
     const report = [
       `### ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
       '',
@@ -909,11 +934,23 @@ async function main() {
       '',
       `Seed: ${totalTasks} tasks (bench_main 10,000 over 200 projects: 3,000 planned, 300 finished 30 days ago, 200 abandoned; 50 users × 1,000 over 10 projects; growth users 1k/10k/100k).`,
       '',
-      `Floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids): list ${sameIds(sList, fList) ? 'yes' : 'NO'}, create ${sameIds(sCreate, fCreate) ? 'yes' : 'NO'}.`,
+      `Mirror floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids; a note, not a condition: the service's statements change as its write path does): list ${sameIds(sList, fList) ? 'yes' : 'no'}, create ${sameIds(sCreate, fCreate) ? 'yes' : 'no'}.`,
+      '',
+      `Fewest floor check (bench/floor-check.ts; ${fewestCheck.ok ? 'all identical' : '**DIFFERENCES**'}): ${fewestCheck.lines.join('; ')}.`,
+      '',
+      `Against the fewest floor (targets of "Writes as fast as reads"; ${ROUNDS} slices per target in turns; ✓ met, ✗ not met):`,
+      '',
+      ...fewestTable,
+      '',
+      `Idle latency: ${IDLE_REQUESTS} requests per target, one at a time, the targets alternating request by request (after 20 unrecorded each):`,
+      '',
+      ...idleTable,
+      '',
+      'Every row:',
       '',
       ...table('main'),
       '',
-      `**Floor ratio** (service req/s ÷ floor req/s): list tasks **${ratioList.toFixed(2)}**, create task **${ratioCreate.toFixed(2)}** (target ≥ 0.5). ` +
+      `**Mirror floor ratio** (service req/s ÷ mirror floor req/s): list tasks **${ratioList.toFixed(2)}**, create task **${ratioCreate.toFixed(2)}**. ` +
         `List tasks p99 at ${CONNECTIONS} connections: **${sList.load.p99} ms** (target < 50 ms). ` +
         `Rate limiter on costs ${f0((1 - rlList.load.rps / sList.load.rps) * 100)} % of list throughput.`,
       '',
@@ -928,7 +965,9 @@ async function main() {
       ...explainRows,
       '',
       `Peak RSS (VmHWM${hwmResettable ? ', reset per row' : ''}): service ${f0(service.peakMb)} MB (RSS ${f0(service.readyMb)} MB once ready, peak ${f0(startupPeak.service)} MB after warm-up, RSS ${f0(serviceEnd.rssMb)} MB at the end), ` +
-        `service with rate limiter ${f0(serviceRl.peakMb)} MB, floor ${f0(floor.peakMb)} MB (RSS ${f0(floor.readyMb)} MB once ready, peak ${f0(startupPeak.floor)} MB after warm-up).`,
+        `service with rate limiter ${f0(serviceRl.peakMb)} MB, mirror floor ${f0(floor.peakMb)} MB (RSS ${f0(floor.readyMb)} MB once ready, peak ${f0(startupPeak.floor)} MB after warm-up), ` +
+        `fewest floor ${f0(fewest.peakMb)} MB (RSS ${f0(fewest.readyMb)} MB once ready, peak ${f0(startupPeak.fewest)} MB after warm-up). ` +
+        `Peak PSS of the process tree, sampled every second during the rows: service ${f0(service.pssPeakMb)} MB, service with rate limiter ${f0(serviceRl.pssPeakMb)} MB, mirror floor ${f0(floor.pssPeakMb)} MB, fewest floor ${f0(fewest.pssPeakMb)} MB.`,
       `Service log lines at warn or worse: ${service.logLines + serviceRl.logLines}. ` +
         `Rows with non-2xx or errors: ${failures.length === 0 ? 'none' : failures.map((r) => `${r.target} ${r.scenario}: ${JSON.stringify(r.load.statuses)} ${r.load.firstFailure ?? ''}`).join('; ')}.`,
       `Load average (1/5/15 min) before the run: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}; after: ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}. ` +
