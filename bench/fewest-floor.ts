@@ -179,7 +179,7 @@ const SQL = {
        -- statement still reads the old ones from the table).
        select t.project_id, string_agg('{"type":"task","id":' || t.id || '}', ',' order by coalesce(m2."order", t."order"), t.id) as list
          from tasks t left join moved m2 on m2.id = t.id
-        where t.project_id in (select project_id from moved) and t.state <> 'abandoned'
+        where t.project_id = any (array(select distinct project_id from moved where project_id is not null)) and t.state <> 'abandoned'
         group by t.project_id
      ), evs as (
        select row_number() over (order by e.k, e.kind)::int as n, e.type, e.data from (
