@@ -11,16 +11,20 @@
  *     LOG_LEVEL=warn), a second one with the rate limiter on, and the floor
  *     (bench/floor-server.ts); each connects as its own PostgreSQL role, so
  *     pg_stat_statements tells their statements apart.
- *  5. The floor's JSON is checked byte-for-byte against the service's.
+ *  5. The mirror floor's JSON is checked byte-for-byte against the service's; the fewest floor
+ *     (bench/fewest-floor.ts) is started too and checked on every endpoint, change log
+ *     included (bench/floor-check.ts; BENCH_CHECK_ONLY=1 stops here).
  *  6. autocannon scenarios at a fixed connection count; per row: req/s, p50/p99, non-2xx,
- *     statements per request (in-process and under load), DB time per request, peak RSS,
- *     and the CPU other processes took meanwhile. The service, the floor (and for list, the
- *     service with its rate limiter on) run list and create in turns (BENCH_ROUNDS slices
- *     each), so that their ratios are fair on a shared host.
+ *     statements per request (in-process and under load), DB time per request, peak RSS and
+ *     PSS, and the CPU other processes took meanwhile. Every scenario runs the service and the
+ *     fewest floor in turns (BENCH_ROUNDS slices each; the mirror floor too where it answers,
+ *     and the rate-limited service on list), so that their ratios are fair on a shared host.
+ *     Then idle latency: one request at a time, the targets alternating request by request.
  *  7. Growth: list and reorder for one user at 1k, 10k and 100k tasks, with EXPLAIN ANALYZE
  *     of the list queries.
  *
  * Env: BENCH_SECONDS (10), BENCH_GROWTH_SECONDS (6), BENCH_CONNECTIONS (32), BENCH_ROUNDS (5),
+ *      BENCH_IDLE_REQUESTS (300), BENCH_CHECK_ONLY,
  *      BENCH_QUIET_WAIT (240: seconds it may wait in all for other processes to go quiet),
  *      BENCH_OUT (also write the Markdown report to this file), BENCH_DEBUG (statements per row).
  */
