@@ -11,16 +11,20 @@
  *     LOG_LEVEL=warn), a second one with the rate limiter on, and the floor
  *     (bench/floor-server.ts); each connects as its own PostgreSQL role, so
  *     pg_stat_statements tells their statements apart.
- *  5. The floor's JSON is checked byte-for-byte against the service's.
+ *  5. The mirror floor's JSON is checked byte-for-byte against the service's; the fewest floor
+ *     (bench/fewest-floor.ts) is started too and checked on every endpoint, change log
+ *     included (bench/floor-check.ts; BENCH_CHECK_ONLY=1 stops here).
  *  6. autocannon scenarios at a fixed connection count; per row: req/s, p50/p99, non-2xx,
- *     statements per request (in-process and under load), DB time per request, peak RSS,
- *     and the CPU other processes took meanwhile. The service, the floor (and for list, the
- *     service with its rate limiter on) run list and create in turns (BENCH_ROUNDS slices
- *     each), so that their ratios are fair on a shared host.
+ *     statements per request (in-process and under load), DB time per request, peak RSS and
+ *     PSS, and the CPU other processes took meanwhile. Every scenario runs the service and the
+ *     fewest floor in turns (BENCH_ROUNDS slices each; the mirror floor too where it answers,
+ *     and the rate-limited service on list), so that their ratios are fair on a shared host.
+ *     Then idle latency: one request at a time, the targets alternating request by request.
  *  7. Growth: list and reorder for one user at 1k, 10k and 100k tasks, with EXPLAIN ANALYZE
  *     of the list queries.
  *
  * Env: BENCH_SECONDS (10), BENCH_GROWTH_SECONDS (6), BENCH_CONNECTIONS (32), BENCH_ROUNDS (5),
+ *      BENCH_IDLE_REQUESTS (300), BENCH_CHECK_ONLY,
  *      BENCH_QUIET_WAIT (240: seconds it may wait in all for other processes to go quiet),
  *      BENCH_OUT (also write the Markdown report to this file), BENCH_DEBUG (statements per row).
  */
@@ -40,6 +44,7 @@ import { mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } 
 import { seedUser, taskIdsByOrder, type SeededUser } from './seed.js';
 import { range, startCountingApp, type CountingApp } from './statements.js';
 import { freePort } from '../test/helpers/net.js';
+import { checkFloor } from './floor-check.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('BENCH_SECONDS', 10);
@@ -47,6 +52,24 @@ const GROWTH_SECONDS = num('BENCH_GROWTH_SECONDS', 6);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 /** Targets compared with each other take turns in this many slices of BENCH_SECONDS / ROUNDS each. */
 const ROUNDS = num('BENCH_ROUNDS', 5);
+/** Requests per target in the idle-latency rows (one at a time). */
+const IDLE_REQUESTS = num('BENCH_IDLE_REQUESTS', 300);
+/**
+ * Statements per request of the fewest floor, by design (bench/fewest-floor.ts): the token,
+ * then one statement, or for the writes that must read after the owner's lock, begin, lock,
+ * write and commit sent together (2 round trips in all).
+ */
+const FEWEST_STATEMENTS: Record<string, string> = {
+  'list tasks': '2',
+  'list projects': '2',
+  'get task': '2',
+  'change task state': '2',
+  'create task': '5 (2 trips)',
+  'reorder task': '5 (2 trips)',
+  'start/pause project': '5 (2 trips)',
+  // 35 + 20 + 15 reads of 2, 10 state changes of 2, 10 creates and 10 reorders of 5.
+  'mixed 70% reads': '2.6 avg',
+};
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ROLE_PASSWORD = 'bench-role-password';
 const PAGE = 50;
@@ -67,6 +90,8 @@ interface Target {
   peakMb: number;
   /** RSS once ready, before any load. */
   readyMb: number;
+  /** Highest PSS of the process tree seen during rows. */
+  pssPeakMb: number;
 }
 
 
@@ -80,7 +105,7 @@ async function startChild(name: string, role: string, args: string[], env: Recor
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
   });
   children.push(child);
-  const target: Target = { name, url: `http://127.0.0.1:${port}`, pid: child.pid!, role, child, logLines: 0, peakMb: 0, readyMb: 0 };
+  const target: Target = { name, url: `http://127.0.0.1:${port}`, pid: child.pid!, role, child, logLines: 0, peakMb: 0, readyMb: 0, pssPeakMb: 0 };
   for (const stream of [child.stdout!, child.stderr!]) {
     readline.createInterface({ input: stream }).on('line', (line) => {
       target.logLines += 1;
@@ -154,6 +179,40 @@ function benchCpu(rootPids: number[]): number {
   return sum;
 }
 
+/** The process and its descendants (/proc/<pid>/task/<tid>/children). */
+function processTree(pid: number): number[] {
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    let tids: string[] = [];
+    try {
+      tids = readdirSync(`/proc/${tree[i]}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tids) {
+      try {
+        for (const child of readFileSync(`/proc/${tree[i]}/task/${tid}/children`, 'utf8').trim().split(/\s+/)) if (child) tree.push(Number(child));
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return tree;
+}
+
+/** Proportional set size of a process tree (MB): shared pages count for their share only. */
+function treePssMb(pid: number): number {
+  let kb = 0;
+  for (const p of processTree(pid)) {
+    try {
+      kb += Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return kb / 1024;
+}
+
 /** Resets VmHWM to the current RSS (Linux ≥ 4.0), so each row reports its own peak. */
 let hwmResettable = true;
 function resetPeak(target: Target): void {
@@ -193,6 +252,33 @@ function rawRequest(base: string, method: string, pathname: string, token: strin
   });
 }
 
+/** One request on a keep-alive agent; resolves with the status once the body is read. */
+function oneRequest(base: string, r: BenchRequest, agent: http.Agent): Promise<number> {
+  const url = new URL(base);
+  const payload = r.body === undefined ? undefined : JSON.stringify(r.body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: url.hostname,
+        port: url.port,
+        method: r.method,
+        path: r.path,
+        agent,
+        headers: {
+          authorization: r.token,
+          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
 // ---- report rows -----------------------------------------------------------------------
 
 interface Row {
@@ -206,6 +292,8 @@ interface Row {
   statementsUnderLoad: number;
   dbMsPerRequest: number;
   peakMb: number;
+  /** Peak PSS of the target's process tree during the row (sampled every second). */
+  pssMb: number;
   queryIds: Set<string>;
   /** Share of the machine's CPU used by processes outside the bench during the row. */
   otherCpuPercent: number;
@@ -258,7 +346,7 @@ async function main() {
     const q = admin.query.bind(admin) as pg.Client['query'];
     await q('create extension if not exists pg_stat_statements');
     // One login role per process under test; members of postgres, so they own what it owns.
-    for (const role of ['bench_service', 'bench_service_rl', 'bench_floor']) {
+    for (const role of ['bench_service', 'bench_service_rl', 'bench_floor', 'bench_fewest']) {
       await q(`create role ${role} login password '${ROLE_PASSWORD}'`);
       await q(`grant postgres to ${role}`);
     }
@@ -284,8 +372,11 @@ async function main() {
     const mainPages = Math.ceil(mainListed / PAGE);
     const taskStates = new Map<number, string>();
     const projectStates = new Map<number, string>();
+    // The 50 users' first 320 tasks (all newed), flipped started ⇄ newed by the spread scenario.
+    const otherPools = await Promise.all(others.map((u) => taskIdsByOrder(admin!, u.id, 1, 320)));
+    const flipped = [...plannedPool, ...otherPools.flat()];
     const loadTaskStates = async () => {
-      const { rows: r } = await q<{ id: number; state: string }>('select id, state from tasks where id = any($1::int[])', [plannedPool]);
+      const { rows: r } = await q<{ id: number; state: string }>('select id, state from tasks where id = any($1::int[])', [flipped]);
       for (const row of r) taskStates.set(row.id, row.state);
     };
     const flipProjects = others.map((u) => u.projects[0]!);
@@ -322,6 +413,40 @@ async function main() {
         taskStates.set(id, next);
         return { method: 'PUT', path: `/api/tasks/${id}/state`, token: mainUser.token, body: { task: { state: next } } };
       };
+    };
+    /**
+     * Over the 50 users: connection c at its k-th request changes a task of user (c + k) mod 50,
+     * so the connections work on different users; it owns the tasks at indexes ≡ c (mod
+     * connections) of each user's pool, so no two requests race on a task.
+     */
+    const changeStateSpread: Script = (connection) => {
+      const own: Array<[SeededUser, number]> = [];
+      for (let i = connection; i < 320; i += CONNECTIONS) {
+        for (let u = 0; u < others.length; u++) {
+          const user = (u + connection) % others.length;
+          own.push([others[user]!, otherPools[user]![i]!]);
+        }
+      }
+      let k = 0;
+      return (): BenchRequest => {
+        const [user, id] = own[k++ % own.length]!;
+        const next = taskStates.get(id) === 'started' ? 'newed' : 'started';
+        taskStates.set(id, next);
+        return { method: 'PUT', path: `/api/tasks/${id}/state`, token: user.token, body: { task: { state: next } } };
+      };
+    };
+    const createSpread: Script = (connection) => {
+      let k = 0;
+      return () => ({
+        method: 'POST',
+        path: '/api/users/me/tasks',
+        token: others[(connection + k++) % others.length]!.token,
+        body: { task: { label: `bench task ${++created}` } },
+      });
+    };
+    const getTask: Script = (connection) => {
+      let k = 0;
+      return () => ({ method: 'GET', path: `/api/tasks/${middle[(k++ * 7 + connection) % middle.length]}`, token: mainUser.token });
     };
     /**
      * A task of the window to another place in the window, drawn from a seeded generator:
@@ -478,13 +603,32 @@ async function main() {
       if (!same) log(`floor create differs:\n floor   ${made.text}\n service ${seen.text}`);
     }
     log(`floor equivalence: ${equivalence.join('; ')}`);
+    const fewest = await startChild('fewest', 'bench_fewest', ['bench/fewest-floor.ts'], {
+      NODE_ENV: 'production',
+      DATABASE_URL: roleUrl('bench_fewest'),
+    });
+    const spare = others[others.length - 1]!;
+    const fewestCheck = await checkFloor({
+      serviceUrl: service.url,
+      floorUrl: fewest.url,
+      databaseUrl: adminUrl,
+      raw: rawRequest,
+      main: mainUser,
+      spare,
+      mainPages,
+      plannedTask: plannedPool[plannedPool.length - 1]!,
+      middle,
+      farDue,
+    });
+    log(`fewest floor check (${fewestCheck.ok ? 'all identical' : 'DIFFERENCES'}):\n  ${fewestCheck.lines.join('\n  ')}`);
+    if (process.env.BENCH_CHECK_ONLY) return;
 
     // Warm-up (JIT, pools, caches), not reported.
-    for (const target of [service, serviceRl, floor]) {
+    for (const target of [service, serviceRl, floor, fewest]) {
       await runLoad(target.url, listTasks(mainUser, mainPages), { connections: CONNECTIONS, seconds: 3 });
       target.peakMb = memory(target.pid).hwmMb;
     }
-    const startupPeak = { service: service.peakMb, floor: floor.peakMb };
+    const startupPeak = { service: service.peakMb, floor: floor.peakMb, fewest: fewest.peakMb };
 
     // ---- scenarios ------------------------------------------------------------------------
     const readStats = async (role: string) => {
@@ -506,7 +650,7 @@ async function main() {
       };
     };
     const postmasterPid = Number(readFileSync(path.join(dir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    const ourPids = [process.pid, postmasterPid, service.pid, serviceRl.pid, floor.pid];
+    const ourPids = [process.pid, postmasterPid, service.pid, serviceRl.pid, floor.pid, fewest.pid];
     /** Waits until the role has no statement running (requests in flight when autocannon stopped). */
     const quiesce = async (role: string) => {
       const deadline = Date.now() + 10_000;
@@ -549,6 +693,7 @@ async function main() {
       ms: number;
       ids: Set<string>;
       peakMb: number;
+      pssMb: number;
       otherJiffies: number;
       stealJiffies: number;
       totalJiffies: number;
@@ -566,7 +711,13 @@ async function main() {
       resetPeak(target);
       const cpu0 = machineCpu();
       const ours0 = benchCpu(ourPids);
-      const load = await runLoad(target.url, script, { connections: CONNECTIONS, seconds });
+      let pssMb = treePssMb(target.pid);
+      const sampler = setInterval(() => {
+        pssMb = Math.max(pssMb, treePssMb(target.pid));
+      }, 1_000);
+      const load = await runLoad(target.url, script, { connections: CONNECTIONS, seconds }).finally(() => clearInterval(sampler));
+      pssMb = Math.max(pssMb, treePssMb(target.pid));
+      target.pssPeakMb = Math.max(target.pssPeakMb, pssMb);
       const cpu1 = machineCpu();
       const ours1 = benchCpu(ourPids);
       await sleep(500);
@@ -581,6 +732,7 @@ async function main() {
         ms: stats.ms,
         ids: stats.ids,
         peakMb,
+        pssMb,
         otherJiffies: Math.max(0, cpu1.procs - cpu0.procs - (ours1 - ours0)),
         stealJiffies: cpu1.steal - cpu0.steal,
         totalJiffies: cpu1.total - cpu0.total,
@@ -598,6 +750,7 @@ async function main() {
         statementsUnderLoad: sum((s) => s.calls) / Math.max(1, sum((s) => s.requests)),
         dbMsPerRequest: sum((s) => s.ms) / Math.max(1, sum((s) => s.requests)),
         peakMb: Math.max(...slices.map((s) => s.peakMb)),
+        pssMb: Math.max(...slices.map((s) => s.pssMb)),
         queryIds: new Set(slices.flatMap((s) => [...s.ids])),
         otherCpuPercent: (sum((s) => s.otherJiffies) / Math.max(1, sum((s) => s.totalJiffies))) * 100,
         stealPercent: (sum((s) => s.stealJiffies) / Math.max(1, sum((s) => s.totalJiffies))) * 100,
@@ -606,7 +759,7 @@ async function main() {
       log(
         `${target.name.padEnd(10)} ${name.padEnd(30)} ${f0(load.rps).padStart(6)} req/s  p50 ${load.p50} ms  p99 ${load.p99} ms  ` +
           `non-2xx ${load.non2xx}  errors ${load.errors}  SQL/req ${statements} (load ${f1(row.statementsUnderLoad)})  ` +
-          `DB ${row.dbMsPerRequest.toFixed(2)} ms/req  peak ${f0(row.peakMb)} MB  other CPU ${f0(row.otherCpuPercent)} %  steal ${f0(row.stealPercent)} %` +
+          `DB ${row.dbMsPerRequest.toFixed(2)} ms/req  peak ${f0(row.peakMb)} MB  PSS ${f0(row.pssMb)} MB  other CPU ${f0(row.otherCpuPercent)} %  steal ${f0(row.stealPercent)} %` +
           (slices.length > 1 ? `  (${slices.length} slices)` : '') +
           (load.firstFailure ? `  first failure: ${load.firstFailure}` : ''),
       );
@@ -619,34 +772,78 @@ async function main() {
      * 1 s unrecorded warm-up: all see the same machine, so on a shared host their ratio
      * holds even when the absolute figures move.
      */
-    const inTurns = async (name: string, script: () => Script, targets: Array<[Target, string, string]>) => {
+    const inTurns = async (name: string, script: () => Script, targets: Array<[Target, string, string]>, before?: () => Promise<void>) => {
       const slices = targets.map(() => [] as Slice[]);
       for (let round = 0; round < ROUNDS; round++) {
         for (let k = 0; k < targets.length; k++) {
           const i = (k + round) % targets.length;
+          await before?.();
           slices[i]!.push(await measure(targets[i]![0], script(), SECONDS / ROUNDS, 1));
         }
       }
       return targets.map(([target, label, statements], i) => record('main', target, label || name, slices[i]!, statements));
     };
     const S = SECONDS;
-    const [sList, fList, rlList] = (await inTurns('list tasks', () => listTasks(mainUser, mainPages), [
-      [service, '', statementsOf('list tasks')],
-      [floor, '', statementsOf('list tasks')], // the floor sends the service's statements
-      [serviceRl, 'list tasks, rate limiter on', statementsOf('list tasks, rate limiter on')],
-    ])) as [Row, Row, Row];
-    await scenario('main', service, 'list projects', listProjects(mainUser, 8), S, statementsOf('list projects'));
-    await loadTaskStates();
-    await scenario('main', service, 'change task state', (c) => changeStateOf(c), S, statementsOf('change task state'));
-    await scenario('main', service, 'reorder task (middle of 10k)', reorderIn(mainUser, middle, 4_901), S, statementsOf('reorder task'));
-    await loadProjectStates();
-    await scenario('main', service, 'start/pause project', startPause, S, statementsOf('start/pause project'));
-    const [sCreate, fCreate] = (await inTurns('create task', () => createTask(mainUser), [
-      [service, '', statementsOf('create task')],
-      [floor, '', statementsOf('create task')],
-    ])) as [Row, Row];
-    await loadTaskStates();
-    await scenario('main', service, 'mixed 70% reads', mixed, S, statementsOf('mixed 70% reads'));
+    const few = (scenario: string): string => FEWEST_STATEMENTS[scenario] ?? '—';
+    /** Every scenario: the service and the fewest floor in turns, and the mirror floor where it answers. */
+    const compared: Array<{ scenario: string; service: Row; fewest: Row; mirror?: Row }> = [];
+    const compare = async (name: string, script: () => Script, key: string, options: { mirror?: boolean; before?: () => Promise<void>; extra?: Array<[Target, string, string]> } = {}) => {
+      const targets: Array<[Target, string, string]> = [
+        [service, '', statementsOf(key)],
+        [fewest, '', few(key)],
+        ...(options.mirror ? [[floor, '', statementsOf(key)] as [Target, string, string]] : []), // the mirror sends the service's statements
+        ...(options.extra ?? []),
+      ];
+      const out = await inTurns(name, script, targets, options.before);
+      compared.push({ scenario: name, service: out[0]!, fewest: out[1]!, mirror: options.mirror ? out[2] : undefined });
+      return out;
+    };
+    const [sList, , fList, rlList] = (await compare('list tasks', () => listTasks(mainUser, mainPages), 'list tasks', {
+      mirror: true,
+      extra: [[serviceRl, 'list tasks, rate limiter on', statementsOf('list tasks, rate limiter on')]],
+    })) as [Row, Row, Row, Row];
+    await compare('list projects', () => listProjects(mainUser, 8), 'list projects');
+    await compare('get task', () => getTask, 'get task');
+    await compare('change task state', () => (c) => changeStateOf(c), 'change task state', { before: loadTaskStates });
+    await compare('change task state, 50 users', () => changeStateSpread, 'change task state', { before: loadTaskStates });
+    await compare('reorder task (middle of 10k)', () => reorderIn(mainUser, middle, 4_901), 'reorder task', { before: async () => undefined });
+    await compare('start/pause project', () => startPause, 'start/pause project', { before: loadProjectStates });
+    const [sCreate, , fCreate] = (await compare('create task', () => createTask(mainUser), 'create task', { mirror: true })) as [Row, Row, Row];
+    await compare('create task, 50 users', () => createSpread, 'create task', { mirror: true });
+    await compare('mixed 70% reads', () => mixed, 'mixed 70% reads', { before: loadTaskStates });
+
+    // ---- idle latency: one request at a time, the targets alternating request by request ----
+    const idleRows: Array<{ scenario: string; results: Array<{ target: Target; median: number; p90: number }> }> = [];
+    const idle = async (name: string, script: Script, targets: Target[]) => {
+      await loadTaskStates();
+      await waitQuiet();
+      const next = script(0);
+      const agents = targets.map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
+      const times = targets.map(() => [] as number[]);
+      let failed = 0;
+      for (let i = 0; i < IDLE_REQUESTS + 20; i++) {
+        for (let k = 0; k < targets.length; k++) {
+          const j = (k + i) % targets.length;
+          const r = next();
+          const t0 = performance.now();
+          const status = await oneRequest(targets[j]!.url, r, agents[j]!);
+          const ms = performance.now() - t0;
+          if (status >= 300) failed++;
+          if (i >= 20) times[j]!.push(ms);
+        }
+      }
+      for (const a of agents) a.destroy();
+      const results = targets.map((target, j) => {
+        const sorted = times[j]!.sort((a, b) => a - b);
+        return { target, median: sorted[Math.floor(sorted.length / 2)]!, p90: sorted[Math.floor(sorted.length * 0.9)]! };
+      });
+      idleRows.push({ scenario: name, results });
+      log(`idle ${name}: ${results.map((r) => `${r.target.name} median ${r.median.toFixed(2)} ms p90 ${r.p90.toFixed(2)} ms`).join(', ')}${failed ? `  NON-2xx ${failed}` : ''}`);
+    };
+    await idle('change task state', (c) => changeStateOf(c), [service, fewest]);
+    await idle('create task', createTask(mainUser), [service, fewest, floor]);
+    await idle('list tasks', listTasks(mainUser, mainPages), [service, fewest, floor]);
+    await idle('list projects', listProjects(mainUser, 8), [service, fewest]);
 
     for (const [label, user] of growthUsers) {
       const pages = Math.ceil(user.tasks / PAGE);
@@ -690,15 +887,15 @@ async function main() {
 
     // ---- report ---------------------------------------------------------------------------
     const serviceEnd = memory(service.pid);
-    for (const target of [service, serviceRl, floor]) target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
+    for (const target of [service, serviceRl, floor, fewest]) target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
     const table = (which: Row['table']) => [
-      '| target | scenario | req/s | p50 ms | p99 ms | non-2xx | errors | SQL/req (in-process) | SQL/req (under load) | DB ms/req | peak RSS MB | other CPU % |',
-      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| target | scenario | req/s | p50 ms | p99 ms | non-2xx | errors | SQL/req (in-process) | SQL/req (under load) | DB ms/req | peak RSS MB | peak PSS MB | other CPU % |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...rows
         .filter((r) => r.table === which)
         .map(
           (r) =>
-            `| ${r.target} | ${r.scenario} | ${f0(r.load.rps)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${r.statements} | ${f1(r.statementsUnderLoad)} | ${r.dbMsPerRequest.toFixed(2)} | ${f0(r.peakMb)} | ${f0(r.otherCpuPercent)} |`,
+            `| ${r.target} | ${r.scenario} | ${f0(r.load.rps)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${r.statements} | ${f1(r.statementsUnderLoad)} | ${r.dbMsPerRequest.toFixed(2)} | ${f0(r.peakMb)} | ${f0(r.pssMb)} | ${f0(r.otherCpuPercent)} |`,
         ),
     ];
     const failures = rows.filter((r) => r.load.non2xx > 0 || r.load.errors > 0);
@@ -706,6 +903,31 @@ async function main() {
     const ratioList = sList.load.rps / fList.load.rps;
     const ratioCreate = sCreate.load.rps / fCreate.load.rps;
     const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+    // Issue #15: every scenario against the fewest floor (and the mirror floor where it answers).
+    const throughputTarget: Record<string, number> = {
+      'list tasks': 1.0, 'list projects': 0.8, 'change task state': 0.8, 'change task state, 50 users': 0.8,
+      'create task': 0.8, 'create task, 50 users': 0.8, 'mixed 70% reads': 0.8,
+    };
+    const mark = (ratio: number, limit: number, atLeast: boolean) => `${ratio.toFixed(2)} ${(atLeast ? ratio >= limit : ratio <= limit) ? '✓' : '✗'}`;
+    const fewestTable = [
+      '| scenario | service req/s | fewest req/s | service ÷ fewest | target | service ÷ mirror | p99 ms service / fewest | p99 ratio (≤ 1.5) | peak PSS MB service / fewest | PSS ratio (≤ 1.3) |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...compared.map(({ scenario, service: sv, fewest: fw, mirror }) => {
+        const goal = throughputTarget[scenario];
+        return `| ${scenario} | ${f0(sv.load.rps)} | ${f0(fw.load.rps)} | ${goal === undefined ? (sv.load.rps / fw.load.rps).toFixed(2) : `**${mark(sv.load.rps / fw.load.rps, goal, true)}**`} | ${goal === undefined ? '—' : `≥ ${goal.toFixed(1)}`} | ` +
+          `${mirror ? (sv.load.rps / mirror.load.rps).toFixed(2) : '—'} | ${sv.load.p99} / ${fw.load.p99} | ${mark(sv.load.p99 / Math.max(1, fw.load.p99), 1.5, false)} | ` +
+          `${f0(sv.pssMb)} / ${f0(fw.pssMb)} | ${mark(sv.pssMb / fw.pssMb, 1.3, false)} |`;
+      }),
+    ];
+    const idleTable = [
+      '| request (one at a time) | service median / p90 ms | fewest median / p90 ms | mirror median / p90 ms | service ÷ fewest, median (≤ 2) | p90 |',
+      '|---|---:|---:|---:|---:|---:|',
+      ...idleRows.map(({ scenario, results }) => {
+        const [sv, fw, mirror] = results as [(typeof results)[0], (typeof results)[0], (typeof results)[0] | undefined];
+        const pair = (r?: (typeof results)[0]) => (r ? `${r.median.toFixed(2)} / ${r.p90.toFixed(2)}` : '—');
+        return `| ${scenario} | ${pair(sv)} | ${pair(fw)} | ${pair(mirror)} | **${mark(sv.median / fw.median, 2, false)}** | ${(sv.p90 / fw.p90).toFixed(2)} |`;
+      }),
+    ];
     const report = [
       `### ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
       '',
@@ -716,11 +938,23 @@ async function main() {
       '',
       `Seed: ${totalTasks} tasks (bench_main 10,000 over 200 projects: 3,000 planned, 300 finished 30 days ago, 200 abandoned; 50 users × 1,000 over 10 projects; growth users 1k/10k/100k).`,
       '',
-      `Floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids): list ${sameIds(sList, fList) ? 'yes' : 'NO'}, create ${sameIds(sCreate, fCreate) ? 'yes' : 'NO'}.`,
+      `Mirror floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids; a note, not a condition: the service's statements change as its write path does): list ${sameIds(sList, fList) ? 'yes' : 'no'}, create ${sameIds(sCreate, fCreate) ? 'yes' : 'no'}.`,
+      '',
+      `Fewest floor check (bench/floor-check.ts; ${fewestCheck.ok ? 'all identical' : '**DIFFERENCES**'}): ${fewestCheck.lines.join('; ')}.`,
+      '',
+      `Against the fewest floor (targets of "Writes as fast as reads"; ${ROUNDS} slices per target in turns; ✓ met, ✗ not met):`,
+      '',
+      ...fewestTable,
+      '',
+      `Idle latency: ${IDLE_REQUESTS} requests per target, one at a time, the targets alternating request by request (after 20 unrecorded each):`,
+      '',
+      ...idleTable,
+      '',
+      'Every row:',
       '',
       ...table('main'),
       '',
-      `**Floor ratio** (service req/s ÷ floor req/s): list tasks **${ratioList.toFixed(2)}**, create task **${ratioCreate.toFixed(2)}** (target ≥ 0.5). ` +
+      `**Mirror floor ratio** (service req/s ÷ mirror floor req/s): list tasks **${ratioList.toFixed(2)}**, create task **${ratioCreate.toFixed(2)}**. ` +
         `List tasks p99 at ${CONNECTIONS} connections: **${sList.load.p99} ms** (target < 50 ms). ` +
         `Rate limiter on costs ${f0((1 - rlList.load.rps / sList.load.rps) * 100)} % of list throughput.`,
       '',
@@ -735,7 +969,9 @@ async function main() {
       ...explainRows,
       '',
       `Peak RSS (VmHWM${hwmResettable ? ', reset per row' : ''}): service ${f0(service.peakMb)} MB (RSS ${f0(service.readyMb)} MB once ready, peak ${f0(startupPeak.service)} MB after warm-up, RSS ${f0(serviceEnd.rssMb)} MB at the end), ` +
-        `service with rate limiter ${f0(serviceRl.peakMb)} MB, floor ${f0(floor.peakMb)} MB (RSS ${f0(floor.readyMb)} MB once ready, peak ${f0(startupPeak.floor)} MB after warm-up).`,
+        `service with rate limiter ${f0(serviceRl.peakMb)} MB, mirror floor ${f0(floor.peakMb)} MB (RSS ${f0(floor.readyMb)} MB once ready, peak ${f0(startupPeak.floor)} MB after warm-up), ` +
+        `fewest floor ${f0(fewest.peakMb)} MB (RSS ${f0(fewest.readyMb)} MB once ready, peak ${f0(startupPeak.fewest)} MB after warm-up). ` +
+        `Peak PSS of the process tree, sampled every second during the rows: service ${f0(service.pssPeakMb)} MB, service with rate limiter ${f0(serviceRl.pssPeakMb)} MB, mirror floor ${f0(floor.pssPeakMb)} MB, fewest floor ${f0(fewest.pssPeakMb)} MB.`,
       `Service log lines at warn or worse: ${service.logLines + serviceRl.logLines}. ` +
         `Rows with non-2xx or errors: ${failures.length === 0 ? 'none' : failures.map((r) => `${r.target} ${r.scenario}: ${JSON.stringify(r.load.statuses)} ${r.load.firstFailure ?? ''}`).join('; ')}.`,
       `Load average (1/5/15 min) before the run: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}; after: ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}. ` +
