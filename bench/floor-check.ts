@@ -48,8 +48,11 @@ export async function checkFloor(input: CheckInput): Promise<{ lines: string[]; 
   db.on('notification', (n) => payloads.push(n.payload ?? ''));
   await db.query('listen user_events');
   const mark = async (userId: number) => Number((await db.query('select last_event_seq::text as s from users where id = $1', [userId])).rows[0].s);
+  // The stored text, re-serialised: the same members in the same order, whatever the spacing
+  // (json_build_object writes `"a" : 1`; clients only ever get the parsed document).
   const eventsAfter = async (userId: number, seq: number): Promise<Event[]> =>
-    (await db.query('select seq::int as seq, type, data::text as data from events where user_id = $1 and seq > $2 order by seq', [userId, seq])).rows;
+    (await db.query('select seq::int as seq, type, data::text as data from events where user_id = $1 and seq > $2 order by seq', [userId, seq])).rows
+      .map((e: Event) => ({ ...e, data: JSON.stringify(JSON.parse(e.data)) }));
   const settle = () => new Promise((r) => setTimeout(r, 150));
   /** The events a write stored, and what they must be: numbered on, the mark moved, notified alike. */
   const logOf = async (userId: number, before: number, label: string): Promise<Event[]> => {
