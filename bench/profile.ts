@@ -24,6 +24,7 @@
  *
  * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there).
  */
+import { SERVICE_NODE_FLAGS } from './service-flags.js';
 import { execSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -187,7 +188,7 @@ async function main() {
       await fs.mkdir(profDir);
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
-      const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${profDir}`, 'dist/src/main.js'], {
+      const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${profDir}`, 'dist/src/main.js'], {
         cwd: ROOT,
         stdio: ['ignore', 'inherit', 'inherit'],
         env: {

@@ -19,6 +19,7 @@
  * Env: BENCH_BASE (1da0a4c), BENCH_SECONDS (10 per row, split into rounds), BENCH_CONNECTIONS
  * (32), BENCH_ROUNDS (5), BENCH_SEQUENTIAL (1000 requests to each for the medians).
  */
+import { SERVICE_NODE_FLAGS } from './service-flags.js';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -48,7 +49,7 @@ const children: ChildProcess[] = [];
 
 async function startService(cwd: string, databaseUrl: string): Promise<string> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['dist/src/main.js'], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, 'dist/src/main.js'], {
     cwd,
     stdio: ['ignore', 'inherit', 'inherit'],
     env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_AUTH_PER_MINUTE: '0' },

@@ -28,6 +28,7 @@
  *      BENCH_QUIET_WAIT (240: seconds it may wait in all for other processes to go quiet),
  *      BENCH_OUT (also write the Markdown report to this file), BENCH_DEBUG (statements per row).
  */
+import { SERVICE_NODE_FLAGS } from './service-flags.js';
 import { execSync, spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -568,12 +569,12 @@ async function main() {
       LOG_LEVEL: 'warn',
       RATE_LIMIT_AUTH_PER_MINUTE: '0',
     };
-    const service = await startChild('service', 'bench_service', ['dist/src/main.js'], {
+    const service = await startChild('service', 'bench_service', [...SERVICE_NODE_FLAGS, 'dist/src/main.js'], {
       ...serviceEnv,
       DATABASE_URL: roleUrl('bench_service'),
       RATE_LIMIT_PER_MINUTE: '0',
     });
-    const serviceRl = await startChild('service+rl', 'bench_service_rl', ['dist/src/main.js'], {
+    const serviceRl = await startChild('service+rl', 'bench_service_rl', [...SERVICE_NODE_FLAGS, 'dist/src/main.js'], {
       ...serviceEnv,
       DATABASE_URL: roleUrl('bench_service_rl'),
       RATE_LIMIT_PER_MINUTE: '1000000000',
