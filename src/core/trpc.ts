@@ -172,9 +172,29 @@ const t = initTRPC
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
 
-const errorConversion = t.middleware(async ({ next, getRawInput, meta }) => {
-  const result = await next();
-  if (result.ok) return result;
+/**
+ * What every procedure runs behind, as one middleware (each level of tRPC middleware copies the
+ * call's options and context, a cost every request pays):
+ * - the run is counted while it runs, whether or not its client is still there (a graceful
+ *   stop waits for 0);
+ * - the input it sees is built as REST builds it (`restShapedInput`, `restIntegers`);
+ * - zod input failures and database outages become domain errors, so both doors report the
+ *   same codes (`convertError`).
+ */
+const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
+  const leave = ctx.enterProcedure?.();
+  try {
+    const shaped = async () => restIntegers(ctx, meta, restShapedInput(await getRawInput()));
+    const result = await next({ getRawInput: shaped });
+    return result.ok ? result : await convertError(result, meta, getRawInput);
+  } finally {
+    leave?.();
+  }
+});
+
+type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middleware>[0]>[0]['next']>>;
+
+async function convertError(result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
   const { error } = result;
   if (error.cause instanceof DomainError) {
     if (error.code === 'INTERNAL_SERVER_ERROR') throw toTRPCError(error.cause);
@@ -188,17 +208,7 @@ const errorConversion = t.middleware(async ({ next, getRawInput, meta }) => {
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
   return result;
-});
-
-/** Every procedure run is counted while it runs, whether or not its client is still there. */
-const counted = t.middleware(async ({ ctx, next }) => {
-  const leave = ctx.enterProcedure?.();
-  try {
-    return await next();
-  } finally {
-    leave?.();
-  }
-});
+}
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && [Object.prototype, null].includes(Object.getPrototypeOf(v));
@@ -208,20 +218,12 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
  * the body (or query) into an object, so a `null`, a number or an array there is an object
  * without the wrapper (`parameter_missing` on `/project`). On /trpc the same inputs arrive as
  * they were sent; this makes them that same object. An absent input stays absent (a list's
- * schema reads it as page 1).
+ * schema reads it as page 1). (Unreadable input throws from `getRawInput`: the input parser
+ * reports it.)
  */
-const restShapedInput = t.middleware(async ({ getRawInput, next }) => {
-  let raw: unknown;
-  try {
-    raw = await getRawInput();
-  } catch {
-    return next(); // unreadable input: the input parser reports it
-  }
-  if (raw !== undefined && !isPlainObject(raw)) {
-    return next({ getRawInput: async () => ({}) });
-  }
-  return next();
-});
+function restShapedInput(raw: unknown): unknown {
+  return raw !== undefined && !isPlainObject(raw) ? {} : raw;
+}
 
 const POSITIVE_INTEGER_TEXT = /^[1-9][0-9]*$/;
 
@@ -231,21 +233,20 @@ const POSITIVE_INTEGER_TEXT = /^[1-9][0-9]*$/;
  * never coerce (src/core/fields.ts), so on /trpc an id or a page that is not a JSON integer
  * ("0x1225", [4645], " 4645 ", "2") is refused as it is on REST.
  */
-const restIntegers = t.middleware(async ({ ctx, getRawInput, meta, next }) => {
-  if (ctx.door !== 'rest') return next();
-  const raw = await getRawInput();
-  if (!isPlainObject(raw)) return next();
+function restIntegers(ctx: Context, meta: AppMeta | undefined, raw: unknown): unknown {
+  if (ctx.door !== 'rest' || !isPlainObject(raw)) return raw;
   // Event ids (`after`) stay text: only integers (QUERY_PARAMETERS) become numbers.
   const names = [...(meta?.resource ? ['id'] : []), ...(meta?.queryParameters ?? []).filter((n) => QUERY_PARAMETERS[n]?.integer)];
+  if (names.length === 0) return raw;
   const converted = { ...raw };
   for (const name of names) {
     const value = converted[name];
     if (typeof value === 'string' && POSITIVE_INTEGER_TEXT.test(value)) converted[name] = Number(value);
   }
-  return next({ getRawInput: async () => converted });
-});
+  return converted;
+}
 
-export const publicProcedure = t.procedure.use(counted).use(errorConversion).use(restShapedInput).use(restIntegers);
+export const publicProcedure = t.procedure.use(door);
 
 type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) => string[];
 
@@ -309,7 +310,13 @@ export const credentialsProcedure = publicProcedure.use(
   ),
 );
 
-export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
+/**
+ * A procedure of the token's user (API-CONTRACT.md §3), as one middleware: the token must name
+ * a user (an unknown one counts against the client address's limit, like a login); the request
+ * counts against the token's limit; a tRPC batch may not carry conditional headers; the call's
+ * path and meta go into the context for the write path (idempotency, If-Match).
+ */
+export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, meta, getRawInput }) => {
   if (!ctx.authorization) throw toTRPCError(DomainError.unauthorized());
   const authentication = await ctx.authenticate(ctx.authorization);
   if (!authentication) {
@@ -317,10 +324,7 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
     if (ctx.rateLimits.authPerMinute > 0) await enforce(ctx, [`unknown-token:${ctx.clientIp}`], ctx.rateLimits.authPerMinute, 'unknown_token');
     throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
   }
-  return next({ ctx: authentication });
-})
-  .use(rateLimit((ctx) => ctx.rateLimits.perMinute, (ctx) => [`token:${ctx.tokenHash}`], 'token'))
-  .use(({ ctx, path, meta, getRawInput, next }) => {
-    refuseConditionalBatch(ctx);
-    return next({ ctx: { call: { path, meta, rawInput: getRawInput } satisfies Call } });
-  });
+  if (ctx.rateLimits.perMinute > 0) await enforce(ctx, [`token:${authentication.tokenHash}`], ctx.rateLimits.perMinute, 'token');
+  refuseConditionalBatch(ctx);
+  return next({ ctx: { ...authentication, call: { path, meta, rawInput: getRawInput } satisfies Call } });
+});
