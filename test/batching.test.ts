@@ -5,14 +5,15 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BATCHED, batchStatements, roundTrips } from '../src/db/batching.js';
+import { BATCHED, batchPool, batchStatements, roundTrips } from '../src/db/batching.js';
 import { createTestDatabase } from './helpers/test-app.js';
 
 let client: pg.Client;
 let observer: pg.Client;
+let url: string;
 
 beforeAll(async () => {
-  const url = await createTestDatabase();
+  url = await createTestDatabase();
   client = new pg.Client({ connectionString: url });
   observer = new pg.Client({ connectionString: url });
   await Promise.all([client.connect(), observer.connect()]);
@@ -115,5 +116,28 @@ describe('statements sent together', () => {
     await holder.query('commit');
     expect((await read).rows).toEqual([{ note: 'committed while waited for' }]);
     await client.query('commit');
+  });
+
+  it('a connection given back with statements still waiting has them dropped, not sent ahead of the next borrower', async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const left: number[] = [];
+    batchPool(pool, (n) => left.push(n));
+    try {
+      const first = await pool.connect();
+      const pid = (await first.query('select pg_backend_pid() as pid')).rows[0].pid as number;
+      await first.query('begin');
+      await first.query(`${BATCHED}insert into items values (6, 'never sent')`);
+      first.release();
+      expect(left).toEqual([2]);
+      const second = await pool.connect();
+      expect((await second.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+      second.release();
+      // The borrower's statement ran on its own: no transaction left open, nothing inserted.
+      const [activity] = (await observer.query('select state from pg_stat_activity where pid = $1', [pid])).rows;
+      expect(activity?.state).toBe('idle');
+      expect(await rows('select id from items where id = 6')).toEqual([]);
+    } finally {
+      await pool.end();
+    }
   });
 });

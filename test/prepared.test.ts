@@ -44,7 +44,12 @@ describe('prepared statements', () => {
     expect(await preparedNames()).not.toContain(prepared(sql).name);
   });
 
-  it('fails with the ORM\'s exceptions', async () => {
+  it('fails with the ORM\'s exceptions, and keeps its connection (and what it prepared) when the server answered', async () => {
+    const pid = async () => (await execute<{ pid: number }>(orm.em.fork(), 'select pg_backend_pid() as pid'))[0]!.pid;
+    const before = await pid();
+    const names = await preparedNames();
     await expect(execute(orm.em.fork(), `insert into items (id, note) values (?, ?)`, [1, 'again'])).rejects.toBeInstanceOf(UniqueConstraintViolationException);
+    expect(await pid()).toBe(before);
+    expect(await preparedNames()).toEqual(expect.arrayContaining(names));
   });
 });

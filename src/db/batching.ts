@@ -114,11 +114,28 @@ export function batchStatements(client: pg.PoolClient | pg.Client): void {
     });
   };
   (client as unknown as { query: typeof query }).query = query;
-  // A connection goes back to the pool only after its commit or rollback, with nothing waiting.
-  (client as unknown as { batchedWaiting: () => number }).batchedWaiting = () => waiting.statements.length;
+  (client as unknown as Discarding).discardWaiting = () => {
+    const left = waiting.statements.length;
+    waiting.statements = [];
+    waiting.begun = false;
+    return left;
+  };
 }
 
-/** Makes every client of a pool batch, from its first statement on. */
-export function batchPool(pool: pg.Pool): void {
+interface Discarding {
+  /** Drops what waits, unsent; returns how many statements that was. */
+  discardWaiting?: () => number;
+}
+
+/**
+ * Makes every client of a pool batch, from its first statement on. A connection goes back to
+ * the pool only after its commit or rollback, so nothing should wait on it then; if something
+ * does (a bug), it is dropped, never sent ahead of the next borrower's statements, and logged.
+ */
+export function batchPool(pool: pg.Pool, onLeftover?: (statements: number) => void): void {
   pool.on('connect', (client) => batchStatements(client));
+  pool.on('release', (_error: unknown, client: pg.PoolClient) => {
+    const left = (client as unknown as Discarding).discardWaiting?.() ?? 0;
+    if (left > 0) onLeftover?.(left);
+  });
 }

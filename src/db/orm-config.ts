@@ -9,6 +9,7 @@ import { User } from '../users/user.entity.js';
 import { Project } from '../projects/project.entity.js';
 import { Task } from '../tasks/task.entity.js';
 import { migrationsList } from './migrations/index.js';
+import type pg from 'pg';
 import { batchPool } from './batching.js';
 
 export const entities = [User, AccessToken, Project, Task];
@@ -48,8 +49,16 @@ export function ormConfig(settings: OrmSettings): Options {
     ensureDatabase: false,
     discovery: { checkDuplicateTableNames: true },
     pool: { min: 0, max: settings.poolSize ?? 10, idleTimeoutMillis: 30_000 },
-    // Every pooled connection sends a transaction's `begin` with its first statement (batching.ts).
-    driverOptions: { connectionTimeoutMillis: 5_000, statement_timeout: 15_000, query_timeout: 20_000, onPoolCreated: batchPool },
+    driverOptions: {
+      connectionTimeoutMillis: 5_000,
+      statement_timeout: 15_000,
+      // The client's own bound covers a message of several statements: the owner's lock (at
+      // most 5 s of lock_timeout) travels with the write's first statement (15 s).
+      query_timeout: 25_000,
+      // Every pooled connection sends a transaction's `begin` with its first statement (batching.ts).
+      onPoolCreated: (pool: pg.Pool) =>
+        batchPool(pool, (n) => process.emitWarning(`${n} batched statement(s) left on a released connection were dropped`, 'BatchingWarning')),
+    },
     migrations: {
       migrationsList,
       path: 'src/db/migrations',

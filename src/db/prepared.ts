@@ -50,10 +50,31 @@ export async function execute<T extends object = Record<string, unknown>>(em: Sq
   const pool = await connection.getNativeClient();
   try {
     return await connection.executeQuery(statement.sql, async () => {
-      const result = await pool.query<T & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: params });
-      return result.rows;
+      // Not `pool.query`: it hands a client back with the error of its statement, and the pool
+      // then closes the connection (and its prepared statements) on every lock timeout or
+      // refused write. A connection is dropped only when the error is the connection's.
+      const client = await pool.connect();
+      let broken: Error | undefined;
+      try {
+        return (await client.query<T & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: params })).rows;
+      } catch (error) {
+        if (!answeredByServer(error)) broken = error as Error;
+        throw error;
+      } finally {
+        client.release(broken);
+      }
     });
   } catch (error) {
     throw em.getDriver().convertException(error as Error);
   }
+}
+
+/**
+ * Whether PostgreSQL answered with an error and the connection is still usable: an error with
+ * a SQLSTATE, other than those that end the session (class 08, connection exceptions; 57P0x,
+ * the server shutting down or the session terminated).
+ */
+function answeredByServer(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !/^57P0/.test(code);
 }
