@@ -9,6 +9,11 @@
  * A statement is written once, with `?` for its values as everywhere else. Inside a
  * transaction (whose connection only the ORM knows) it goes through the ORM as before. Either
  * way it is logged and counted as the ORM's statements are, and its errors are the ORM's.
+ *
+ * So that a text means the same both ways, a statement given here has `?` only as
+ * placeholders: none in comments, `$$` bodies or escaped strings, no `??` or `?|` operators.
+ * A prepared statement outlives a migration on its connection: one that changes the type of
+ * a column such a statement returns needs the service restarted (it migrates on start).
  */
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
