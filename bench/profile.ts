@@ -34,7 +34,7 @@ import pg from 'pg';
 import { openOrm } from '../src/db/database.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { freePort } from '../test/helpers/net.js';
-import { runLoad, type BenchRequest, type Script } from './load.js';
+import { flipTaskStates, runLoad, type Script } from './load.js';
 import { seedUser, taskIdsByOrder } from './seed.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
@@ -166,16 +166,7 @@ async function main() {
     execSync('npm run build', { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
 
     const states = new Map<number, string>();
-    const changeState: Script = (connection) => {
-      const own = planned.filter((_, i) => i % CONNECTIONS === connection);
-      let k = 0;
-      return (): BenchRequest => {
-        const id = own[k++ % own.length]!;
-        const next = states.get(id) === 'planned' ? 'finished' : 'planned';
-        states.set(id, next);
-        return { method: 'PUT', path: `/api/tasks/${id}/state`, token: main.token, body: { task: { state: next } } };
-      };
-    };
+    const changeState: Script = flipTaskStates(planned, states, main.token, CONNECTIONS);
     let created = 0;
     const create: Script = () => () => ({ method: 'POST', path: '/api/users/me/tasks', token: main.token, body: { task: { label: `profiled task ${++created}` } } });
     const loadStates = async () => {

@@ -41,7 +41,7 @@ import pg from 'pg';
 import { openOrm } from '../src/db/database.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { mulberry32 } from '../test/helpers/prng.js';
-import { mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from './load.js';
+import { flipTaskStates, mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from './load.js';
 import { seedUser, taskIdsByOrder, type SeededUser } from './seed.js';
 import { range, startCountingApp, type CountingApp } from './statements.js';
 import { freePort } from '../test/helpers/net.js';
@@ -404,17 +404,7 @@ async function main() {
       token: user.token,
       body: { task: { label: `bench task ${++created}` } },
     });
-    /** Connection c owns the pool tasks at indexes ≡ c (mod connections): no two requests race on a task. */
-    const changeStateOf = (connection: number) => {
-      const own = plannedPool.filter((_, i) => i % CONNECTIONS === connection);
-      let k = 0;
-      return (): BenchRequest => {
-        const id = own[k++ % own.length]!;
-        const next = taskStates.get(id) === 'planned' ? 'finished' : 'planned';
-        taskStates.set(id, next);
-        return { method: 'PUT', path: `/api/tasks/${id}/state`, token: mainUser.token, body: { task: { state: next } } };
-      };
-    };
+    const changeStateOf = flipTaskStates(plannedPool, taskStates, mainUser.token, CONNECTIONS);
     /**
      * Over the 50 users: connection c at its k-th request changes a task of user (c + k) mod 50,
      * so the connections work on different users; it owns the tasks at indexes ≡ c (mod

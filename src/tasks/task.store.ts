@@ -7,7 +7,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
-import { fieldsOf, type TaskFields } from './task.view.js';
+import type { TaskFields } from './task.view.js';
 import { idArray, secondsOf } from '../db/sql-fragments.js';
 import { execute } from '../db/prepared.js';
 
@@ -18,46 +18,51 @@ export interface NewTask extends TaskDates {
   createdAt: Date;
 }
 
-/** The columns a new task is inserted with, and their values from `task`, but for the order. */
-function newTaskValues(task: NewTask): { columns: string; params: unknown[] } {
-  return {
-    columns: 'project_id, label, planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at',
-    params: [
-      task.projectId, task.label, task.plannedCount, task.state,
-      task.startedAt ?? null, task.plannedAt ?? null, task.finishedAt ?? null, task.abandonedAt ?? null, task.createdAt,
-    ],
-  };
-}
-
 /**
  * Inserts a task at the end of the user's order (`next_task_order`, see its migration), in
- * the caller's transaction, which holds the owner's lock. Its state and dates are those of
- * `newTaskFields` (task.lifecycle.ts). Returns the task as presented, with its version.
+ * the caller's transaction, which holds the owner's lock: the statement of `insertTaskSql`.
+ * Its state and dates are those of `newTaskFields` (task.lifecycle.ts). Returns the task as
+ * presented, with its version.
  */
 export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<TaskFields & { version: number }> {
-  const values = newTaskValues(task);
-  const [row] = await em.execute<Array<{ id: number; order: number; version: number }>>(
-    `insert into tasks (user_id, "order", ${values.columns})
-     values (?, next_task_order(?), ${values.params.map(() => '?').join(', ')})
-     returning id, "order", version`,
-    [task.userId, task.userId, ...values.params],
-  );
-  return { ...fieldsOf({ ...task, id: row!.id, order: row!.order }), version: row!.version };
+  const { userId, ...fields } = task;
+  return (await underHeldLock(em, userId, insertTaskSql(fields)))!;
 }
 
 /**
- * The same insert as the `changed` part of a one-statement write (src/changes/user-write.ts
- * `OneStatement`): for `owner`, the owner's row that statement locks first; the order is read
- * after that lock (`next_task_order` takes its own snapshot). Returns the whole row.
+ * The insert of a new task as the `changed` part of a one-statement write
+ * (src/changes/user-write.ts `OneStatement`): for `owner`, the owner's row that statement
+ * locks first; the order is read after that lock (`next_task_order` takes its own snapshot).
+ * Returns the whole row.
  */
 export function insertTaskSql(task: Omit<NewTask, 'userId'>): { sql: string; params: unknown[] } {
-  const values = newTaskValues({ ...task, userId: 0 });
+  const params = [
+    task.projectId, task.label, task.plannedCount, task.state,
+    task.startedAt ?? null, task.plannedAt ?? null, task.finishedAt ?? null, task.abandonedAt ?? null, task.createdAt,
+  ];
   return {
-    sql: `insert into tasks (user_id, "order", ${values.columns})
-          select owner.id, next_task_order(owner.id), ${values.params.map(() => '?').join(', ')} from owner
+    sql: `insert into tasks (user_id, "order", project_id, label, planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
+          select owner.id, next_task_order(owner.id), ${params.map(() => '?').join(', ')} from owner
           returning *`,
-    params: values.params,
+    params,
   };
+}
+
+/**
+ * Runs the `changed` part of a one-statement write inside a transaction that already holds
+ * the owner's lock (`owner` is then just the user's id), so both ways of a write send the same
+ * change. Returns the changed task as presented, or null when nothing changed.
+ */
+async function underHeldLock(
+  em: SqlEntityManager,
+  userId: number,
+  changed: { sql: string; params: unknown[] },
+): Promise<(TaskFields & { version: number }) | null> {
+  const [row] = await em.execute<Array<Record<string, unknown>>>(
+    `with owner as (select ?::int as id), changed as (${changed.sql}) select ${presentedTaskColumns('changed')} from changed`,
+    [userId, ...changed.params],
+  );
+  return row ? presentedTaskOf(row) : null;
 }
 
 /**
@@ -73,15 +78,8 @@ export async function changeTaskState(
   to: string,
   now: Date,
 ): Promise<(TaskFields & { version: number }) | null> {
-  const transition = taskTransitionSql(to, now);
-  if (!transition) return null;
-  const [row] = await em.execute<Array<ListedTaskRow & { version: number }>>(
-    `update tasks set ${transition.set}
-      where id = ? and user_id = ? and state in (${transition.from.map((state) => `'${state}'`).join(', ')})
-      returning ${TASK_COLUMNS('tasks')}, tasks.version`,
-    [...transition.params, taskId, userId],
-  );
-  return row ? { ...taskFieldsOf(row), version: row.version } : null;
+  const changed = taskStateChangeSql(taskId, to, now);
+  return changed && underHeldLock(em, userId, changed);
 }
 
 /**
