@@ -26,7 +26,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { mulberry32 } from '../test/helpers/prng.js';
 import { seedUser, type SeededUser } from './seed.js';

@@ -31,7 +31,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { freePort } from '../test/helpers/net.js';
 import { flipTaskStates, runLoad, type Script } from './load.js';

@@ -27,7 +27,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { mergeLoads, runLoad, type LoadResult, type Script } from './load.js';
 import { seedUser, type SeededUser } from './seed.js';

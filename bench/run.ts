@@ -38,7 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { startEmbeddedDatabase } from '../src/db/embedded.js';
 import { mulberry32 } from '../test/helpers/prng.js';
 import { flipTaskStates, mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from './load.js';

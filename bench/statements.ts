@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { systemClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { createApp } from '../src/http/app.js';
 
 export interface CountedResponse {

@@ -23,7 +23,7 @@ import { TRPCClientError, createTRPCClient, httpLink, httpSubscriptionLink, spli
 import { observable } from '@trpc/server/observable';
 import { EventSource } from 'eventsource';
 import superjson from 'superjson';
-import type { AppRouter } from './router.js';
+import type { AppRouter } from './app/router.js';
 
 export type { AppRouter };
 

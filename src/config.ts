@@ -58,6 +58,9 @@ function parseTrustProxy(value: string | undefined): Config['trustProxy'] {
   return value;
 }
 
+/** scrypt's N for stored passwords (tests lower it to stay fast). */
+export const PASSWORD_HASH_COST = 1 << 15;
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "not set", as in most shells' `VAR= command`.
   const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== ''));
@@ -83,6 +86,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     eventsRetentionDays: e.EVENTS_RETENTION_DAYS,
     metricsPort: e.METRICS_PORT,
     metricsHost: e.METRICS_HOST,
-    passwordHashCost: 1 << 15,
+    passwordHashCost: PASSWORD_HASH_COST,
   };
 }

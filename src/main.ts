@@ -9,7 +9,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import { loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './core/logger.js';
-import { openDatabase, openOrm } from './db/database.js';
+import { openOrm } from './app/orm.js';
+import { openDatabase } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { startService } from './server.js';
 import { clusterMetricsSource, startMetricsServer } from './metrics/metrics-server.js';

@@ -9,7 +9,8 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { systemClock, type Clock } from './core/clock.js';
 import type { Config } from './config.js';
 import type { Logger } from './core/logger.js';
-import { openDatabase, openOrm, type DatabaseHandle } from './db/database.js';
+import { openOrm } from './app/orm.js';
+import { openDatabase, type DatabaseHandle } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { createApp } from './http/app.js';
 import { createHttpServer, maxConnectionsFor } from './http/http-server.js';
@@ -20,7 +21,7 @@ import { pruneChangeLog, pruneStreamTickets } from './changes/event.store.js';
 import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
 import { ServiceMetrics, type PgPoolLike } from './metrics/service-metrics.js';
-import { countStatement } from './metrics/request-scope.js';
+import { countStatement } from './core/request-scope.js';
 import { reportToPrimary, startMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
 
 export interface RunningService {

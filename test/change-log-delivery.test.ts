@@ -9,8 +9,8 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { userWrite } from '../src/changes/user-write.js';
-import type { AuthedContext } from '../src/core/trpc.js';
+import { userWrite } from '../src/writes/user-write.js';
+import type { AuthedContext } from '../src/core/context.js';
 import { mulberry32 } from './helpers/prng.js';
 import { openStream } from './helpers/sse.js';
 import { DAY, T0, seconds, startTestApp, type TestApp } from './helpers/test-app.js';

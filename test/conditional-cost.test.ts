@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ManualClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { createApp } from '../src/http/app.js';
 import { T0, createTestDatabase } from './helpers/test-app.js';
 
@@ -62,7 +62,7 @@ describe('statements per request with the new headers', () => {
     const plain = await call('POST', '/api/users/me/tasks', token, { task: { label: 'plain' } });
     const keyed = await call('POST', '/api/users/me/tasks', token, { task: { label: 'keyed' } }, { 'Idempotency-Key': 'cost-1' });
     expect([plain.status, keyed.status]).toEqual([201, 201]);
-    // A plain create is one statement after the token's (src/changes/user-write.ts OneStatement).
+    // A plain create is one statement after the token's (src/writes/user-write.ts OneStatement).
     expect(plain.sql.length, shown(plain.sql)).toBe(2);
     // A keyed one reads its record under the owner's lock before the work, so it runs as the
     // transaction every write can run as (token; begin, lock owner, insert, events, commit),

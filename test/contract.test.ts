@@ -13,7 +13,7 @@ import ajvFormats from 'ajv-formats';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyedRequest } from '../src/changes/idempotency.js';
+import { keyedRequest } from '../src/writes/idempotency.js';
 import { rawRequest } from './helpers/http.js';
 import { DAY, T0, seconds, startTestApp, type ApiResponse, type TestApp } from './helpers/test-app.js';
 

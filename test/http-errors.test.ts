@@ -9,7 +9,7 @@ import pg from 'pg';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { ManualClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { createApp } from '../src/http/app.js';
 import { expectError } from './helpers/envelope.js';
 import { rawRequest, request } from './helpers/http.js';

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ManualClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { createApp } from '../src/http/app.js';
 import { request } from './helpers/http.js';
 import { T0, createTestDatabase } from './helpers/test-app.js';

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UniqueConstraintViolationException, type MikroORM } from '@mikro-orm/postgresql';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { execute, prepared } from '../src/db/prepared.js';
 import { createTestDatabase } from './helpers/test-app.js';
 

@@ -15,13 +15,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ManualClock } from '../src/core/clock.js';
 import { createLogger } from '../src/core/logger.js';
-import { openOrm } from '../src/db/database.js';
+import { openOrm } from '../src/app/orm.js';
 import { roundTrips } from '../src/db/batching.js';
 import { createApp } from '../src/http/app.js';
 import { T0, createTestDatabase } from './helpers/test-app.js';
 
 /** Statements per request. */
-// Every write of projects and tasks runs in src/changes/user-write.ts: begin, the owner's lock
+// Every write of projects and tasks runs in src/writes/user-write.ts: begin, the owner's lock
 // (with its lock timeout, one statement), the work, one statement appending the change log's
 // events (with their numbers and the NOTIFY), commit. A document an event needs and the work
 // did not already have is read before that (a project: the row and its task ids).
@@ -81,7 +81,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   taskUpdateLabel: 4,
   taskUpdateProject: 6,
   taskDetach: 5,
-  taskChangeState: 2, // token; the one statement (src/changes/user-write.ts OneStatement)
+  taskChangeState: 2, // token; the one statement (src/writes/user-write.ts OneStatement)
   taskChangeStateRefused: 5, // token; the one statement; begin + lock + update; task; rollback
   taskAbandon: 3,
   taskReorder: 3, // token; begin + lock + the reorder statement; events + commit

@@ -5,7 +5,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { rawRequest } from './helpers/http.js';
 import { onlyError, useTestApp } from './helpers/test-app.js';
-import { MAX_BATCH_CALLS } from '../src/http/trpc-door.js';
+import { MAX_BATCH_CALLS } from '../src/core/limits.js';
 
 const app = useTestApp();
 let token: string;

@@ -1,5 +1,5 @@
 /**
- * Writes of one user under contention (src/changes/user-write.ts): every write kind in
+ * Writes of one user under contention (src/writes/user-write.ts): every write kind in
  * parallel through two server instances on one database never deadlocks into a 5xx (one
  * lock order: the owner first), and a user flooding the service with writes and lists
  * cannot starve another user (writers of one user wait in memory for their turn, not on a

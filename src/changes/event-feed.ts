@@ -8,7 +8,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from '../core/errors.js';
-import type { LiveEvents, LiveSubscription } from '../core/trpc.js';
+import type { LiveEvents, LiveSubscription } from '../core/context.js';
 import { EVENTS_PAGE_SIZE } from './event.schema.js';
 import { logPosition, readEvents, type EventPage, type StoredEvent } from './event.store.js';
 

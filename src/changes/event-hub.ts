@@ -15,9 +15,10 @@
 import pg from 'pg';
 import { DomainError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import type { LiveEvents, LiveSubscription, LogEvent } from '../core/trpc.js';
-import { noteRateLimitRefusal } from '../metrics/request-scope.js';
-import { EVENTS_CHANNEL, parseNotification, type Notification } from './event.store.js';
+import type { LiveEvents, LiveSubscription, LogEvent } from '../core/context.js';
+import { noteRateLimitRefusal } from '../core/request-scope.js';
+import { EVENTS_CHANNEL } from '../writes/event-append.js';
+import { parseNotification, type Notification } from './event.store.js';
 
 export const MAX_STREAMS_PER_TOKEN = 10;
 

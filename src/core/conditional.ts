@@ -15,7 +15,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DomainError } from './errors.js';
-import type { Context } from './trpc.js';
+import type { Context } from './context.js';
 
 const digest = (text: string) => createHash('sha256').update(text).digest('base64url').slice(0, 16);
 

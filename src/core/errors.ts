@@ -6,15 +6,10 @@
  * Touch this file to add or reword an error; nothing else lists codes or statuses.
  */
 import type { ZodError } from 'zod';
+import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from './limits.js';
 
-/** Request bodies larger than this are 413 `payload_too_large` (API-CONTRACT.md §1). */
-export const BODY_LIMIT_BYTES = 100 * 1024;
-/**
- * Arrays and objects nested deeper than this are 400 `invalid_json` (API-CONTRACT.md §1);
- * `{"task":{"order":1}}` is 2 deep. Checked on the raw text by src/http/json-depth.ts.
- */
-export const MAX_JSON_DEPTH = 64;
 export const TOO_DEEP_DETAIL = `The request body nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep.`;
+
 
 interface ErrorSpec {
   status: number;

@@ -7,122 +7,13 @@
  * codes; the error formatter puts the envelope's `errors` into tRPC's error data.
  */
 import { initTRPC, TRPCError, type TRPC_ERROR_CODE_KEY } from '@trpc/server';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import superjson from 'superjson';
-import type { OpenApiMeta } from 'trpc-to-openapi';
-import type { Clock } from './clock.js';
-import type { Logger } from './logger.js';
-import { DomainError, QUERY_PARAMETERS, fromZodError, type ErrorCode } from './errors.js';
+import { DomainError, QUERY_PARAMETERS, fromZodError } from './errors.js';
 import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
 import { hit, rateLimitHeaders, rateLimited, tightest } from './rate-limit.js';
 import { refuseConditionalBatch } from './conditional.js';
-import { noteRateLimitRefusal, type RateLimitKind } from '../metrics/request-scope.js';
-
-export interface AppMeta extends OpenApiMeta {
-  /** REST success status when not 200. */
-  successStatus?: 201 | 204;
-  /** The record a path id names; a bad id is `record_not_found` on it. */
-  resource?: 'project' | 'task';
-  /** Input members that come from the query string. */
-  queryParameters?: string[];
-  /** Request-specific codes the operation can answer with (documented in openapi.json). */
-  errorCodes?: ErrorCode[];
-}
-
-/** What a procedure may use; built without HTTP for tests (`createCaller`). */
-export interface Context {
-  em: SqlEntityManager;
-  clock: Clock;
-  /** The raw Authorization header. */
-  authorization: string | undefined;
-  /** Scheme and host the client used, for absolute links. */
-  baseUrl: string;
-  passwordHashCost: number;
-  /** Client address (honours TRUST_PROXY), the key of the login rate limit. */
-  clientIp: string;
-  /** Requests a minute; 0 disables the limit. */
-  rateLimits: { authPerMinute: number; perMinute: number };
-  /** A request header (the first value when repeated); undefined without HTTP. */
-  header: (name: string) => string | undefined;
-  /** Sets a response header (rate-limit headers, ETag); a no-op without HTTP. */
-  setHeader: (name: string, value: string) => void;
-  /** What a procedure decided about the HTTP answer beyond its data: 304 when `notModified`. */
-  response: { notModified: boolean };
-  /**
-   * This HTTP request carries several tRPC calls (a batch). They share one response, so no
-   * ETag is sent and If-Match, If-None-Match and Idempotency-Key are refused (src/core/conditional.ts).
-   */
-  batched?: boolean;
-  /** Counts a procedure run until the returned function is called (a graceful stop waits for 0). */
-  enterProcedure?: () => () => void;
-  /** The user and token an Authorization header names, if it is valid now (src/users/). */
-  authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
-  log?: Logger;
-  /** The change log's live side in this process (src/changes/event-hub.ts). */
-  live?: LiveEvents;
-  /** Set by the REST door, whose path id and query integers arrive as text. */
-  door?: 'rest';
-}
-
-/** What a stream of the change log needs from this process's event hub. */
-export interface LiveEvents {
-  /** Milliseconds between a stream's idle ticks (heartbeat, token check, re-read). */
-  readonly idleMs: number;
-  subscribe(userId: number, tokenHash: string): Promise<LiveSubscription>;
-  /** Ends the streams of a revoked token in this process. */
-  closeToken(tokenHash: string): void;
-}
-
-/** One event of a user's change log, as clients receive it. */
-export interface LogEvent {
-  id: string;
-  type: string;
-  data: unknown;
-  /** Unix seconds. */
-  at: number;
-}
-
-export interface LiveSubscription {
-  readonly closed: boolean;
-  /** Why the stream was ended from the server's side, if it was (a revoked token). */
-  readonly reason?: Error;
-  /** Resolves on new events of the user (also ones before the call), an idle tick, or close. */
-  wait(idleMs: number, signal?: AbortSignal): Promise<'wake' | 'idle' | 'closed'>;
-  /**
-   * The events notifications brought that follow `after` without a gap (possibly none), or
-   * null when the log must be read from the table (first call, a gap, an overflow).
-   */
-  take(after: bigint): LogEvent[] | null;
-  close(): void;
-}
-
-export interface AuthedUser {
-  id: number;
-  username: string;
-}
-
-export interface Authentication {
-  user: AuthedUser;
-  /** Hash of the access token used: the key of the per-token rate limit. */
-  tokenHash: string;
-  /**
-   * The user's newest change-log number (`users.last_event_seq`) as the token was read:
-   * the version of the user's lists. Read in the token's statement, so it costs nothing.
-   */
-  lastEventSeq: string;
-}
-
-/** The procedure a request calls, as the write path needs it (idempotency, If-Match). */
-export interface Call {
-  /** The procedure's path, e.g. `tasks.update`: one method and path template on REST. */
-  path: string;
-  meta: AppMeta | undefined;
-  /** The input as sent (REST: body, path id and query merged), before parsing. */
-  rawInput: () => Promise<unknown>;
-}
-
-/** The context of a procedure behind `authedProcedure`. */
-export type AuthedContext = Context & Authentication & { call: Call };
+import { noteRateLimitRefusal, type RateLimitKind } from './request-scope.js';
+import type { AppMeta, AuthedContext, Call, Context } from './context.js';
 
 const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
   400: 'BAD_REQUEST',

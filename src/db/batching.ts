@@ -4,7 +4,7 @@
  * connection (PostgreSQL's simple query protocol runs a message of several statements in
  * order and stops at the first error). Npgsql has done this with `BEGIN` for years; here it
  * also carries the owner's lock into a write's first statement and the change log's append
- * into its `commit` (src/changes/user-write.ts), so a write holds the owner's lock for two
+ * into its `commit` (src/writes/user-write.ts), so a write holds the owner's lock for two
  * round trips instead of four.
  *
  * What a caller sees:

@@ -6,7 +6,7 @@ import { MikroORM } from '@mikro-orm/postgresql';
 import pg from 'pg';
 import type { Logger } from '../core/logger.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './embedded.js';
-import { ormConfig } from './orm-config.js';
+import { ormConfig, type OrmSettings } from './orm-config.js';
 
 export const EMBEDDED_DATABASE_NAME = 'planning';
 
@@ -57,14 +57,13 @@ export async function openDatabase(options: {
   };
 }
 
-export async function openOrm(
-  clientUrl: string,
-  options: { poolSize?: number; migrate: boolean; onQuery?: (sql: string) => void; onStatement?: () => void },
-): Promise<MikroORM> {
-  const orm = await MikroORM.init(
-    ormConfig({ clientUrl, poolSize: options.poolSize, onQuery: options.onQuery, onStatement: options.onStatement }),
-  );
-  if (options.migrate) {
+export type OpenOrmOptions = Omit<OrmSettings, 'clientUrl' | 'dbName'> & { migrate: boolean };
+
+/** The ORM on `clientUrl`, migrated first when asked (src/app/orm.ts hands in the entities). */
+export async function openOrm(clientUrl: string, options: OpenOrmOptions): Promise<MikroORM> {
+  const { migrate, ...settings } = options;
+  const orm = await MikroORM.init(ormConfig({ clientUrl, ...settings }));
+  if (migrate) {
     try {
       await whileMigrationLocked(clientUrl, () => orm.migrator.up());
     } catch (error) {

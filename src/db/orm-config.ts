@@ -1,21 +1,18 @@
 /**
  * The one MikroORM configuration, used by the service, the tests, and the MikroORM CLI
- * (through mikro-orm.config.ts at the root).
+ * (through mikro-orm.config.ts at the root). The entities are handed in: the composition
+ * root (src/app/orm.ts) lists them, so this layer imports no feature.
  */
 import { DefaultLogger, defineConfig, type LogContext, type Options } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
-import { AccessToken } from '../users/access-token.entity.js';
-import { User } from '../users/user.entity.js';
-import { Project } from '../projects/project.entity.js';
-import { Task } from '../tasks/task.entity.js';
 import { migrationsList } from './migrations/index.js';
 import type pg from 'pg';
 import { batchPool } from './batching.js';
 
-export const entities = [User, AccessToken, Project, Task];
-
 export interface OrmSettings {
   clientUrl: string;
+  /** The entity classes (src/app/orm.ts). */
+  entities: NonNullable<Options['entities']>;
   /** Overrides the database named in clientUrl. */
   dbName?: string;
   /** Connections this process may hold. */
@@ -41,7 +38,7 @@ export function ormConfig(settings: OrmSettings): Options {
   return defineConfig({
     clientUrl: settings.clientUrl,
     ...(settings.dbName ? { dbName: settings.dbName } : {}),
-    entities,
+    entities: settings.entities,
     extensions: [Migrator],
     ...(settings.onQuery ? { debug: ['query' as const], logger: settings.onQuery, colors: false } : { debug: false }),
     ...(settings.onStatement ? { loggerFactory: countingLogger(settings.onStatement) } : {}),

@@ -15,19 +15,20 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import swaggerUi from 'swagger-ui-express';
 import type { Clock } from '../core/clock.js';
-import { BODY_LIMIT_BYTES, DomainError } from '../core/errors.js';
+import { DomainError } from '../core/errors.js';
+import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { failureLog, poolStateOf } from '../core/failure-log.js';
 import { toErrorResponse, unavailable } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
-import type { Context } from '../core/trpc.js';
+import { createContextInner, type Context } from '../core/context.js';
 import { buildOpenApiDocument } from '../openapi/document.js';
-import { appRouter } from '../router.js';
+import { resources } from '../app/resources.js';
+import { appRouter } from '../app/router.js';
 import { authenticate } from '../users/authentication.js';
 import { EventHub } from '../changes/event-hub.js';
 import { EVENTS_PATH } from '../changes/events.router.js';
 import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
-import { TOO_DEEP_DETAIL } from './json-depth.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 import { refuseCall, trpcDoorGuard } from './trpc-door.js';
 import type { ServiceMetrics } from '../metrics/service-metrics.js';
@@ -127,9 +128,11 @@ export function createApp(deps: AppDependencies): express.Express {
   app.locals.events = events;
   const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }): Context => {
     const em = orm.em.fork();
-    return {
+    return createContextInner({
       em,
       clock,
+      authenticate: (authorization) => authenticate(em, authorization, clock.now()),
+      resources,
       authorization: req.headers.authorization,
       baseUrl: `${req.protocol}://${req.host}`,
       passwordHashCost: deps.passwordHashCost,
@@ -145,10 +148,9 @@ export function createApp(deps: AppDependencies): express.Express {
       response,
       batched,
       enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
-      authenticate: (authorization) => authenticate(em, authorization, clock.now()),
       log: logger,
       live: events,
-    };
+    });
   };
 
   // Expired rows (rate limits, tokens, old events, tickets) are pruned by src/core/housekeeping.ts.

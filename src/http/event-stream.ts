@@ -18,7 +18,7 @@ import type { Clock } from '../core/clock.js';
 import { DomainError, invalidQueryParameter, QUERY_PARAMETERS } from '../core/errors.js';
 import { errorBody, toErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
-import type { Authentication } from '../core/trpc.js';
+import type { Authentication } from '../core/context.js';
 import type { EventHub } from '../changes/event-hub.js';
 import { followEvents, startCursor } from '../changes/event-feed.js';
 import { hashTicket } from '../changes/events.router.js';

@@ -7,9 +7,8 @@
  * pass over at most 100 KiB.
  */
 
-import { MAX_JSON_DEPTH } from '../core/errors.js';
+import { MAX_JSON_DEPTH } from '../core/limits.js';
 
-export { MAX_JSON_DEPTH, TOO_DEEP_DETAIL } from '../core/errors.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -16,12 +16,13 @@ import {
   createProcedureCache,
   normalizePath,
 } from 'trpc-to-openapi';
-import { BODY_LIMIT_BYTES, DomainError, QUERY_PARAMETERS, invalidQueryParameter } from '../core/errors.js';
+import { DomainError, QUERY_PARAMETERS, TOO_DEEP_DETAIL, invalidQueryParameter } from '../core/errors.js';
+import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { FailureLog } from '../core/failure-log.js';
-import type { AppMeta, Context } from '../core/trpc.js';
-import type { AppRouter } from '../router.js';
-import { TOO_DEEP_DETAIL, nestsDeeperThan } from './json-depth.js';
+import type { AppMeta, Context } from '../core/context.js';
+import type { AppRouter } from '../app/router.js';
+import { nestsDeeperThan } from './json-depth.js';
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
   res.status(response.status);

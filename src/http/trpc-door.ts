@@ -12,14 +12,14 @@
  * carrying the contract's envelope in `data.errors` like every other /trpc error.
  */
 import type { Request, RequestHandler } from 'express';
-import { BODY_LIMIT_BYTES, DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
+import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
+import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS } from '../core/limits.js';
 import { toErrorResponse } from '../core/failures.js';
 import { toTRPCError } from '../core/trpc.js';
 import { nestsDeeperThan } from './json-depth.js';
 import { sendErrorResponse } from './rest.js';
 
 /** Most calls one /trpc batch request may carry. */
-export const MAX_BATCH_CALLS = 20;
 
 type Refusal = 'too_deep' | 'too_large';
 const refusals = new WeakMap<Request, Refusal>();

@@ -15,8 +15,8 @@ import type { RequestHandler, Request, Response } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createProcedureCache, normalizePath } from 'trpc-to-openapi';
 import { EVENTS_PATH } from '../changes/events.router.js';
-import { appRouter } from '../router.js';
-import { requestScope, type RateLimitKind, type RequestScope } from './request-scope.js';
+import { appRouter } from '../app/router.js';
+import { requestScope, type RateLimitKind, type RequestScope } from '../core/request-scope.js';
 
 /** Operations that are not procedures of the router. */
 export const FIXED_OPERATIONS = ['healthz', 'readyz', 'openapi', 'docs', 'events.stream', 'batch', 'unmatched'] as const;

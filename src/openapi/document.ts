@@ -7,11 +7,10 @@
  */
 import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
-import { BODY_LIMIT_BYTES, DomainError, ERROR_CODES, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
-import type { AppMeta } from '../core/trpc.js';
-import { MAX_JSON_DEPTH } from '../http/json-depth.js';
-import { MAX_BATCH_CALLS } from '../http/trpc-door.js';
-import { appRouter } from '../router.js';
+import { DomainError, ERROR_CODES, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
+import type { AppMeta } from '../core/context.js';
+import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS, MAX_JSON_DEPTH } from '../core/limits.js';
+import { appRouter } from '../app/router.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 
 export const API_VERSION = '1.0.0';

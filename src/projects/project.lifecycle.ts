@@ -3,7 +3,7 @@
  * file to change a project rule. It holds:
  * - the states, and which of them a client may request;
  * - MAX_STARTED_PROJECTS (SPEC.md 3.1 rule 3), the one place that says 3; the count itself is
- *   read under the owner's lock taken first by every write (src/changes/user-write.ts);
+ *   read under the owner's lock taken first by every write (src/writes/user-write.ts);
  * - one row per action: where it starts and ends, which dates it requires, allows or forbids
  *   (SPEC.md 3.1 rules 1–2), whether it counts against the limit, its effect on the project's
  *   own dates, and its effect on the project's tasks (an action of task.lifecycle.ts).

@@ -5,7 +5,9 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { idArray, secondsOf } from '../db/sql-fragments.js';
 import { execute } from '../db/prepared.js';
-import type { ProjectFields } from './project.view.js';
+import { projectEtag } from '../core/conditional.js';
+import type { ResourceReader } from '../core/resource.js';
+import { presentProjectFields, type ProjectFields } from './project.view.js';
 
 interface ProjectRow {
   total?: number;
@@ -79,3 +81,14 @@ export async function projectsByIds(
   );
   return rows.map(fieldsOf);
 }
+
+/** How the write path reads a project back (src/core/resource.ts): its document, its ETag. */
+export const projectReader: ResourceReader = {
+  async documents(em, ids) {
+    return new Map((await projectsByIds(em, ids)).map((project) => [project.id, presentProjectFields(project)]));
+  },
+  async currentEtag(em, userId, id) {
+    const [project] = await projectsByIds(em, [id], userId);
+    return project ? projectEtag(id, project.version, project.taskIds) : null;
+  },
+};

@@ -6,7 +6,7 @@ import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { listEtag, notModified, projectEtag } from '../core/conditional.js';
 import { DomainError, ValidationErrors } from '../core/errors.js';
 import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
-import { userWrite, type WriteScope } from '../changes/user-write.js';
+import { userWrite, type WriteScope } from '../writes/user-write.js';
 import { PROJECT_DELETED } from '../tasks/task.lifecycle.js';
 import { applyToProjectTasks, taskIdsOfProjects } from '../tasks/task.store.js';
 import { Project, slugOf } from './project.entity.js';

@@ -2,12 +2,14 @@
  * Set-based task statements: order assignment and shifting, the effect of a project's
  * state change or deletion on its tasks, and the task ids listed on projects. Each is one
  * SQL statement whatever the number of tasks. Those that write run inside a user's write
- * (src/changes/user-write.ts), under the owner's lock; the state effects come from the
+ * (src/writes/user-write.ts), under the owner's lock; the state effects come from the
  * actions of task.lifecycle.ts, never written out here.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
-import type { TaskFields } from './task.view.js';
+import { taskEtag } from '../core/conditional.js';
+import type { ResourceReader } from '../core/resource.js';
+import { presentTaskFields, type TaskFields } from './task.view.js';
 import { idArray, secondsOf } from '../db/sql-fragments.js';
 import { execute } from '../db/prepared.js';
 
@@ -31,7 +33,7 @@ export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<T
 
 /**
  * The insert of a new task as the `changed` part of a one-statement write
- * (src/changes/user-write.ts `OneStatement`): for `owner`, the owner's row that statement
+ * (src/writes/user-write.ts `OneStatement`): for `owner`, the owner's row that statement
  * locks first; the order is read after that lock (`next_task_order` takes its own snapshot).
  * Returns the whole row.
  */
@@ -83,7 +85,7 @@ export async function changeTaskState(
 }
 
 /**
- * The same change as the `changed` part of a one-statement write (src/changes/user-write.ts
+ * The same change as the `changed` part of a one-statement write (src/writes/user-write.ts
  * `OneStatement`): it reads `owner`, the owner's row that statement locks first, and returns
  * the whole row. Null when no action reaches `to`.
  */
@@ -287,4 +289,27 @@ export async function tasksByIds(em: SqlEntityManager, ids: readonly number[]): 
     [idArray(ids)],
   );
   return rows.map(taskFieldsOf);
+}
+
+/** How the write path reads a task back (src/core/resource.ts): its document, its ETag. */
+export const taskReader: ResourceReader = {
+  async documents(em, ids) {
+    return new Map((await tasksByIds(em, ids)).map((task) => [task.id, presentTaskFields(task)]));
+  },
+  async currentEtag(em, userId, id) {
+    const [row] = await em.execute<Array<{ version: number }>>('select version from tasks where id = ? and user_id = ?', [id, userId]);
+    return row ? taskEtag(id, row.version) : null;
+  },
+};
+
+/**
+ * The one fact a task needs of a project it names: that the user has it, and whether it is
+ * started (src/tasks/task.lifecycle.ts `newTaskFields`, `moveToProject`).
+ */
+export async function linkedProject(em: SqlEntityManager, userId: number, id: number): Promise<{ id: number; started: boolean } | null> {
+  const [row] = await em.execute<Array<{ id: number; started: boolean }>>(
+    `select id, state = 'started' as started from projects where id = ? and user_id = ?`,
+    [id, userId],
+  );
+  return row ?? null;
 }

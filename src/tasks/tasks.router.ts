@@ -5,8 +5,7 @@ import { listEtag, notModified, taskEtag } from '../core/conditional.js';
 import { daysBefore, fromSeconds, startOfUtcDay } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
 import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
-import { Project } from '../projects/project.entity.js';
-import { userWrite, type OneStatement, type WriteScope } from '../changes/user-write.js';
+import { userWrite, type OneStatement, type WriteScope } from '../writes/user-write.js';
 import { Task } from './task.entity.js';
 import { newTaskFields } from './task.lifecycle.js';
 import {
@@ -23,7 +22,7 @@ import {
   UpdateTaskInput,
 } from './task.schema.js';
 import {
-  changeTaskState, insertTask, insertTaskSql, listTasks, moveTask, ownedTask, presentedTaskColumns, presentedTaskOf, taskStateChangeSql,
+  changeTaskState, insertTask, insertTaskSql, linkedProject, listTasks, moveTask, ownedTask, presentedTaskColumns, presentedTaskOf, taskStateChangeSql,
 } from './task.store.js';
 import { presentTask, presentTaskFields, taskDocumentSql } from './task.view.js';
 
@@ -40,11 +39,11 @@ async function findOwnedTask(em: SqlEntityManager, userId: number, id: number): 
 
 /** The project a task names in its body, which must be one of the user's. */
 async function findLinkedProject(em: SqlEntityManager, userId: number, id: number) {
-  const project = await em.findOne(Project, { id, userId }, { fields: ['id', 'state'] });
+  const project = await linkedProject(em, userId, id);
   if (!project) {
     throw DomainError.validation('record_not_found', '/task/project_id', 'No project with this id exists for the current user.');
   }
-  return { id: project.id, started: project.state === 'started' };
+  return project;
 }
 
 function taskDocument(task: Task) {

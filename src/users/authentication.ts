@@ -4,7 +4,7 @@
  * core never reads the users' tables itself.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { Authentication } from '../core/trpc.js';
+import type { Authentication } from '../core/context.js';
 import { execute } from '../db/prepared.js';
 import { hashAccessToken, tokenFromHeader } from './credentials.js';
 

@@ -10,9 +10,10 @@ import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ManualClock } from '../../src/core/clock.js';
 import { toErrorResponse } from '../../src/core/failures.js';
-import type { Context } from '../../src/core/trpc.js';
-import { openOrm } from '../../src/db/database.js';
-import { createCaller } from '../../src/router.js';
+import { createContextInner, type Context } from '../../src/core/context.js';
+import { openOrm } from '../../src/app/orm.js';
+import { resources } from '../../src/app/resources.js';
+import { createCaller } from '../../src/app/router.js';
 import { authenticate } from '../../src/users/authentication.js';
 import { errorShape, type Source } from './envelope.js';
 import { T0, createTestDatabase } from './test-app.js';
@@ -45,20 +46,15 @@ export function useProcedures(options: ProcedureOptions = {}) {
   function contextFor(authorization?: string, headers: Record<string, string> = {}): Context {
     if (!orm) throw new Error('the procedures are only there while the tests run (beforeAll to afterAll)');
     const em = orm.em.fork();
-    const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
-    return {
+    return createContextInner({
       em,
       clock,
-      authorization,
+      authenticate: (a) => authenticate(em, a, clock.now()),
+      resources,
+      headers: { ...headers, authorization },
       baseUrl: 'http://procedures.test',
       passwordHashCost: 1024,
-      clientIp: '127.0.0.1',
-      rateLimits: { authPerMinute: 0, perMinute: 0 },
-      header: (name) => lower[name.toLowerCase()],
-      setHeader: () => {},
-      response: { notModified: false },
-      authenticate: (a) => authenticate(em, a, clock.now()),
-    };
+    });
   }
 
   /** The procedures as a client with this token (or none) calls them. */

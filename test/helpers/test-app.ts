@@ -10,7 +10,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { createClient } from '../../src/client.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { createLogger, type Logger } from '../../src/core/logger.js';
-import { openOrm } from '../../src/db/database.js';
+import { openOrm } from '../../src/app/orm.js';
 import { createApp } from '../../src/http/app.js';
 import { createHttpServer } from '../../src/http/http-server.js';
 import { EventHub } from '../../src/changes/event-hub.js';

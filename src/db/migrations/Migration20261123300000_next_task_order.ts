@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * the user's order), the one place that says it. Every creation reads it after the owner's
  * lock is held. It is a PL/pgSQL function, volatile, so its query takes a snapshot of its own
  * when it runs: called in a statement that took the owner's lock earlier (a task creation made
- * in one statement, src/changes/user-write.ts), it sees every task committed before the lock
+ * in one statement, src/writes/user-write.ts), it sees every task committed before the lock
  * was granted, where a subquery would read the statement's snapshot, taken before the wait.
  */
 export class Migration20261123300000_next_task_order extends Migration {

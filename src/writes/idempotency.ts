@@ -3,7 +3,7 @@
  * "Implementing Stripe-like Idempotency Keys in Postgres": the outcome of a keyed write is
  * stored by the write's own transaction, so a crash keeps both or neither.
  *
- * How one keyed write runs (src/changes/user-write.ts drives it):
+ * How one keyed write runs (src/writes/user-write.ts drives it):
  * 1. `tryClaim`: `pg_try_advisory_xact_lock` on a 64-bit hash of user and key, first in the
  *    transaction. Held by a running request with the same key, in any process: 409
  *    request_in_progress at once, never a wait and never a second execution. The lock ends
@@ -23,7 +23,7 @@
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError, type ApiError } from '../core/errors.js';
-import type { Call } from '../core/trpc.js';
+import type { Call } from '../core/context.js';
 
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 3600 * 1000;
 /** 1 to 255 visible ASCII characters. */

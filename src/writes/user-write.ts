@@ -20,7 +20,7 @@
  * And, for every write alike (API-CONTRACT.md §11):
  * - An Idempotency-Key claims the key first in the transaction, reads its record with the
  *   owner's lock, replays it or runs the work and stores its outcome with the events
- *   (src/changes/idempotency.ts says how, and why a failure is stored by a second transaction).
+ *   (src/writes/idempotency.ts says how, and why a failure is stored by a second transaction).
  * - If-Match is compared with the resource's current ETag under the owner's lock, which every
  *   writer of the user holds: no change can land between the check and the write. A stale
  *   tag is 412 precondition_failed, the transaction rolls back and nothing is stored.
@@ -33,12 +33,9 @@ import { ifMatchHolds, sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
 import { BATCHED } from '../db/batching.js';
 import { execute } from '../db/prepared.js';
-import type { AuthedContext } from '../core/trpc.js';
-import { presentProjectFields } from '../projects/project.view.js';
-import { projectsByIds } from '../projects/project.store.js';
-import { tasksByIds } from '../tasks/task.store.js';
-import { presentTaskFields } from '../tasks/task.view.js';
-import { appendEvents, appendSql, type NewEvent } from './event.store.js';
+import type { AuthedContext } from '../core/context.js';
+import type { Resource, ResourceReaders } from '../core/resource.js';
+import { appendEvents, appendSql, type NewEvent } from './event-append.js';
 import {
   claim,
   fingerprintOf,
@@ -52,14 +49,12 @@ import {
   type Keyed,
   type StoredOutcome,
 } from './idempotency.js';
-import { currentEtag } from './versions.js';
 
 export const WRITERS_PER_USER = 2;
 export const QUEUED_PER_USER = 200;
 const LOCK_TIMEOUT_MS = 5_000;
 const RETRIES = 3;
 
-export type Resource = 'project' | 'task';
 type Kind = 'created' | 'updated' | 'deleted';
 
 interface Entry {
@@ -220,7 +215,7 @@ async function runWrite<T>(ctx: AuthedContext, keyed: Keyed | undefined, work: (
       await em.flush();
       const etag = scope.etag?.();
       const store = keyed && storeSql(scope.userId, keyed, { status: successStatus(ctx), body: value ?? null, etag: etag ?? null }, scope.now);
-      const appended = await appendEvents(em, scope.userId, await eventsOf(em, scope), scope.now, store);
+      const appended = await appendEvents(em, scope.userId, await eventsOf(ctx.resources, em, scope), scope.now, store);
       // Also the last statement: sent with the commit (src/db/batching.ts).
       if (store && !appended) await em.execute(BATCHED + store.sql, store.params);
       return { kind: 'ran', value, etag };
@@ -329,7 +324,7 @@ async function checkIfMatch(ctx: AuthedContext, em: SqlEntityManager, userId: nu
   const resource = ctx.call.meta?.resource;
   if (header === undefined || !resource) return;
   const id = Number((await ctx.call.rawInput() as { id?: unknown }).id);
-  const current = await currentEtag(em, resource, userId, id);
+  const current = Number.isSafeInteger(id) && id >= 1 && id <= 2_147_483_647 ? await ctx.resources[resource].currentEtag(em, userId, id) : null;
   if (current !== null && !ifMatchHolds(header, current)) {
     throw DomainError.of('precondition_failed', { parameter: 'If-Match' });
   }
@@ -358,20 +353,18 @@ async function lockOwner(
   return rows[0]?.record ?? null;
 }
 
-/** The change set as events, each carrying its resource's document after the change. */
-async function eventsOf(em: SqlEntityManager, scope: WriteScope): Promise<NewEvent[]> {
+/**
+ * The change set as events, each carrying its resource's document after the change: the
+ * work's own, or read back through the resource's reader (one statement per kind).
+ */
+async function eventsOf(readers: ResourceReaders, em: SqlEntityManager, scope: WriteScope): Promise<NewEvent[]> {
   const entries = scope.changes.entries;
   if (entries.length === 0) return [];
-  const missing = (resource: Resource) =>
-    entries.filter((e) => e.resource === resource && e.kind !== 'deleted' && e.document === undefined).map((e) => e.id);
   const documents = new Map<string, unknown>();
-  const taskIds = missing('task');
-  if (taskIds.length > 0) {
-    for (const task of await tasksByIds(em, taskIds)) documents.set(`task:${task.id}`, presentTaskFields(task));
-  }
-  const projectIds = missing('project');
-  if (projectIds.length > 0) {
-    for (const project of await projectsByIds(em, projectIds)) documents.set(`project:${project.id}`, presentProjectFields(project));
+  for (const resource of ['task', 'project'] as const) {
+    const ids = entries.filter((e) => e.resource === resource && e.kind !== 'deleted' && e.document === undefined).map((e) => e.id);
+    if (ids.length === 0) continue;
+    for (const [id, document] of await readers[resource].documents(em, ids)) documents.set(`${resource}:${id}`, document);
   }
   const at = toSeconds(scope.now);
   return entries.flatMap((e): NewEvent[] => {

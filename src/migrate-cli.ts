@@ -1,7 +1,8 @@
 /** `npm run migrate`: applies pending migrations to DATABASE_URL, or to the embedded database. */
-import { loadConfig } from '../config.js';
-import { createLogger } from '../core/logger.js';
-import { openDatabase, openOrm } from './database.js';
+import { loadConfig } from './config.js';
+import { createLogger } from './core/logger.js';
+import { openOrm } from './app/orm.js';
+import { openDatabase } from './db/database.js';
 
 const config = loadConfig();
 const logger = createLogger(config.logLevel);

@@ -1,9 +1,9 @@
 /** The whole API: one router, served at /trpc and, through trpc-to-openapi, under /api. */
-import { eventsRouter } from './changes/events.router.js';
-import { createCallerFactory, router } from './core/trpc.js';
-import { projectsRouter } from './projects/projects.router.js';
-import { tasksRouter } from './tasks/tasks.router.js';
-import { usersRouter } from './users/users.router.js';
+import { eventsRouter } from '../changes/events.router.js';
+import { createCallerFactory, router } from '../core/trpc.js';
+import { projectsRouter } from '../projects/projects.router.js';
+import { tasksRouter } from '../tasks/tasks.router.js';
+import { usersRouter } from '../users/users.router.js';
 
 export const appRouter = router({
   users: usersRouter,

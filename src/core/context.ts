@@ -1,0 +1,149 @@
+/**
+ * What a procedure may use, and how one is made without HTTP. `createContextInner` builds a
+ * context from what every caller has (an entity manager, a clock, the functions the layers
+ * above hand in); the HTTP doors (src/http/app.ts) add what a request brings, and tests call
+ * procedures through `createCaller` with it. Touch this file when a procedure needs
+ * something new from its caller.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { OpenApiMeta } from 'trpc-to-openapi';
+import { PASSWORD_HASH_COST } from '../config.js';
+import type { Clock } from './clock.js';
+import type { ErrorCode } from './errors.js';
+import type { Logger } from './logger.js';
+import type { Resource, ResourceReaders } from './resource.js';
+
+export interface AppMeta extends OpenApiMeta {
+  /** REST success status when not 200. */
+  successStatus?: 201 | 204;
+  /** The record a path id names; a bad id is `record_not_found` on it. */
+  resource?: Resource;
+  /** Input members that come from the query string. */
+  queryParameters?: string[];
+  /** Request-specific codes the operation can answer with (documented in openapi.json). */
+  errorCodes?: ErrorCode[];
+}
+
+/** What a procedure may use; built without HTTP for tests (`createCaller`). */
+export interface Context {
+  em: SqlEntityManager;
+  clock: Clock;
+  /** The raw Authorization header. */
+  authorization: string | undefined;
+  /** Scheme and host the client used, for absolute links. */
+  baseUrl: string;
+  passwordHashCost: number;
+  /** Client address (honours TRUST_PROXY), the key of the login rate limit. */
+  clientIp: string;
+  /** Requests a minute; 0 disables the limit. */
+  rateLimits: { authPerMinute: number; perMinute: number };
+  /** A request header (the first value when repeated); undefined without HTTP. */
+  header: (name: string) => string | undefined;
+  /** Sets a response header (rate-limit headers, ETag); a no-op without HTTP. */
+  setHeader: (name: string, value: string) => void;
+  /** What a procedure decided about the HTTP answer beyond its data: 304 when `notModified`. */
+  response: { notModified: boolean };
+  /**
+   * This HTTP request carries several tRPC calls (a batch). They share one response, so no
+   * ETag is sent and If-Match, If-None-Match and Idempotency-Key are refused (src/core/conditional.ts).
+   */
+  batched?: boolean;
+  /** Counts a procedure run until the returned function is called (a graceful stop waits for 0). */
+  enterProcedure?: () => () => void;
+  /** The user and token an Authorization header names, if it is valid now (src/users/). */
+  authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
+  /** How the write path reads back the resources a write changed (src/app/resources.ts). */
+  resources: ResourceReaders;
+  log?: Logger;
+  /** The change log's live side in this process (src/changes/event-hub.ts). */
+  live?: LiveEvents;
+  /** Set by the REST door, whose path id and query integers arrive as text. */
+  door?: 'rest';
+}
+
+/** What a stream of the change log needs from this process's event hub. */
+export interface LiveEvents {
+  /** Milliseconds between a stream's idle ticks (heartbeat, token check, re-read). */
+  readonly idleMs: number;
+  subscribe(userId: number, tokenHash: string): Promise<LiveSubscription>;
+  /** Ends the streams of a revoked token in this process. */
+  closeToken(tokenHash: string): void;
+}
+
+/** One event of a user's change log, as clients receive it. */
+export interface LogEvent {
+  id: string;
+  type: string;
+  data: unknown;
+  /** Unix seconds. */
+  at: number;
+}
+
+export interface LiveSubscription {
+  readonly closed: boolean;
+  /** Why the stream was ended from the server's side, if it was (a revoked token). */
+  readonly reason?: Error;
+  /** Resolves on new events of the user (also ones before the call), an idle tick, or close. */
+  wait(idleMs: number, signal?: AbortSignal): Promise<'wake' | 'idle' | 'closed'>;
+  /**
+   * The events notifications brought that follow `after` without a gap (possibly none), or
+   * null when the log must be read from the table (first call, a gap, an overflow).
+   */
+  take(after: bigint): LogEvent[] | null;
+  close(): void;
+}
+
+export interface AuthedUser {
+  id: number;
+  username: string;
+}
+
+export interface Authentication {
+  user: AuthedUser;
+  /** Hash of the access token used: the key of the per-token rate limit. */
+  tokenHash: string;
+  /**
+   * The user's newest change-log number (`users.last_event_seq`) as the token was read:
+   * the version of the user's lists. Read in the token's statement, so it costs nothing.
+   */
+  lastEventSeq: string;
+}
+
+/** The procedure a request calls, as the write path needs it (idempotency, If-Match). */
+export interface Call {
+  /** The procedure's path, e.g. `tasks.update`: one method and path template on REST. */
+  path: string;
+  meta: AppMeta | undefined;
+  /** The input as sent (REST: body, path id and query merged), before parsing. */
+  rawInput: () => Promise<unknown>;
+}
+
+/** The context of a procedure behind `authedProcedure`. */
+export type AuthedContext = Context & Authentication & { call: Call };
+
+/** What every context is made from; the rest has defaults that fit a call without HTTP. */
+export interface ContextInner {
+  em: SqlEntityManager;
+  clock: Clock;
+  authenticate: Context['authenticate'];
+  resources: ResourceReaders;
+  /** Request headers by any case of their names; none by default. */
+  headers?: Readonly<Record<string, string | undefined>>;
+}
+
+/** A context without HTTP: no headers unless given, no rate limits, the production password hash. */
+export function createContextInner(inner: ContextInner & Partial<Omit<Context, keyof ContextInner>>): Context {
+  const { headers = {}, ...rest } = inner;
+  const lower = Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
+  return {
+    authorization: lower.authorization,
+    baseUrl: 'http://localhost',
+    passwordHashCost: PASSWORD_HASH_COST,
+    clientIp: '127.0.0.1',
+    rateLimits: { authPerMinute: 0, perMinute: 0 },
+    header: (name) => lower[name.toLowerCase()],
+    setHeader: () => {},
+    response: { notModified: false },
+    ...rest,
+  };
+}

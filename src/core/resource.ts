@@ -1,0 +1,18 @@
+/**
+ * The resources a user's writes change, as the write path and the change log name them, and
+ * how the write path reads one back without knowing its feature: the composition root
+ * (src/app/resources.ts) hands these readers in through the context, so the layers below
+ * the features never import them.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+
+export type Resource = 'project' | 'task';
+
+export interface ResourceReader {
+  /** The `data` documents of these of the user's resources, by id (a missing one is absent). */
+  documents(em: SqlEntityManager, ids: readonly number[]): Promise<Map<number, unknown>>;
+  /** The resource's current ETag, or null when the user has no such resource. */
+  currentEtag(em: SqlEntityManager, userId: number, id: number): Promise<string | null>;
+}
+
+export type ResourceReaders = Readonly<Record<Resource, ResourceReader>>;
