@@ -52,18 +52,22 @@ describe('order and completeness', () => {
 
     // The first write takes the owner's lock and waits; the second (through the other
     // instance's ORM) starts meanwhile and must wait for the lock, not take a number.
-    const first = userWrite(contextOf(one, u.id), async ({ em, changes }) => {
-      changes.updated('task', 1, { n: 'first' });
-      // The owner's lock goes to the database with the work's first statement.
-      await em.execute('select 1');
-      firstLocked();
-      await firstHolds;
-    });
+    const first = userWrite(contextOf(one, u.id), {
+      async transaction({ em, changes }) {
+        changes.updated('task', 1, { n: 'first' });
+        // The owner's lock goes to the database with the work's first statement.
+        await em.execute('select 1');
+        firstLocked();
+        await firstHolds;
+      },
+    }, undefined);
     // A write that fails before it holds the lock must fail the test, not leave it waiting.
     await Promise.race([locked, first.then(() => Promise.reject(new Error('the first write ended before it held the lock')))]);
-    const second = userWrite(contextOf(two, u.id), async ({ changes }) => {
-      changes.updated('task', 2, { n: 'second' });
-    });
+    const second = userWrite(contextOf(two, u.id), {
+      async transaction({ changes }) {
+        changes.updated('task', 2, { n: 'second' });
+      },
+    }, undefined);
     // Nothing is visible while the first holds: no number has been taken by the second.
     await new Promise((r) => setTimeout(r, 300));
     const during = await one.request('GET', `${EVENTS}?after=0`, { token: u.token });

@@ -47,7 +47,7 @@ const EXPECTED = {
   taskUpdateProject: 9, // token; begin, lock owner, task, project, update, the project's document (row with task ids), events, commit
   taskDetach: 8, // taskUpdateProject without the project's state
   taskChangeState: 2, // token; one statement: lock owner, update (if the state allows), event, NOTIFY
-  taskChangeStateRefused: 7, // token; the one statement (no row); begin, lock owner, update (no row), task, rollback
+  taskChangeStateRefused: 6, // token; the one statement (no row); begin, lock owner, task (to say why), rollback
   taskAbandon: 6, // token; begin, lock owner, update, events (the task's and its project's, if any), commit
   taskReorder: 6, // token; begin, lock owner, one statement (task, highest order, update of the span, the moved documents), events, commit
   taskReorderInPlace: 5, // the same statement, which finds nothing to update; no event
@@ -82,7 +82,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   taskUpdateProject: 6,
   taskDetach: 5,
   taskChangeState: 2, // token; the one statement (src/writes/user-write.ts OneStatement)
-  taskChangeStateRefused: 5, // token; the one statement; begin + lock + update; task; rollback
+  taskChangeStateRefused: 4, // token; the one statement; begin + lock + task; rollback
   taskAbandon: 3,
   taskReorder: 3, // token; begin + lock + the reorder statement; events + commit
   taskReorderInPlace: 3, // token; begin + lock + the reorder statement; commit

@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TASK_STATES } from '../src/tasks/task.lifecycle.js';
-import { presentedTaskColumns, presentedTaskOf } from '../src/tasks/task.store.js';
+import { presentedTaskColumns } from '../src/tasks/task.sql.js';
+import { presentedTaskOf } from '../src/tasks/task.store.js';
 import { presentTaskFields, taskDocumentSql } from '../src/tasks/task.view.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
 

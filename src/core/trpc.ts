@@ -1,19 +1,13 @@
 /**
- * tRPC is initialised here, once. Other files build only on what this one exports:
- * `router`, `publicProcedure` and `authedProcedure` (whose context has a non-null user).
- *
- * Every procedure runs behind one error middleware that turns zod input failures and
- * database outages into domain errors, so both doors (REST and /trpc) report the same
- * codes; the error formatter puts the envelope's `errors` into tRPC's error data.
+ * tRPC is initialised here, once: its context and meta types, superjson, the SSE settings,
+ * and the error formatter that puts the envelope's `errors` into tRPC's error data. The
+ * procedures every router builds on are in procedures.ts; routers take `router` from here.
  */
 import { initTRPC, TRPCError, type TRPC_ERROR_CODE_KEY } from '@trpc/server';
 import superjson from 'superjson';
-import { DomainError, QUERY_PARAMETERS, fromZodError } from './errors.js';
-import { isDatabaseUnavailable, isZodError, toErrorResponse, unavailable } from './failures.js';
-import { hit, rateLimitHeaders, rateLimited, tightest } from './rate-limit.js';
-import { refuseConditionalBatch } from './conditional.js';
-import { noteRateLimitRefusal, type RateLimitKind } from './request-scope.js';
-import type { AppMeta, AuthedContext, Call, Context } from './context.js';
+import type { DomainError } from './errors.js';
+import { toErrorResponse } from './failures.js';
+import type { AppMeta, Context } from './context.js';
 
 const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
   400: 'BAD_REQUEST',
@@ -33,7 +27,7 @@ export function toTRPCError(error: DomainError): TRPCError {
   return new TRPCError({ code: STATUS_TO_TRPC[error.status] ?? 'INTERNAL_SERVER_ERROR', message: error.message, cause: error });
 }
 
-const t = initTRPC
+export const t = initTRPC
   .context<Context>()
   .meta<AppMeta>()
   .create({
@@ -62,160 +56,3 @@ const t = initTRPC
 
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
-
-/**
- * What every procedure runs behind, as one middleware (each level of tRPC middleware copies the
- * call's options and context, a cost every request pays):
- * - the run is counted while it runs, whether or not its client is still there (a graceful
- *   stop waits for 0);
- * - the input it sees is built as REST builds it (`restShapedInput`, `restIntegers`);
- * - zod input failures and database outages become domain errors, so both doors report the
- *   same codes (`convertError`).
- */
-const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
-  const leave = ctx.enterProcedure?.();
-  try {
-    const shaped = async () => restIntegers(ctx, meta, restShapedInput(await getRawInput()));
-    const result = await next({ getRawInput: shaped });
-    return result.ok ? result : await convertError(result, meta, getRawInput);
-  } finally {
-    leave?.();
-  }
-});
-
-type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middleware>[0]>[0]['next']>>;
-
-async function convertError(result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
-  const { error } = result;
-  if (error.cause instanceof DomainError) {
-    if (error.code === 'INTERNAL_SERVER_ERROR') throw toTRPCError(error.cause);
-    return result;
-  }
-  if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
-    const rawInput = await getRawInput().catch(() => undefined);
-    throw toTRPCError(
-      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters }),
-    );
-  }
-  if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
-  return result;
-}
-
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && [Object.prototype, null].includes(Object.getPrototypeOf(v));
-
-/**
- * The input a procedure sees is built as REST builds it (API-CONTRACT.md §8): REST spreads
- * the body (or query) into an object, so a `null`, a number or an array there is an object
- * without the wrapper (`parameter_missing` on `/project`). On /trpc the same inputs arrive as
- * they were sent; this makes them that same object. An absent input stays absent (a list's
- * schema reads it as page 1). (Unreadable input throws from `getRawInput`: the input parser
- * reports it.)
- */
-function restShapedInput(raw: unknown): unknown {
-  return raw !== undefined && !isPlainObject(raw) ? {} : raw;
-}
-
-const POSITIVE_INTEGER_TEXT = /^[1-9][0-9]*$/;
-
-/**
- * REST hands the path id and query integers over as text, already checked to be written as
- * positive integers (src/http/rest.ts); here they become numbers. The schemas of ids and pages
- * never coerce (src/core/fields.ts), so on /trpc an id or a page that is not a JSON integer
- * ("0x1225", [4645], " 4645 ", "2") is refused as it is on REST.
- */
-function restIntegers(ctx: Context, meta: AppMeta | undefined, raw: unknown): unknown {
-  if (ctx.door !== 'rest' || !isPlainObject(raw)) return raw;
-  // Event ids (`after`) stay text: only integers (QUERY_PARAMETERS) become numbers.
-  const names = [...(meta?.resource ? ['id'] : []), ...(meta?.queryParameters ?? []).filter((n) => QUERY_PARAMETERS[n]?.integer)];
-  if (names.length === 0) return raw;
-  const converted = { ...raw };
-  for (const name of names) {
-    const value = converted[name];
-    if (typeof value === 'string' && POSITIVE_INTEGER_TEXT.test(value)) converted[name] = Number(value);
-  }
-  return converted;
-}
-
-export const publicProcedure = t.procedure.use(door);
-
-type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) => string[];
-
-/** Counts the request against every key that applies; refused when any limit is spent. */
-async function enforce(ctx: Context, keys: string[], limit: number, kind: RateLimitKind): Promise<void> {
-  const decisions = [];
-  for (const key of keys) decisions.push(await hit(ctx.em, key, limit, ctx.clock.now()));
-  const decision = tightest(decisions);
-  for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
-  if (!decision.allowed) {
-    noteRateLimitRefusal(kind);
-    throw toTRPCError(rateLimited(decision));
-  }
-}
-
-function rateLimit(limitOf: (ctx: Context) => number, keysOf: KeysOf, kind: RateLimitKind) {
-  return t.middleware(async ({ ctx, next, getRawInput }) => {
-    const limit = limitOf(ctx);
-    if (limit <= 0) return next();
-    const raw = await getRawInput().catch(() => undefined);
-    await enforce(ctx, keysOf(ctx, raw), limit, kind);
-    return next();
-  });
-}
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/**
- * zod leaves out members it will not copy (`__proto__`), but on the state endpoints every
- * member other than the known ones must be refused as `cannot_be_set`. This puts such
- * members back, as plain own properties, for the entity's check to see.
- */
-export function keepDroppedMembers(wrapper: string) {
-  return t.middleware(async ({ input, getRawInput, next }) => {
-    const raw = await getRawInput();
-    const rawMembers = isRecord(raw) ? raw[wrapper] : undefined;
-    const parsed = isRecord(input) ? input[wrapper] : undefined;
-    if (!isRecord(rawMembers) || !isRecord(parsed)) return next();
-    const dropped = Object.keys(rawMembers).filter((key) => !Object.hasOwn(parsed, key));
-    if (dropped.length === 0) return next();
-    const members = { ...parsed };
-    for (const key of dropped) {
-      Object.defineProperty(members, key, { value: rawMembers[key], enumerable: true, writable: true, configurable: true });
-    }
-    return next({ input: { ...(input as Record<string, unknown>), [wrapper]: members } });
-  });
-}
-
-/**
- * Registration and login: limited per client address, and a login also per username (any
- * case), so that one account cannot be guessed from many addresses.
- */
-export const credentialsProcedure = publicProcedure.use(
-  rateLimit(
-    (ctx) => ctx.rateLimits.authPerMinute,
-    (ctx, raw) => {
-      const username = isRecord(raw) ? raw.username : undefined;
-      return [`ip:${ctx.clientIp}`, ...(typeof username === 'string' ? [`login:${username.toLowerCase()}`] : [])];
-    },
-    'auth',
-  ),
-);
-
-/**
- * A procedure of the token's user (API-CONTRACT.md §3), as one middleware: the token must name
- * a user (an unknown one counts against the client address's limit, like a login); the request
- * counts against the token's limit; a tRPC batch may not carry conditional headers; the call's
- * path and meta go into the context for the write path (idempotency, If-Match).
- */
-export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, meta, getRawInput }) => {
-  if (!ctx.authorization) throw toTRPCError(DomainError.unauthorized());
-  const authentication = await ctx.authenticate(ctx.authorization);
-  if (!authentication) {
-    // Each unknown token costs a lookup: they count per client address, like logins.
-    if (ctx.rateLimits.authPerMinute > 0) await enforce(ctx, [`unknown-token:${ctx.clientIp}`], ctx.rateLimits.authPerMinute, 'unknown_token');
-    throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
-  }
-  if (ctx.rateLimits.perMinute > 0) await enforce(ctx, [`token:${authentication.tokenHash}`], ctx.rateLimits.perMinute, 'token');
-  refuseConditionalBatch(ctx);
-  return next({ ctx: { ...authentication, call: { path, meta, rawInput: getRawInput } satisfies Call } });
-});

@@ -5,6 +5,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { idArray, secondsOf } from '../db/sql-fragments.js';
 import { execute } from '../db/prepared.js';
+import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { projectEtag } from '../core/conditional.js';
 import type { ResourceReader } from '../core/resource.js';
 import { presentProjectFields, type ProjectFields } from './project.view.js';
@@ -29,7 +30,7 @@ const PROJECT_COLUMNS = (p: string) =>
   `${p}.id, ${p}.user_id, ${p}.name, ${p}.slug, ${p}.description, ${p}.state, ${p}.version,
    ${secondsOf(`${p}.started_at`)} as started_at, ${secondsOf(`${p}.due_at`)} as due_at,
    ${secondsOf(`${p}.paused_at`)} as paused_at, ${secondsOf(`${p}.finished_at`)} as finished_at,
-   array(select t.id from tasks t where t.project_id = ${p}.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids`;
+   ${listedTaskIdsOf(p)} as task_ids`;
 
 function fieldsOf(row: ProjectRow): ProjectFields & { version: number } {
   return {

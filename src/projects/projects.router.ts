@@ -1,73 +1,25 @@
-/** Projects of the current user (SPEC.md 4.1–4.4, API-CONTRACT.md §4 and §6). */
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+/**
+ * Projects of the current user (SPEC.md 4.1–4.4, API-CONTRACT.md §4 and §6): a table of
+ * procedures. Each row names its REST route and documentation, its input and output schemas,
+ * and the use case that serves it (one file each, beside this one); no logic lives here.
+ */
 import { z } from 'zod';
-import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
-import { listEtag, notModified, projectEtag } from '../core/conditional.js';
-import { DomainError, ValidationErrors } from '../core/errors.js';
-import { authedProcedure, keepDroppedMembers, router } from '../core/trpc.js';
-import { userWrite, type WriteScope } from '../writes/user-write.js';
-import { PROJECT_DELETED } from '../tasks/task.lifecycle.js';
-import { applyToProjectTasks, taskIdsOfProjects } from '../tasks/task.store.js';
-import { Project, slugOf } from './project.entity.js';
+import { authedProcedure, keepDroppedMembers } from '../core/procedures.js';
+import { router } from '../core/trpc.js';
+import { userWrite } from '../writes/user-write.js';
+import { changeProjectState } from './change-project-state.js';
+import { createProject } from './create-project.js';
+import { deleteProject } from './delete-project.js';
+import { getProject } from './get-project.js';
+import { PROJECTS_PATH, listProjects } from './list-projects.js';
+import { MAX_STARTED_PROJECTS } from './project.lifecycle.js';
 import {
-  ChangeProjectStateInput,
-  CreateProjectInput,
-  ListProjectsInput,
-  PROJECT_PAGE_SIZE,
-  ProjectDocument,
-  ProjectIdInput,
-  ProjectListDocument,
+  ChangeProjectStateInput, CreateProjectInput, ListProjectsInput, PROJECT_PAGE_SIZE, ProjectDocument, ProjectIdInput, ProjectListDocument,
   UpdateProjectInput,
 } from './project.schema.js';
-import { presentProject, presentProjectFields } from './project.view.js';
-import { listProjects, projectsByIds } from './project.store.js';
-import { MAX_STARTED_PROJECTS } from './project.lifecycle.js';
+import { updateProject } from './update-project.js';
 
 const TAGS = ['projects'];
-const LIST_PATH = '/api/users/me/projects';
-
-async function findOwnedProject(em: SqlEntityManager, userId: number, id: number): Promise<Project> {
-  const project = await em.findOne(Project, { id, userId });
-  if (!project) throw DomainError.notFound('project');
-  return project;
-}
-
-/** A project's document and its ETag (which covers the task ids the document lists). */
-async function projectDocument(em: SqlEntityManager, project: Project) {
-  const taskIds = (await taskIdsOfProjects(em, [project.id])).get(project.id) ?? [];
-  return {
-    document: { data: presentProject(project, taskIds), meta: STABILITY_META },
-    etag: projectEtag(project.id, project.version, taskIds),
-  };
-}
-
-/** A changed project's document, recorded in the write's change set and returned with its ETag. */
-async function recordProject(scope: WriteScope, project: Project) {
-  const { document, etag } = await projectDocument(scope.em, project);
-  scope.changes.updated('project', project.id, document.data);
-  scope.etag = () => etag;
-  return document;
-}
-
-function takenName(): DomainError {
-  return DomainError.validation('taken', '/project/name', 'Project name already exists for this user.');
-}
-
-/** Flushes, reporting a name that became taken since it was checked as `taken`. */
-async function flushNamed(em: SqlEntityManager): Promise<void> {
-  try {
-    await em.flush();
-  } catch (error) {
-    if (error instanceof UniqueConstraintViolationException) throw takenName();
-    throw error;
-  }
-}
-
-async function isNameTaken(em: SqlEntityManager, userId: number, name: string, exceptId?: number): Promise<boolean> {
-  const where = exceptId === undefined ? { userId, slug: slugOf(name) } : { userId, slug: slugOf(name), id: { $ne: exceptId } };
-  return (await em.count(Project, where)) > 0;
-}
 
 export const projectsRouter = router({
   create: authedProcedure
@@ -82,24 +34,12 @@ export const projectsRouter = router({
     })
     .input(CreateProjectInput)
     .output(ProjectDocument)
-    .mutation(({ ctx, input }) =>
-      userWrite(ctx, async (scope) => {
-        const { em, userId, now, changes } = scope;
-        const { name } = input.project;
-        if (await isNameTaken(em, userId, name)) throw takenName();
-        const project = em.create(Project, { userId, name, slug: slugOf(name), description: '', state: 'newed', createdAt: now });
-        await flushNamed(em);
-        const data = presentProject(project, []);
-        scope.etag = () => projectEtag(project.id, project.version, []);
-        changes.created('project', project.id, data);
-        return { data, meta: STABILITY_META };
-      }),
-    ),
+    .mutation(({ ctx, input }) => userWrite(ctx, createProject, input)),
 
   list: authedProcedure
     .meta({
       openapi: {
-        method: 'GET', path: LIST_PATH, tags: TAGS,
+        method: 'GET', path: PROJECTS_PATH, tags: TAGS,
         summary: 'List projects',
         description: `The current user's projects by id, ${PROJECT_PAGE_SIZE} a page. A page beyond the last has an empty \`data\`.`,
       },
@@ -107,32 +47,13 @@ export const projectsRouter = router({
     })
     .input(ListProjectsInput)
     .output(ProjectListDocument)
-    .query(async ({ ctx, input }) => {
-      const { page, size, offset } = pageOf(input.page, PROJECT_PAGE_SIZE);
-      // Known before the page is read (see the task list): a matching If-None-Match is 304
-      // after the token's statement alone.
-      const etag = listEtag(['projects', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl]);
-      if (notModified(ctx, etag)) return { data: [], links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, 0), meta: STABILITY_META };
-      const { projects, total } = await listProjects(ctx.em, ctx.user.id, size, offset);
-      return {
-        data: projects.map(presentProjectFields),
-        links: pageLinks(ctx.baseUrl, LIST_PATH, page, size, total),
-        meta: STABILITY_META,
-      };
-    }),
+    .query(({ ctx, input }) => listProjects(ctx, input)),
 
   get: authedProcedure
     .meta({ openapi: { method: 'GET', path: '/api/projects/{id}', tags: TAGS, summary: 'Get a project' }, resource: 'project' })
     .input(ProjectIdInput)
     .output(ProjectDocument)
-    .query(async ({ ctx, input }) => {
-      // The tag needs the row and the task ids, which are the whole document (one statement):
-      // a matching If-None-Match saves the body on the wire, not the read.
-      const [project] = await projectsByIds(ctx.em, [input.id], ctx.user.id);
-      if (!project) throw DomainError.notFound('project');
-      notModified(ctx, projectEtag(project.id, project.version, project.taskIds));
-      return { data: presentProjectFields(project), meta: STABILITY_META };
-    }),
+    .query(({ ctx, input }) => getProject(ctx, input)),
 
   update: authedProcedure
     .meta({
@@ -146,23 +67,7 @@ export const projectsRouter = router({
     })
     .input(UpdateProjectInput)
     .output(ProjectDocument)
-    .mutation(({ ctx, input }) =>
-      userWrite(ctx, async (scope) => {
-        const { em, userId } = scope;
-        const project = await findOwnedProject(em, userId, input.id);
-        const { name, description, due_at } = input.project;
-        const problems = new ValidationErrors();
-        if (name !== undefined) {
-          if (await isNameTaken(em, userId, name, project.id)) problems.errors.push(...takenName().errors);
-          else project.rename(name);
-        }
-        if (description !== undefined) project.description = description;
-        if (due_at !== undefined) problems.collect(() => project.changeDueAt(due_at));
-        problems.throwIfAny();
-        await flushNamed(em);
-        return recordProject(scope, project);
-      }),
-    ),
+    .mutation(({ ctx, input }) => userWrite(ctx, updateProject, input)),
 
   changeState: authedProcedure
     .meta({
@@ -184,24 +89,7 @@ export const projectsRouter = router({
     .input(ChangeProjectStateInput)
     .use(keepDroppedMembers('project'))
     .output(ProjectDocument)
-    .mutation(({ ctx, input }) =>
-      // The owner's lock (taken first by every write) keeps the count of started projects
-      // true until this one commits, across every server process.
-      userWrite(ctx, async (scope) => {
-        const { em, userId, now, changes } = scope;
-        const project = await findOwnedProject(em, userId, input.id);
-        const transition = await project.changeState(input.project, {
-          now,
-          startedProjects: () => em.count(Project, { userId, state: 'started' }),
-        });
-        await em.flush();
-        changes.updated('project', project.id); // first: its tasks' events follow it
-        if (transition.tasks) {
-          for (const id of await applyToProjectTasks(em, project.id, transition.tasks, now)) changes.updated('task', id);
-        }
-        return recordProject(scope, project);
-      }),
-    ),
+    .mutation(({ ctx, input }) => userWrite(ctx, changeProjectState, input)),
 
   delete: authedProcedure
     .meta({
@@ -215,14 +103,5 @@ export const projectsRouter = router({
     })
     .input(ProjectIdInput)
     .output(z.void())
-    .mutation(async ({ ctx, input }) => {
-      await userWrite(ctx, async ({ em, userId, now, changes }) => {
-        const project = await findOwnedProject(em, userId, input.id);
-        changes.deleted('project', project.id);
-        // Under the owner's lock no task can join the project between release and delete.
-        const released = await applyToProjectTasks(em, project.id, PROJECT_DELETED, now, { detach: true });
-        for (const id of released) changes.updated('task', id);
-        em.remove(project);
-      });
-    }),
+    .mutation(({ ctx, input }) => userWrite(ctx, deleteProject, input)),
 });

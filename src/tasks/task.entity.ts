@@ -4,7 +4,7 @@
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
 import { DomainError, pointerOf } from '../core/errors.js';
-import { TASK_STATES, applyTaskAction, findTaskAction, projectSyncAction, type TaskAction } from './task.lifecycle.js';
+import { TASK_STATES, applyTaskAction, findTaskAction, projectSyncAction, type TaskAction, type TaskState } from './task.lifecycle.js';
 
 const TaskSchema = defineEntity({
   name: 'Task',
@@ -33,18 +33,27 @@ export interface TaskStateRequest {
   [other: string]: unknown;
 }
 
+/**
+ * The action a state-change request takes from `from` (SPEC.md 3.2), or why it is refused:
+ * `invalid_transition` first, then `cannot_be_set` for any member other than `state`.
+ */
+export function requestedTaskAction(from: TaskState, request: TaskStateRequest): TaskAction {
+  const action = findTaskAction(from, request.state);
+  if (!action) {
+    throw DomainError.validation('invalid_transition', '/task/state', `A ${from} task cannot become ${request.state}.`);
+  }
+  for (const member of Object.keys(request)) {
+    if (member !== 'state') {
+      throw DomainError.validation('cannot_be_set', pointerOf(['task', member]), `${member} cannot be set when changing the state.`);
+    }
+  }
+  return action;
+}
+
 export class Task extends TaskSchema.class {
-  /** Applies SPEC.md 3.2: `invalid_transition` first, then `cannot_be_set` for other members. */
+  /** Applies a state-change request (`requestedTaskAction`). */
   changeState(request: TaskStateRequest, now: Date): TaskAction {
-    const action = findTaskAction(this.state, request.state);
-    if (!action) {
-      throw DomainError.validation('invalid_transition', '/task/state', `A ${this.state} task cannot become ${request.state}.`);
-    }
-    for (const member of Object.keys(request)) {
-      if (member !== 'state') {
-        throw DomainError.validation('cannot_be_set', pointerOf(['task', member]), `${member} cannot be set when changing the state.`);
-      }
-    }
+    const action = requestedTaskAction(this.state, request);
     applyTaskAction(this, action, now);
     return action;
   }

@@ -10,7 +10,8 @@ import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, t
 import { taskEtag } from '../core/conditional.js';
 import type { ResourceReader } from '../core/resource.js';
 import { presentTaskFields, type TaskFields } from './task.view.js';
-import { idArray, secondsOf } from '../db/sql-fragments.js';
+import { idArray } from '../db/sql-fragments.js';
+import { BY_ORDER, LISTED, TASK_COLUMNS, presentedTaskColumns } from './task.sql.js';
 import { execute } from '../db/prepared.js';
 
 export interface NewTask extends TaskDates {
@@ -73,7 +74,7 @@ async function underHeldLock(
  * and comes back as presented, with its new version (bumped by the row trigger). Null when
  * nothing changed: no such task, or no action from its state (the caller tells which).
  */
-export async function changeTaskState(
+export async function changeTaskStateUnderLock(
   em: SqlEntityManager,
   userId: number,
   taskId: number,
@@ -99,9 +100,6 @@ export function taskStateChangeSql(taskId: number, to: string, now: Date): { sql
     params: [...transition.params, taskId],
   };
 }
-
-/** A task's columns as presented (`TaskFields`, with its version), for a row aliased `t`. */
-export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.version`;
 
 /** One of the user's tasks as presented, with its version; null when the user has none with this id. */
 export async function ownedTask(em: SqlEntityManager, userId: number, id: number): Promise<(TaskFields & { version: number }) | null> {
@@ -191,21 +189,13 @@ export async function taskIdsOfProjects(em: SqlEntityManager, projectIds: readon
   if (projectIds.length === 0) return byProject;
   const rows = await em.execute<{ project_id: number; id: number }[]>(
     `select project_id, id from tasks
-      where project_id = any(?::int[]) and state <> 'abandoned'
-      order by project_id, "order", id`,
+      where project_id = any(?::int[]) and ${LISTED('tasks')}
+      order by project_id, ${BY_ORDER('tasks')}`,
     [idArray(projectIds)],
   );
   for (const row of rows) byProject.get(row.project_id)?.push(row.id);
   return byProject;
 }
-
-const SECONDS = secondsOf;
-
-/** A task's columns as presented, timestamps in seconds. */
-const TASK_COLUMNS = (t: string) =>
-  `${t}.id, ${t}.user_id, ${t}.project_id, ${t}.label, ${t}."order", ${t}.planned_count, ${t}.state,
-   ${SECONDS(`${t}.started_at`)} as started_at, ${SECONDS(`${t}.planned_at`)} as planned_at,
-   ${SECONDS(`${t}.finished_at`)} as finished_at, ${SECONDS(`${t}.abandoned_at`)} as abandoned_at`;
 
 interface ListedTaskRow {
   total?: number;
@@ -268,8 +258,8 @@ export async function listTasks(
        left join lateral (
          select tasks.* from (
            select id from tasks
-            where user_id = ? and state <> 'abandoned' and (state <> 'finished' or finished_at >= ?)
-            order by "order", id
+            where user_id = ? and ${LISTED('tasks')} and (state <> 'finished' or finished_at >= ?)
+            order by ${BY_ORDER('tasks')}
             limit ? offset ?
          ) as page join tasks on tasks.id = page.id
        ) as t on true

@@ -4,7 +4,9 @@ import { z } from 'zod';
 import { DomainError } from '../core/errors.js';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Clock } from '../core/clock.js';
-import { authedProcedure, credentialsProcedure, router, toTRPCError } from '../core/trpc.js';
+import { authedProcedure } from '../core/procedures.js';
+import { router, toTRPCError } from '../core/trpc.js';
+import { credentialsProcedure } from './credentials-procedure.js';
 import { AccessToken } from './access-token.entity.js';
 import {
   TOKEN_LIFETIME_SECONDS,

@@ -1,6 +1,7 @@
 /**
- * The one way a user's projects and tasks are written. Every write procedure hands its work
- * to `userWrite`, which gives it, in this order:
+ * The one way a user's projects and tasks are written. Every write procedure hands its use
+ * case (a `UseCase`: src/tasks/change-task-state.ts is one) and input to `userWrite`, which
+ * gives it, in this order:
  *
  * 1. A turn: at most WRITERS_PER_USER transactions of one user hold a database connection in
  *    this process at once; the others wait in memory (up to QUEUED_PER_USER of them, else
@@ -21,7 +22,8 @@
  * - An Idempotency-Key claims the key first in the transaction, reads its record with the
  *   owner's lock, replays it or runs the work and stores its outcome with the events
  *   (src/writes/idempotency.ts says how, and why a failure is stored by a second transaction).
- * - If-Match is compared with the resource's current ETag under the owner's lock, which every
+ * - If-Match is compared with the resource's current ETag under the owner's lock (read through
+ *   the resource readers the context hands in: this layer imports no feature), which every
  *   writer of the user holds: no change can land between the check and the write. A stale
  *   tag is 412 precondition_failed, the transaction rolls back and nothing is stored.
  * - The ETag of the resource the write answers with (set by the work as `scope.etag`, read
@@ -103,6 +105,11 @@ export interface WriteScope {
   changes: ChangeSet;
   /** The ETag of the resource the write answers with; called after the flush. */
   etag?: () => string;
+  /**
+   * The use case's one statement ran moments ago and changed nothing (a refusal, most likely):
+   * the transaction should read before it writes, to say why.
+   */
+  oneStatementChangedNothing: boolean;
 }
 
 /**
@@ -111,8 +118,7 @@ export interface WriteScope {
  * aliased `changed`: `document`, the resource's `data` document in SQL (the change log's
  * event), and `returning`, the columns `answer` builds the response and the ETag from. No row
  * means the write could not be made this way (not found, a state that does not allow it, ...):
- * `userWrite` then runs the work, which decides. `userWrite` takes a function of the write's
- * time that returns one, or null when this request cannot be made so.
+ * the use case's transaction then runs, and decides.
  */
 export interface OneStatement<T> {
   resource: Resource;
@@ -121,6 +127,19 @@ export interface OneStatement<T> {
   document: string;
   returning: string;
   answer: (row: Record<string, unknown>) => { value: T; etag?: string };
+}
+
+/**
+ * One write of the API (a use case: src/tasks/change-task-state.ts is one), in its forms:
+ * - `oneStatement`, when the request can be made so: the owner's lock, the change, its event
+ *   and the NOTIFY in one statement, lock to commit (null when this request cannot);
+ * - `transaction`, which can make every request of the write: it runs under the owner's lock
+ *   in a transaction, with an Idempotency-Key or If-Match, or when the one statement changed
+ *   nothing, and it is where every refusal is explained.
+ */
+export interface UseCase<I, T> {
+  oneStatement?(input: I, now: Date): OneStatement<T> | null;
+  transaction(scope: WriteScope, input: I): Promise<T>;
 }
 
 /** A FIFO of turns per user: WRITERS_PER_USER run, QUEUED_PER_USER wait, the rest are refused. */
@@ -170,11 +189,8 @@ type Outcome<T> =
 /** Domain errors raised by a write's work: it ran, so with a key its outcome is kept. */
 const ranInto = new WeakSet<DomainError>();
 
-export async function userWrite<T>(
-  ctx: AuthedContext,
-  work: (scope: WriteScope) => Promise<T>,
-  oneStatement?: (now: Date) => OneStatement<T> | null,
-): Promise<T> {
+/** Runs one request of a use case, by the rules above. */
+export async function userWrite<I, T>(ctx: AuthedContext, useCase: UseCase<I, T>, input: I): Promise<T> {
   const key = idempotencyKey(ctx.header('Idempotency-Key'));
   const keyed = key === undefined ? undefined : keyedRequest(ctx.user.id, key, await fingerprintOf(ctx.call));
   const release = await turns.acquire(ctx.user.id);
@@ -183,9 +199,9 @@ export async function userWrite<T>(
     try {
       // A key or If-Match needs reads under the lock before the change: the transaction does them.
       const now = ctx.clock.now();
-      const single = !keyed && ctx.header('If-Match') === undefined ? oneStatement?.(now) : null;
+      const single = !keyed && ctx.header('If-Match') === undefined ? useCase.oneStatement?.(input, now) : null;
       if (single) outcome = await runOneStatement(ctx, single, now);
-      outcome ??= await runWrite(ctx, keyed, work);
+      outcome ??= await runWrite(ctx, keyed, (scope) => useCase.transaction(scope, input), Boolean(single));
     } catch (error) {
       if (!keyed || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
       outcome = await keepFailure(ctx, keyed, error);
@@ -197,10 +213,15 @@ export async function userWrite<T>(
   }
 }
 
-async function runWrite<T>(ctx: AuthedContext, keyed: Keyed | undefined, work: (scope: WriteScope) => Promise<T>): Promise<Outcome<T>> {
+async function runWrite<T>(
+  ctx: AuthedContext,
+  keyed: Keyed | undefined,
+  work: (scope: WriteScope) => Promise<T>,
+  oneStatementChangedNothing: boolean,
+): Promise<Outcome<T>> {
   return retried(ctx, () =>
     ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
-      const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), changes: new ChangeSet() };
+      const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), changes: new ChangeSet(), oneStatementChangedNothing };
       if (keyed) await tryClaim(em, keyed);
       const record = await lockOwner(em, scope.userId, keyed && recordColumn(scope.userId, keyed, scope.now));
       if (record) return replayOf(keyed!, record);
@@ -230,7 +251,17 @@ async function runWrite<T>(ctx: AuthedContext, keyed: Keyed | undefined, work: (
  * returned no row (nothing was written, no event number taken).
  */
 async function runOneStatement<T>(ctx: AuthedContext, write: OneStatement<T>, now: Date): Promise<Outcome<T> | null> {
-  const userId = ctx.user.id;
+  const { sql, params } = oneStatementSql(ctx.user.id, write, now);
+  return retried(ctx, async () => {
+    const rows = await execute(ctx.em.fork(), sql, params);
+    if (rows.length === 0) return null;
+    const { value, etag } = write.answer(rows[0]!);
+    return { kind: 'ran', value, etag };
+  });
+}
+
+/** The one statement a `OneStatement` write sends, whole: lock, change, event, NOTIFY. */
+export function oneStatementSql(userId: number, write: OneStatement<unknown>, now: Date): { sql: string; params: unknown[] } {
   const append = appendSql(userId, now, {
     sql: `select 1 as n, '${write.resource}.${write.kind}' as type, ${write.document} as data from changed`,
     params: [],
@@ -239,12 +270,7 @@ async function runOneStatement<T>(ctx: AuthedContext, write: OneStatement<T>, no
       select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id from users where id = ? for no key update
     ), changed as (${write.changed.sql}), ${append.ctes}
     select ${write.returning}, (select count(*) from notified) as notified from changed`;
-  return retried(ctx, async () => {
-    const rows = await execute(ctx.em.fork(), sql, [userId, ...write.changed.params, ...append.params]);
-    if (rows.length === 0) return null;
-    const { value, etag } = write.answer(rows[0]!);
-    return { kind: 'ran', value, etag };
-  });
+  return { sql, params: [userId, ...write.changed.params, ...append.params] };
 }
 
 /**

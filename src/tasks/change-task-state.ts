@@ -1,0 +1,56 @@
+/**
+ * PUT /api/tasks/{id}/state (SPEC.md 3.2, 4.8): a requested state change, in its forms.
+ *
+ * - One statement, for the usual request (only `state`, and not abandoning, which also
+ *   changes the project's document): the owner's lock, the update guarded by the states the
+ *   table lets reach `state` (task.lifecycle.ts `taskTransitionSql`), its event and the
+ *   NOTIFY. No row back means nothing changed: no such task, or a state that does not allow it.
+ * - The transaction, under the owner's lock, for every request: with an Idempotency-Key or
+ *   If-Match it makes the same guarded update. After the one statement changed nothing it
+ *   reads the task first and says why (404, then `invalid_transition`, then `cannot_be_set`:
+ *   `requestedTaskAction`), making the change after all only if a write that landed in
+ *   between now allows it.
+ *
+ * An abandoned task leaves its project's list of tasks, so that project's document changes too.
+ */
+import type { z } from 'zod';
+import { DomainError } from '../core/errors.js';
+import type { UseCase, WriteScope } from '../writes/user-write.js';
+import { requestedTaskAction } from './task.entity.js';
+import type { ChangeTaskStateInput } from './task.schema.js';
+import { changeTaskStateUnderLock, ownedTask, taskStateChangeSql } from './task.store.js';
+import { TASK_ROW_ANSWER, answerTask, type TaskAnswer } from './task-answer.js';
+
+type Input = z.infer<typeof ChangeTaskStateInput>;
+
+const onlyState = (input: Input) => Object.keys(input.task).length === 1;
+
+export const changeTaskState: UseCase<Input, TaskAnswer> = {
+  oneStatement(input, now) {
+    if (!onlyState(input) || input.task.state === 'abandoned') return null;
+    const changed = taskStateChangeSql(input.id, input.task.state, now);
+    return changed && { resource: 'task', kind: 'updated', changed, ...TASK_ROW_ANSWER };
+  },
+
+  async transaction(scope, input) {
+    if (onlyState(input) && !scope.oneStatementChangedNothing) {
+      const changed = await guardedUpdate(scope, input);
+      if (changed) return changed;
+    }
+    const task = await ownedTask(scope.em, scope.userId, input.id);
+    if (!task) throw DomainError.notFound('task');
+    requestedTaskAction(task.state, input.task);
+    // Allowed now: a write of this user landed between the one statement and this transaction.
+    const changed = await guardedUpdate(scope, input);
+    if (!changed) throw new Error(`task ${input.id}: the transition table and its SQL disagree`);
+    return changed;
+  },
+};
+
+async function guardedUpdate(scope: WriteScope, input: Input): Promise<TaskAnswer | null> {
+  const changed = await changeTaskStateUnderLock(scope.em, scope.userId, input.id, input.task.state, scope.now);
+  if (!changed) return null;
+  const answer = answerTask(scope, changed, () => changed.version);
+  if (changed.state === 'abandoned' && changed.projectId) scope.changes.updated('project', changed.projectId);
+  return answer;
+}

@@ -1,0 +1,34 @@
+/**
+ * What every task write answers with: the task's document and its ETag, also recorded as the
+ * task's document in the write's change set (its change-log event).
+ */
+import { STABILITY_META } from '../core/envelope.js';
+import { taskEtag } from '../core/conditional.js';
+import type { OneStatement, WriteScope } from '../writes/user-write.js';
+import type { TaskResource } from './task.schema.js';
+import { presentedTaskOf } from './task.store.js';
+import { presentedTaskColumns } from './task.sql.js';
+import { presentTaskFields, taskDocumentSql, type TaskFields } from './task.view.js';
+
+export type TaskAnswer = { data: TaskResource; meta: typeof STABILITY_META };
+
+/**
+ * A changed task's answer, recorded in the write's change set, with its ETag: `version` is
+ * read after the write's flush (an entity's version moves then).
+ */
+export function answerTask(scope: WriteScope, task: TaskFields, version: () => number, kind: 'created' | 'updated' = 'updated'): TaskAnswer {
+  const data = presentTaskFields(task);
+  scope.changes[kind]('task', task.id, data);
+  scope.etag = () => taskEtag(task.id, version());
+  return { data, meta: STABILITY_META };
+}
+
+/** A one-statement write's event document and answer, from the task's row (`OneStatement`). */
+export const TASK_ROW_ANSWER: Pick<OneStatement<TaskAnswer>, 'document' | 'returning' | 'answer'> = {
+  document: taskDocumentSql('changed'),
+  returning: presentedTaskColumns('changed'),
+  answer: (row) => {
+    const task = presentedTaskOf(row);
+    return { value: { data: presentTaskFields(task), meta: STABILITY_META }, etag: taskEtag(task.id, task.version) };
+  },
+};

@@ -1,0 +1,26 @@
+/**
+ * The task rules that statements repeat, each written once as a named SQL fragment over a
+ * `tasks` row aliased by the caller. The stores, the projects' statements and the one-statement
+ * writes build on these; a rule changed here changes in every statement
+ * (test/write-sql/ shows each write's statements whole).
+ */
+import { secondsOf } from '../db/sql-fragments.js';
+
+/** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
+export const LISTED = (t: string) => `${t}.state <> 'abandoned'`;
+
+/** The user's order of tasks (SPEC.md 4.6), ties by id. */
+export const BY_ORDER = (t: string) => `${t}."order", ${t}.id`;
+
+/** The ids of the tasks project `p` lists, by order: the `tasks` of its document, as an array. */
+export const listedTaskIdsOf = (p: string) =>
+  `array(select t.id from tasks t where t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
+
+/** A task's columns as presented (`TaskFields`), timestamps in seconds. */
+export const TASK_COLUMNS = (t: string) =>
+  `${t}.id, ${t}.user_id, ${t}.project_id, ${t}.label, ${t}."order", ${t}.planned_count, ${t}.state,
+   ${secondsOf(`${t}.started_at`)} as started_at, ${secondsOf(`${t}.planned_at`)} as planned_at,
+   ${secondsOf(`${t}.finished_at`)} as finished_at, ${secondsOf(`${t}.abandoned_at`)} as abandoned_at`;
+
+/** A task's columns as presented, with its version (for the ETag). */
+export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.version`;
