@@ -1,0 +1,17 @@
+-- tasks.update-detach
+
+select u.id, u.username, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id where t.token_hash = ? and t.expires_at > ?
+
+begin
+
+/* batched */ select set_config('lock_timeout', '5000ms', true), id from users where id = ? for no key update
+
+select "t0".* from "tasks" as "t0" where "t0"."id" = ? and "t0"."user_id" = ? limit ?
+
+update "tasks" set "project_id" = ?, "state" = ?, "started_at" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+
+select p.id, p.user_id, p.name, p.slug, p.description, p.state, p.version, coalesce(floor(extract(epoch from p.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from p.due_at)), 0)::float8 as due_at, coalesce(floor(extract(epoch from p.paused_at)), 0)::float8 as paused_at, coalesce(floor(extract(epoch from p.finished_at)), 0)::float8 as finished_at, array(select t.id from tasks t where t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids from projects p where p.id = any(?::int[])
+
+/* batched */ with evs as (select e.n, e.ev->>'type' as type, e.ev->'data' as data from json_array_elements(?::json) with ordinality as e(ev, n)), mark as ( update users set last_event_seq = last_event_seq + (select count(*) from evs) where id = ? and exists (select 1 from evs) returning last_event_seq - (select count(*) from evs) as base ), stored as ( insert into events (user_id, seq, type, data, at) select ?, mark.base + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs returning seq, type, data, at ), payload as ( select ? || ':' || min(seq) || ':' || max(seq) as head, json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text as body from stored having count(*) > 0 ), notified as ( select pg_notify('user_events', case when octet_length(body) <= 7000 then head || ':' || body else head end) from payload ) select count(*) from notified
+
+commit
