@@ -1,0 +1,25 @@
+/**
+ * A new access token of a user (API-CONTRACT.md §3): shown once, in `meta.token`, and stored
+ * only as its hash, valid TOKEN_LIFETIME_SECONDS.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { AccessToken } from './access-token.entity.js';
+import { TOKEN_LIFETIME_SECONDS, hashAccessToken, newAccessToken } from './credentials.js';
+import type { User } from './user.entity.js';
+import { presentUser } from './user.schema.js';
+
+/** A new access token of `user`, written with the next flush of `em`. */
+export function issueToken(em: SqlEntityManager, now: Date, user: User): string {
+  const token = newAccessToken();
+  em.create(AccessToken, {
+    userId: user.id,
+    tokenHash: hashAccessToken(token),
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + TOKEN_LIFETIME_SECONDS * 1000),
+  });
+  return token;
+}
+
+export function userWithToken(user: User, token: string) {
+  return { data: presentUser(user), meta: { token } };
+}

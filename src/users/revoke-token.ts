@@ -1,0 +1,12 @@
+/**
+ * DELETE /api/users/me/authorizations/current (API-CONTRACT.md §3): the access token used for
+ * the request stops working; the user's other tokens stay valid. Its open event streams end
+ * now in this process, and in other processes at their next check.
+ */
+import type { AuthedContext } from '../core/context.js';
+import { AccessToken } from './access-token.entity.js';
+
+export async function revokeToken(ctx: AuthedContext): Promise<void> {
+  await ctx.em.nativeDelete(AccessToken, { tokenHash: ctx.tokenHash });
+  ctx.live?.closeToken(ctx.tokenHash);
+}
