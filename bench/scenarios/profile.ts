@@ -24,23 +24,23 @@
  *
  * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there).
  */
-import { SERVICE_NODE_FLAGS } from './service-flags.js';
+import { SERVICE_NODE_FLAGS } from '../lib/service-flags.js';
 import { execSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
-import { startEmbeddedDatabase } from '../src/db/embedded.js';
-import { freePort } from '../test/helpers/net.js';
-import { flipTaskStates, runLoad, type Script } from './load.js';
-import { seedUser, taskIdsByOrder } from './seed.js';
+import { openOrm } from '../../src/db/database.js';
+import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { freePort } from '../../test/helpers/net.js';
+import { flipTaskStates, runLoad, type Script } from '../lib/load.js';
+import { seedUser, taskIdsByOrder } from '../lib/seed.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('PROFILE_SECONDS', 10);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const ROLE = 'bench_profiled';
 const ROLE_PASSWORD = 'bench-role-password';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -28,7 +28,7 @@
  *      BENCH_QUIET_WAIT (240: seconds it may wait in all for other processes to go quiet),
  *      BENCH_OUT (also write the Markdown report to this file), BENCH_DEBUG (statements per row).
  */
-import { SERVICE_NODE_FLAGS } from './service-flags.js';
+import { SERVICE_NODE_FLAGS } from '../lib/service-flags.js';
 import { execSync, spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -38,14 +38,14 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
-import { startEmbeddedDatabase } from '../src/db/embedded.js';
-import { mulberry32 } from '../test/helpers/prng.js';
-import { flipTaskStates, mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from './load.js';
-import { seedUser, taskIdsByOrder, type SeededUser } from './seed.js';
-import { range, startCountingApp, type CountingApp } from './statements.js';
-import { freePort } from '../test/helpers/net.js';
-import { checkFloor } from './floor-check.js';
+import { openOrm } from '../../src/db/database.js';
+import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { mulberry32 } from '../../test/helpers/prng.js';
+import { flipTaskStates, mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from '../lib/load.js';
+import { seedUser, taskIdsByOrder, type SeededUser } from '../lib/seed.js';
+import { range, startCountingApp, type CountingApp } from '../lib/statements.js';
+import { freePort } from '../../test/helpers/net.js';
+import { checkFloor } from '../floors/floor-check.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('BENCH_SECONDS', 10);
@@ -71,7 +71,7 @@ const FEWEST_STATEMENTS: Record<string, string> = {
   // 35 + 20 + 15 reads of 2, 10 state changes of 2, 10 creates and 10 reorders of 5.
   'mixed 70% reads': '2.6 avg',
 };
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const ROLE_PASSWORD = 'bench-role-password';
 const PAGE = 50;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -569,7 +569,7 @@ async function main() {
       DATABASE_URL: roleUrl('bench_service_rl'),
       RATE_LIMIT_PER_MINUTE: '1000000000',
     });
-    const floor = await startChild('floor', 'bench_floor', ['bench/floor-server.ts'], {
+    const floor = await startChild('floor', 'bench_floor', ['bench/floors/floor-server.ts'], {
       NODE_ENV: 'production',
       DATABASE_URL: roleUrl('bench_floor'),
     });
@@ -594,7 +594,7 @@ async function main() {
       if (!same) log(`floor create differs:\n floor   ${made.text}\n service ${seen.text}`);
     }
     log(`floor equivalence: ${equivalence.join('; ')}`);
-    const fewest = await startChild('fewest', 'bench_fewest', ['bench/fewest-floor.ts'], {
+    const fewest = await startChild('fewest', 'bench_fewest', ['bench/floors/fewest-floor.ts'], {
       NODE_ENV: 'production',
       DATABASE_URL: roleUrl('bench_fewest'),
     });

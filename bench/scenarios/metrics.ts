@@ -15,17 +15,17 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
-import { startEmbeddedDatabase } from '../src/db/embedded.js';
-import { freePort } from '../test/helpers/net.js';
-import { mergeLoads, runLoad, type LoadResult, type Script } from './load.js';
-import { seedUser } from './seed.js';
+import { openOrm } from '../../src/db/database.js';
+import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { freePort } from '../../test/helpers/net.js';
+import { mergeLoads, runLoad, type LoadResult, type Script } from '../lib/load.js';
+import { seedUser } from '../lib/seed.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('BENCH_SECONDS', 40);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const ROUNDS = num('BENCH_ROUNDS', 8);
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 
 interface Target {
   name: string;

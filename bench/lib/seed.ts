@@ -4,8 +4,8 @@
  * with a far expiry, and a real scrypt password hash (so `authorize` works too).
  */
 import type pg from 'pg';
-import { hashAccessToken, hashPassword } from '../src/users/credentials.js';
-import { loadConfig } from '../src/config.js';
+import { hashAccessToken, hashPassword } from '../../src/users/credentials.js';
+import { loadConfig } from '../../src/config.js';
 
 export const BENCH_PASSWORD = 'bench-password';
 

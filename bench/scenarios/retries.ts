@@ -19,7 +19,7 @@
  * Env: BENCH_BASE (1da0a4c), BENCH_SECONDS (10 per row, split into rounds), BENCH_CONNECTIONS
  * (32), BENCH_ROUNDS (5), BENCH_SEQUENTIAL (1000 requests to each for the medians).
  */
-import { SERVICE_NODE_FLAGS } from './service-flags.js';
+import { SERVICE_NODE_FLAGS } from '../lib/service-flags.js';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -27,12 +27,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
-import { startEmbeddedDatabase } from '../src/db/embedded.js';
-import { mergeLoads, runLoad, type LoadResult, type Script } from './load.js';
-import { seedUser, type SeededUser } from './seed.js';
-import { range, startCountingApp } from './statements.js';
-import { freePort } from '../test/helpers/net.js';
+import { openOrm } from '../../src/db/database.js';
+import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { mergeLoads, runLoad, type LoadResult, type Script } from '../lib/load.js';
+import { seedUser, type SeededUser } from '../lib/seed.js';
+import { range, startCountingApp } from '../lib/statements.js';
+import { freePort } from '../../test/helpers/net.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const BASE = process.env.BENCH_BASE ?? '1da0a4c';
@@ -41,7 +41,7 @@ const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const ROUNDS = num('BENCH_ROUNDS', 5);
 /** Requests to each target, one at a time, for the median latencies. */
 const SEQUENTIAL = num('BENCH_SEQUENTIAL', 1000);
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (line: string) => console.log(line);
 const children: ChildProcess[] = [];

@@ -26,11 +26,11 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { openOrm } from '../src/db/database.js';
-import { startEmbeddedDatabase } from '../src/db/embedded.js';
-import { mulberry32 } from '../test/helpers/prng.js';
-import { seedUser, type SeededUser } from './seed.js';
-import { freePort } from '../test/helpers/net.js';
+import { openOrm } from '../../src/db/database.js';
+import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { mulberry32 } from '../../test/helpers/prng.js';
+import { seedUser, type SeededUser } from '../lib/seed.js';
+import { freePort } from '../../test/helpers/net.js';
 
 const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('EVENTS_SECONDS', 10);
@@ -38,7 +38,7 @@ const ROUNDS = num('EVENTS_ROUNDS', 5);
 const STREAMS = num('EVENTS_STREAMS', 1000);
 const USERS = num('EVENTS_USERS', 100);
 const IN_FLIGHT = 16;
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
