@@ -91,3 +91,12 @@ export async function taskIdsByOrder(client: pg.Client, userId: number, from: nu
   );
   return rows.map((r) => r.id);
 }
+
+/**
+ * bench_main, the user most scenarios load: 10,000 tasks over 200 projects, orders 1–3,000
+ * planned, the next 300 finished 30 days ago and 200 abandoned (left out of the list), the
+ * rest newed.
+ */
+export function seedMainUser(client: pg.Client): Promise<SeededUser> {
+  return seedUser(client, 'bench_main', 10_000, 200, { planned: 3_000, finishedOld: 300, abandoned: 200 });
+}

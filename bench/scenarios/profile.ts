@@ -1,10 +1,11 @@
 /**
- * CPU profile of the built service under the write scenarios: `npm run bench:profile`.
+ * CPU profile of the built service under the write scenarios: `npm run bench:profile`. Each
+ * run's report goes to bench/results/profile-<UTC start>.md.
  *
- * 1. An embedded PostgreSQL (as run.ts: fsync off, pg_stat_statements), database `bench`,
- *    migrated; seeds bench_main (10,000 tasks over 200 projects, 3,000 planned).
- * 2. `npm run build`; then, for each scenario (change task state, create task) separately, the
- *    service as `node --cpu-prof --cpu-prof-dir=<tmp> dist/src/main.js` with run.ts's
+ * 1. An embedded PostgreSQL (as the throughput scenario: fsync off, pg_stat_statements),
+ *    database `bench`, migrated; seeds bench_main (10,000 tasks over 200 projects, 3,000 planned).
+ * 2. The service built; then, for each scenario (change task state, create task) separately, the
+ *    service as `node --cpu-prof --cpu-prof-dir=<tmp> dist/src/main.js` with the bench's
  *    environment (production, warn logs, rate limiter off), connecting as its own role; 3 s
  *    of unrecorded warm-up, PROFILE_SECONDS (10) of load at BENCH_CONNECTIONS (32), then
  *    SIGINT so that Node writes the .cpuprofile on its way out.
@@ -24,27 +25,24 @@
  *
  * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there).
  */
-import { SERVICE_NODE_FLAGS } from '../lib/service-flags.js';
-import { execSync, spawn } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { openOrm } from '../../src/db/database.js';
-import { startEmbeddedDatabase } from '../../src/db/embedded.js';
-import { freePort } from '../../test/helpers/net.js';
-import { flipTaskStates, runLoad, type Script } from '../lib/load.js';
-import { seedUser, taskIdsByOrder } from '../lib/seed.js';
+import { createRoles, openDatabase, startDatabase, STATEMENT_STATS } from '../lib/database.js';
+import { log, num, sleep, utcMinute } from '../lib/env.js';
+import { runLoad, type Script } from '../lib/load.js';
+import { resetStatementStats, statementStats, totals } from '../lib/pg-stats.js';
+import { builtServiceArgs, buildService, SERVICE_ENV, startTarget, stopChild } from '../lib/processes.js';
+import { writeResult } from '../lib/report.js';
+import { createTask, flipTaskStates, readStates } from '../lib/scripts.js';
+import { seedMainUser, taskIdsByOrder } from '../lib/seed.js';
+import { runScenario } from '../lib/session.js';
+import { ascending, quantile } from '../lib/stats.js';
 
-const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('PROFILE_SECONDS', 10);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const ROLE = 'bench_profiled';
-const ROLE_PASSWORD = 'bench-role-password';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const log = (line: string) => console.log(line);
 
 interface ProfileNode {
   id: number;
@@ -109,24 +107,12 @@ function aggregate(profile: CpuProfile, from: number, to: number) {
   return { frames, buckets, total, kept };
 }
 
-async function main() {
-  const started = new Date();
-  const loadBefore = os.loadavg();
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-profile-'));
-  await fs.chmod(dir, 0o755);
+runScenario('profile', async (session) => {
+  const { startedAt: started, loadBefore } = session;
   /** PostgreSQL's log lines while collecting. */
   let pgLog: string[] | undefined;
-  const db = await startEmbeddedDatabase({
-    dataDir: path.join(dir, 'data'),
-    settings: {
-      fsync: 'off',
-      synchronous_commit: 'off',
-      full_page_writes: 'off',
-      max_connections: '100',
-      shared_preload_libraries: 'pg_stat_statements',
-      'pg_stat_statements.track': 'top',
-      log_line_prefix: '%m [%p] ',
-    },
+  const db = await startDatabase(session, {
+    settings: { max_connections: '100', ...STATEMENT_STATS, log_line_prefix: '%m [%p] ' },
     // PostgreSQL's log lines reach this process through the embedded server's stderr.
     logger: {
       debug: (_obj, line) => {
@@ -137,159 +123,108 @@ async function main() {
       error: (obj, msg) => console.error(msg, obj),
     },
   });
-  const children: Array<ReturnType<typeof spawn>> = [];
-  let admin: pg.Client | undefined;
-  const cleanup = async () => {
-    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await admin?.end().catch(() => undefined);
-    await db.stop().catch(() => undefined);
-    await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
-  };
-  process.once('SIGINT', () => {
-    cleanup().finally(() => process.exit(130));
-  });
   const report: string[] = [];
-  try {
-    await db.ensureDatabase('bench');
-    const adminUrl = db.urlFor('bench');
-    const orm = await openOrm(adminUrl, { migrate: true });
-    await orm.close(true);
-    admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    const q = admin.query.bind(admin) as pg.Client['query'];
-    await q('create extension if not exists pg_stat_statements');
-    await q(`create role ${ROLE} login password '${ROLE_PASSWORD}'`);
-    await q(`grant postgres to ${ROLE}`);
-    const main = await seedUser(admin, 'bench_main', 10_000, 200, { planned: 3_000, finishedOld: 300, abandoned: 200 });
-    await q('vacuum analyze');
-    const planned = await taskIdsByOrder(admin, main.id, 1, 3_000);
-    execSync('npm run build', { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+  const { admin, q, roleUrl } = await openDatabase(session, db, 'bench', { statementStats: true });
+  await createRoles(q, [ROLE]);
+  const main = await seedMainUser(admin);
+  await q('vacuum analyze');
+  const planned = await taskIdsByOrder(admin, main.id, 1, 3_000);
+  buildService();
 
-    const states = new Map<number, string>();
-    const changeState: Script = flipTaskStates(planned, states, main.token, CONNECTIONS);
-    let created = 0;
-    const create: Script = () => () => ({ method: 'POST', path: '/api/users/me/tasks', token: main.token, body: { task: { label: `profiled task ${++created}` } } });
-    const loadStates = async () => {
-      const { rows } = await q<{ id: number; state: string }>('select id, state from tasks where id = any($1::int[])', [planned]);
-      for (const r of rows) states.set(r.id, r.state);
-    };
+  const states = new Map<number, string>();
+  const changeState: Script = flipTaskStates(planned, states, main.token, CONNECTIONS);
+  let created = 0;
+  const create: Script = createTask(main.token, () => `profiled task ${++created}`);
+  const loadStates = () => readStates(admin, 'tasks', planned, states);
 
-    for (const [name, script] of [['change task state', changeState], ['create task', create]] as Array<[string, Script]>) {
-      const profDir = path.join(dir, `prof-${name.replace(/\W+/g, '-')}`);
-      await fs.mkdir(profDir);
-      const port = await freePort();
-      const url = `http://127.0.0.1:${port}`;
-      const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${profDir}`, 'dist/src/main.js'], {
-        cwd: ROOT,
-        stdio: ['ignore', 'inherit', 'inherit'],
-        env: {
-          ...process.env,
-          NODE_ENV: 'production',
-          LOG_LEVEL: 'warn',
-          RATE_LIMIT_AUTH_PER_MINUTE: '0',
-          RATE_LIMIT_PER_MINUTE: '0',
-          DATABASE_URL: `postgresql://${ROLE}:${ROLE_PASSWORD}@127.0.0.1:${db.port}/bench`,
-          PORT: String(port),
-          HOST: '127.0.0.1',
-        },
-      });
-      children.push(child);
-      for (let tries = 0; ; tries++) {
-        try {
-          if ((await fetch(`${url}/readyz`)).ok) break;
-        } catch {
-          // not yet
-        }
-        if (tries > 300) throw new Error('the service did not become ready');
-        await sleep(100);
-      }
-      await loadStates();
-      await runLoad(url, script, { connections: CONNECTIONS, seconds: 3 });
-      await sleep(300);
-      await loadStates();
-      await q('select pg_stat_statements_reset()');
-      const from = Number(process.hrtime.bigint() / 1000n);
-      const load = await runLoad(url, script, { connections: CONNECTIONS, seconds: SECONDS });
-      const to = Number(process.hrtime.bigint() / 1000n);
-      await sleep(300);
-      const { rows: stats } = await q<{ calls: string; ms: number; query: string }>(
-        `select s.calls, s.mean_exec_time as ms, s.query from pg_stat_statements s join pg_roles r on r.oid = s.userid
-          where r.rolname = $1 order by s.calls desc`,
-        [ROLE],
-      );
-      const requests = stats.filter((s) => /from access_tokens t join users u/.test(s.query)).reduce((a, s) => a + Number(s.calls), 0);
-      const calls = stats.reduce((a, s) => a + Number(s.calls), 0);
+  for (const [name, script] of [['change task state', changeState], ['create task', create]] as Array<[string, Script]>) {
+    const profDir = path.join(session.dir, `prof-${name.replace(/\W+/g, '-')}`);
+    await fs.mkdir(profDir);
+    const service = await startTarget(session, {
+      name: `service (${name})`,
+      role: ROLE,
+      args: builtServiceArgs(['--cpu-prof', `--cpu-prof-dir=${profDir}`]),
+      env: { ...SERVICE_ENV, DATABASE_URL: roleUrl(ROLE) },
+    });
+    const { url, child } = service;
+    await loadStates();
+    await runLoad(url, script, { connections: CONNECTIONS, seconds: 3 });
+    await sleep(300);
+    await loadStates();
+    await resetStatementStats(admin);
+    const from = Number(process.hrtime.bigint() / 1000n);
+    const load = await runLoad(url, script, { connections: CONNECTIONS, seconds: SECONDS });
+    const to = Number(process.hrtime.bigint() / 1000n);
+    await sleep(300);
+    const stats = await statementStats(admin, ROLE);
+    const { requests, calls } = totals(stats);
 
-      // The lock's hold time: the same load again for a few seconds, every statement logged.
-      await loadStates();
-      await q(`alter system set log_min_duration_statement = 0`);
-      await q('select pg_reload_conf()');
-      await sleep(300);
-      pgLog = [];
-      const logged = await runLoad(url, script, { connections: CONNECTIONS, seconds: Math.min(5, SECONDS) });
-      await q(`alter system reset log_min_duration_statement`);
-      await q('select pg_reload_conf()');
-      await sleep(500);
-      const hold = lockHold(pgLog.join('\n'));
-      pgLog = undefined;
+    // The lock's hold time: the same load again for a few seconds, every statement logged.
+    await loadStates();
+    await q(`alter system set log_min_duration_statement = 0`);
+    await q('select pg_reload_conf()');
+    await sleep(300);
+    pgLog = [];
+    const logged = await runLoad(url, script, { connections: CONNECTIONS, seconds: Math.min(5, SECONDS) });
+    await q(`alter system reset log_min_duration_statement`);
+    await q('select pg_reload_conf()');
+    await sleep(500);
+    const hold = lockHold(pgLog.join('\n'));
+    pgLog = undefined;
 
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      child.kill('SIGINT');
-      await Promise.race([exited, sleep(20_000)]);
-      const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
-      if (!file) throw new Error(`no .cpuprofile written for ${name}`);
-      const profile = JSON.parse(readFileSync(path.join(profDir, file), 'utf8')) as CpuProfile;
-      let agg = aggregate(profile, from, to);
-      let window = 'the samples taken during the load';
-      if (agg.kept < 100) {
-        agg = aggregate(profile, -Infinity, Infinity);
-        window = 'every sample of the process (the load window did not match the profile\'s clock)';
-      }
-      const busy = agg.total - (agg.buckets.get('(idle)') ?? 0);
-      const pct = (ms: number) => ((ms / agg.total) * 100).toFixed(1);
-      const pctBusy = (ms: number, bucket: string) => (bucket === '(idle)' ? '—' : ((ms / busy) * 100).toFixed(1));
-      report.push(
-        `#### ${name}: ${load.rps.toFixed(0)} req/s, p50 ${load.p50} ms, p99 ${load.p99} ms, non-2xx ${load.non2xx} (${CONNECTIONS} connections, ${SECONDS} s)`,
-        '',
-        `Round trips (statements) per request, pg_stat_statements: **${(calls / Math.max(1, requests)).toFixed(2)}** (${calls} calls ÷ ${requests} token lookups).`,
-        '',
-        '| statement | calls/request | mean ms |',
-        '|---|---:|---:|',
-        ...stats.map((s) => `| \`${s.query.replace(/\s+/g, ' ').replace(/\|/g, '\\|').slice(0, 110)}\` | ${(Number(s.calls) / Math.max(1, requests)).toFixed(2)} | ${s.ms.toFixed(3)} |`),
-        '',
-        `Owner's lock held per write (lock statement's end → commit's end, ${hold.count} writes in ${Math.min(5, SECONDS)} s with every statement logged, ${logged.rps.toFixed(0)} req/s meanwhile): ` +
-          `median **${hold.median.toFixed(1)} ms**, mean ${hold.mean.toFixed(2)} ms, p90 ${hold.p90.toFixed(1)} ms; ${hold.between.toFixed(1)} statements after the lock's, commit included.`,
-        '',
-        `CPU profile: ${agg.total.toFixed(0)} ms of samples (${window}), of which ${busy.toFixed(0)} ms busy (not idle): the service used ${((busy / ((to - from) / 1000)) * 100).toFixed(0)} % of one core. ` +
-          '"V8 builtins and native" includes `writeBuffer`, the socket write: with loopback TCP the kernel delivers the bytes inside that call, so each round trip to PostgreSQL and each response costs CPU there.',
-        '',
-        '| self time by package | ms | % | % of busy |',
-        '|---|---:|---:|---:|',
-        ...[...agg.buckets].sort((a, b) => b[1] - a[1]).map(([b, ms]) => `| ${b} | ${ms.toFixed(0)} | ${pct(ms)} | ${pctBusy(ms, b)} |`),
-        '',
-        '| top 25 frames by self time | package | ms | % | % of busy |',
-        '|---|---|---:|---:|---:|',
-        ...[...agg.frames]
-          .sort((a, b) => b[1].ms - a[1].ms)
-          .slice(0, 25)
-          .map(([f, e]) => `| \`${f.replace(/\|/g, '\\|')}\` | ${e.bucket} | ${e.ms.toFixed(0)} | ${pct(e.ms)} | ${pctBusy(e.ms, e.bucket)} |`),
-        '',
-      );
-      log(`profiled ${name}: ${load.rps.toFixed(0)} req/s, ${(calls / Math.max(1, requests)).toFixed(2)} statements/request, lock held ${hold.median.toFixed(1)} ms (median)`);
+    // SIGINT: Node writes the profile on its way out.
+    await stopChild(child, 'SIGINT', 20_000);
+    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) throw new Error(`no .cpuprofile written for ${name}`);
+    const profile = JSON.parse(readFileSync(path.join(profDir, file), 'utf8')) as CpuProfile;
+    let agg = aggregate(profile, from, to);
+    let window = 'the samples taken during the load';
+    if (agg.kept < 100) {
+      agg = aggregate(profile, -Infinity, Infinity);
+      window = 'every sample of the process (the load window did not match the profile\'s clock)';
     }
-    const head = [
-      `### CPU profile, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC — \`npm run bench:profile\``,
+    const busy = agg.total - (agg.buckets.get('(idle)') ?? 0);
+    const pct = (ms: number) => ((ms / agg.total) * 100).toFixed(1);
+    const pctBusy = (ms: number, bucket: string) => (bucket === '(idle)' ? '—' : ((ms / busy) * 100).toFixed(1));
+    report.push(
+      `#### ${name}: ${load.rps.toFixed(0)} req/s, p50 ${load.p50} ms, p99 ${load.p99} ms, non-2xx ${load.non2xx} (${CONNECTIONS} connections, ${SECONDS} s)`,
       '',
-      `Node ${process.version}, ${os.availableParallelism()} CPUs shared by PostgreSQL, the service and autocannon; load average before ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}, after ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}.`,
+      `Round trips (statements) per request, pg_stat_statements: **${(calls / Math.max(1, requests)).toFixed(2)}** (${calls} calls ÷ ${requests} token lookups).`,
       '',
-    ];
-    const text = [...head, ...report].join('\n');
-    log('\n' + text);
-    if (process.env.PROFILE_OUT) writeFileSync(process.env.PROFILE_OUT, text + '\n');
-  } finally {
-    await cleanup();
+      '| statement | calls/request | mean ms |',
+      '|---|---:|---:|',
+      ...stats.map((s) => `| \`${s.query.replace(/\s+/g, ' ').replace(/\|/g, '\\|').slice(0, 110)}\` | ${(s.calls / Math.max(1, requests)).toFixed(2)} | ${s.meanMs.toFixed(3)} |`),
+      '',
+      `Owner's lock held per write (lock statement's end → commit's end, ${hold.count} writes in ${Math.min(5, SECONDS)} s with every statement logged, ${logged.rps.toFixed(0)} req/s meanwhile): ` +
+        `median **${hold.median.toFixed(1)} ms**, mean ${hold.mean.toFixed(2)} ms, p90 ${hold.p90.toFixed(1)} ms; ${hold.between.toFixed(1)} statements after the lock's, commit included.`,
+      '',
+      `CPU profile: ${agg.total.toFixed(0)} ms of samples (${window}), of which ${busy.toFixed(0)} ms busy (not idle): the service used ${((busy / ((to - from) / 1000)) * 100).toFixed(0)} % of one core. ` +
+        '"V8 builtins and native" includes `writeBuffer`, the socket write: with loopback TCP the kernel delivers the bytes inside that call, so each round trip to PostgreSQL and each response costs CPU there.',
+      '',
+      '| self time by package | ms | % | % of busy |',
+      '|---|---:|---:|---:|',
+      ...[...agg.buckets].sort((a, b) => b[1] - a[1]).map(([b, ms]) => `| ${b} | ${ms.toFixed(0)} | ${pct(ms)} | ${pctBusy(ms, b)} |`),
+      '',
+      '| top 25 frames by self time | package | ms | % | % of busy |',
+      '|---|---|---:|---:|---:|',
+      ...[...agg.frames]
+        .sort((a, b) => b[1].ms - a[1].ms)
+        .slice(0, 25)
+        .map(([f, e]) => `| \`${f.replace(/\|/g, '\\|')}\` | ${e.bucket} | ${e.ms.toFixed(0)} | ${pct(e.ms)} | ${pctBusy(e.ms, e.bucket)} |`),
+      '',
+    );
+    log(`profiled ${name}: ${load.rps.toFixed(0)} req/s, ${(calls / Math.max(1, requests)).toFixed(2)} statements/request, lock held ${hold.median.toFixed(1)} ms (median)`);
   }
-}
+  const head = [
+    `### CPU profile, ${utcMinute(started)} UTC — \`npm run bench:profile\``,
+    '',
+    `Node ${process.version}, ${os.availableParallelism()} CPUs shared by PostgreSQL, the service and autocannon; load average before ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}, after ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}.`,
+    '',
+  ];
+  const text = [...head, ...report].join('\n');
+  log('\n' + text);
+  writeResult(session, text, { file: process.env.PROFILE_OUT });
+});
 
 /**
  * From a PostgreSQL log with `%m [%p]` prefixes and every statement's duration: per backend,
@@ -322,21 +257,13 @@ function lockHold(text: string) {
       open.delete(pid);
     }
   }
-  holds.sort((a, b) => a - b);
-  const at = (p: number) => holds[Math.min(holds.length - 1, Math.floor(p * holds.length))] ?? 0;
+  const sorted = ascending(holds);
+  const at = (p: number) => quantile(sorted, p, 0);
   return {
-    count: holds.length,
+    count: sorted.length,
     median: at(0.5),
     p90: at(0.9),
-    mean: holds.reduce((a, b) => a + b, 0) / Math.max(1, holds.length),
+    mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length),
     between: between.reduce((a, b) => a + b, 0) / Math.max(1, between.length),
   };
 }
-
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
-);

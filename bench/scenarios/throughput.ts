@@ -1,19 +1,21 @@
 /**
- * Load bench: `npm run bench` (not part of `npm test`). See bench/README.md.
+ * The main run: the service against the floors, `npm run bench` (its first part; not part of
+ * `npm test`). Method and latest figures in bench/README.md; each run's report goes to
+ * bench/results/throughput-<UTC start>.md.
  *
- *  1. An embedded PostgreSQL in a temp folder (startEmbeddedDatabase), with
- *     pg_stat_statements loaded; database `bench`, migrated with openOrm.
+ *  1. An embedded PostgreSQL in a temp folder, with pg_stat_statements loaded; database
+ *     `bench`, migrated with openOrm.
  *  2. Bulk SQL seed: bench_main (10,000 tasks over 200 projects), 50 other users (1,000
  *     tasks over 10 projects each), growth users with 1k, 10k and 100k tasks; every user
  *     has a real scrypt password hash and a known token (its SHA-256 in access_tokens).
  *  3. SQL statements per request, in-process: createApp on openOrm(..., { onQuery }).
- *  4. `npm run build`; the service as a child (`node dist/src/main.js`, NODE_ENV=production,
- *     LOG_LEVEL=warn), a second one with the rate limiter on, and the floor
- *     (bench/floor-server.ts); each connects as its own PostgreSQL role, so
+ *  4. The service built; as a child (`node dist/src/main.js`, NODE_ENV=production,
+ *     LOG_LEVEL=warn), a second one with the rate limiter on, and the mirror floor
+ *     (bench/floors/floor-server.ts); each connects as its own PostgreSQL role, so
  *     pg_stat_statements tells their statements apart.
  *  5. The mirror floor's JSON is checked byte-for-byte against the service's; the fewest floor
- *     (bench/fewest-floor.ts) is started too and checked on every endpoint, change log
- *     included (bench/floor-check.ts; BENCH_CHECK_ONLY=1 stops here).
+ *     (bench/floors/fewest-floor.ts) is started too and checked on every endpoint, change log
+ *     included (bench/floors/floor-check.ts; BENCH_CHECK_ONLY=1 stops here).
  *  6. autocannon scenarios at a fixed connection count; per row: req/s, p50/p99, non-2xx,
  *     statements per request (in-process and under load), DB time per request, peak RSS and
  *     PSS, and the CPU other processes took meanwhile. Every scenario runs the service and the
@@ -28,26 +30,26 @@
  *      BENCH_QUIET_WAIT (240: seconds it may wait in all for other processes to go quiet),
  *      BENCH_OUT (also write the Markdown report to this file), BENCH_DEBUG (statements per row).
  */
-import { SERVICE_NODE_FLAGS } from '../lib/service-flags.js';
-import { execSync, spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import fs from 'node:fs/promises';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
-import readline from 'node:readline';
-import pg from 'pg';
-import { openOrm } from '../../src/db/database.js';
-import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { mulberry32 } from '../../test/helpers/prng.js';
-import { flipTaskStates, mergeLoads, runLoad, type BenchRequest, type LoadResult, type Script } from '../lib/load.js';
-import { seedUser, taskIdsByOrder, type SeededUser } from '../lib/seed.js';
-import { range, startCountingApp, type CountingApp } from '../lib/statements.js';
-import { freePort } from '../../test/helpers/net.js';
 import { checkFloor } from '../floors/floor-check.js';
+import { createRoles, openDatabase, startDatabase, STATEMENT_STATS } from '../lib/database.js';
+import { f0, f1, log, num, utcMinute } from '../lib/env.js';
+import { request, statusOf } from '../lib/http.js';
+import { runLoad, type BenchRequest, type Script } from '../lib/load.js';
+import { meter, rowOf, rowTable, type Row, type Slice } from '../lib/measure.js';
+import { memory, peakResettable } from '../lib/proc.js';
+import { builtServiceArgs, buildService, SERVICE_ENV, startTarget, type Target } from '../lib/processes.js';
+import { quietWait } from '../lib/quiet.js';
+import { writeResult } from '../lib/report.js';
+import { createTask, flipTaskStates, listFirstPage, readStates } from '../lib/scripts.js';
+import { seedMainUser, seedUser, taskIdsByOrder, type SeededUser } from '../lib/seed.js';
+import { runScenario } from '../lib/session.js';
+import { range, startCountingApp, type CountingApp } from '../lib/statements.js';
+import { ascending, quantile } from '../lib/stats.js';
+import { takeTurns } from '../lib/turns.js';
 
-const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('BENCH_SECONDS', 10);
 const GROWTH_SECONDS = num('BENCH_GROWTH_SECONDS', 6);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
@@ -56,7 +58,7 @@ const ROUNDS = num('BENCH_ROUNDS', 5);
 /** Requests per target in the idle-latency rows (one at a time). */
 const IDLE_REQUESTS = num('BENCH_IDLE_REQUESTS', 300);
 /**
- * Statements per request of the fewest floor, by design (bench/fewest-floor.ts): the token,
+ * Statements per request of the fewest floor, by design (bench/floors/fewest-floor.ts): the token,
  * then one statement, or for the writes that must read after the owner's lock, begin, lock,
  * write and commit sent together (2 round trips in all).
  */
@@ -71,918 +73,490 @@ const FEWEST_STATEMENTS: Record<string, string> = {
   // 35 + 20 + 15 reads of 2, 10 state changes of 2, 10 creates and 10 reorders of 5.
   'mixed 70% reads': '2.6 avg',
 };
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const ROLE_PASSWORD = 'bench-role-password';
 const PAGE = 50;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const log = (line: string) => console.log(line);
+/** The Host header of the byte-for-byte checks (the answers' links carry it). */
+const CHECK_HOST = 'bench.example:8080';
+const raw = (base: string, method: string, pathname: string, token: string, body?: unknown) => request(base, method, pathname, token, body, { host: CHECK_HOST });
 
-// ---- processes -------------------------------------------------------------------------
-
-interface Target {
-  name: string;
-  url: string;
-  pid: number;
-  role: string;
-  child: ChildProcess;
-  /** Lines the child wrote (the service logs only warnings and errors at LOG_LEVEL=warn). */
-  logLines: number;
-  /** Highest VmHWM seen, across resets. */
-  peakMb: number;
-  /** RSS once ready, before any load. */
-  readyMb: number;
-  /** Highest PSS of the process tree seen during rows. */
-  pssPeakMb: number;
-}
-
-
-const children: ChildProcess[] = [];
-
-async function startChild(name: string, role: string, args: string[], env: Record<string, string>): Promise<Target> {
-  const port = await freePort();
-  const child = spawn(process.execPath, args, {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+runScenario('throughput', async (session) => {
+  const { startedAt, loadBefore } = session;
+  log(`data in ${session.dir}`);
+  const db = await startDatabase(session, {
+    settings: { max_connections: '200', ...STATEMENT_STATS, 'pg_stat_statements.max': '5000' },
   });
-  children.push(child);
-  const target: Target = { name, url: `http://127.0.0.1:${port}`, pid: child.pid!, role, child, logLines: 0, peakMb: 0, readyMb: 0, pssPeakMb: 0 };
-  for (const stream of [child.stdout!, child.stderr!]) {
-    readline.createInterface({ input: stream }).on('line', (line) => {
-      target.logLines += 1;
-      if (target.logLines <= 20) process.stderr.write(`[${name}] ${line.slice(0, 500)}\n`);
-    });
-  }
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`);
-    try {
-      if ((await fetch(target.url + '/readyz')).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`${name} did not become ready`);
-    await sleep(100);
-  }
-  target.readyMb = memory(target.pid).rssMb;
-  return target;
-}
+  const { admin, q, url: adminUrl, roleUrl } = await openDatabase(session, db, 'bench', { statementStats: true });
+  await createRoles(q, ['bench_service', 'bench_service_rl', 'bench_floor', 'bench_fewest']);
+  const pgVersion = (await q<{ v: string }>(`select current_setting('server_version') as v`)).rows[0]!.v;
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  await Promise.race([exited, sleep(15_000)]);
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-}
+  // ---- seed -------------------------------------------------------------------------------
+  let t = Date.now();
+  const mainUser = await seedMainUser(admin);
+  const others: SeededUser[] = [];
+  for (let i = 0; i < 50; i++) others.push(await seedUser(admin, `bench_other_${i}`, 1_000, 10));
+  const growthUsers: Array<[string, SeededUser]> = [
+    ['1k', await seedUser(admin, 'bench_g1k', 1_000, 0)],
+    ['10k', await seedUser(admin, 'bench_g10k', 10_000, 0)],
+    ['100k', await seedUser(admin, 'bench_g100k', 100_000, 0)],
+  ];
+  await q('vacuum analyze');
+  const totalTasks = Number((await q<{ n: string }>('select count(*) as n from tasks')).rows[0]!.n);
+  log(`seeded ${51 + growthUsers.length} users, ${totalTasks} tasks in ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
-function memory(pid: number): { hwmMb: number; rssMb: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
-  return { hwmMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024 };
-}
+  const plannedPool = await taskIdsByOrder(admin, mainUser.id, 1, 3_000);
+  const middle = await taskIdsByOrder(admin, mainUser.id, 4_901, 5_100);
+  const mainListed = 10_000 - 300 - 200;
+  const mainPages = Math.ceil(mainListed / PAGE);
+  const taskStates = new Map<number, string>();
+  const projectStates = new Map<number, string>();
+  // The 50 users' first 320 tasks (all newed), flipped started ⇄ newed by the spread scenario.
+  const otherPools = await Promise.all(others.map((u) => taskIdsByOrder(admin, u.id, 1, 320)));
+  const flipped = [...plannedPool, ...otherPools.flat()];
+  const loadTaskStates = () => readStates(admin, 'tasks', flipped, taskStates);
+  const flipProjects = others.map((u) => u.projects[0]!);
+  const loadProjectStates = () => readStates(admin, 'projects', flipProjects, projectStates);
+  const farDue = Math.floor(Date.now() / 1000) + 365 * 86_400;
 
-/**
- * Jiffies of the machine (/proc/stat): `procs` is time in processes (user, nice, system),
- * comparable with the processes' own utime + stime; interrupt time (mostly this bench's
- * loopback traffic) is left out, and `steal` is time the hypervisor gave to other guests.
- */
-function machineCpu(): { procs: number; steal: number; total: number } {
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
-    .split('\n')[0]!
-    .trim()
-    .split(/\s+/)
-    .slice(1, 9)
-    .map(Number) as [number, number, number, number, number, number, number, number];
-  return { procs: user + nice + system, steal, total: user + nice + system + idle + iowait + irq + softirq + steal };
-}
-
-/**
- * CPU time (jiffies) of the bench's own processes: the root pids (this process, the
- * children, the postmaster) including their reaped children (cutime + cstime: a PostgreSQL
- * backend that exits moves its time there), plus the live children of the roots.
- */
-function benchCpu(rootPids: number[]): number {
-  let sum = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue;
-    }
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const [ppid, utime, stime, cutime, cstime] = [rest[1], rest[11], rest[12], rest[13], rest[14]].map(Number) as [number, number, number, number, number];
-    if (rootPids.includes(Number(entry))) sum += utime + stime + cutime + cstime;
-    else if (rootPids.includes(ppid)) sum += utime + stime;
-  }
-  return sum;
-}
-
-/** The process and its descendants (/proc/<pid>/task/<tid>/children). */
-function processTree(pid: number): number[] {
-  const tree = [pid];
-  for (let i = 0; i < tree.length; i++) {
-    let tids: string[] = [];
-    try {
-      tids = readdirSync(`/proc/${tree[i]}/task`);
-    } catch {
-      continue;
-    }
-    for (const tid of tids) {
-      try {
-        for (const child of readFileSync(`/proc/${tree[i]}/task/${tid}/children`, 'utf8').trim().split(/\s+/)) if (child) tree.push(Number(child));
-      } catch {
-        // gone meanwhile
+  // ---- request scripts ----------------------------------------------------------------------
+  const listTasks = (user: SeededUser, pages: number): Script => {
+    let i = 0;
+    return () => () => ({ method: 'GET', path: `/api/users/me/tasks?page=${1 + (i++ % pages)}`, token: user.token });
+  };
+  const listProjects = (user: SeededUser, pages: number): Script => {
+    let i = 0;
+    return () => () => ({ method: 'GET', path: `/api/users/me/projects?page=${1 + (i++ % pages)}`, token: user.token });
+  };
+  let created = 0;
+  const createMain = createTask(mainUser.token, () => `bench task ${++created}`);
+  const changeStateOf = flipTaskStates(plannedPool, taskStates, mainUser.token, CONNECTIONS);
+  /**
+   * Over the 50 users: connection c at its k-th request changes a task of user (c + k) mod 50,
+   * so the connections work on different users; it owns the tasks at indexes ≡ c (mod
+   * connections) of each user's pool, so no two requests race on a task.
+   */
+  const changeStateSpread: Script = (connection) => {
+    const own: Array<[SeededUser, number]> = [];
+    for (let i = connection; i < 320; i += CONNECTIONS) {
+      for (let u = 0; u < others.length; u++) {
+        const user = (u + connection) % others.length;
+        own.push([others[user]!, otherPools[user]![i]!]);
       }
     }
-  }
-  return tree;
-}
-
-/** Proportional set size of a process tree (MB): shared pages count for their share only. */
-function treePssMb(pid: number): number {
-  let kb = 0;
-  for (const p of processTree(pid)) {
-    try {
-      kb += Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'))?.[1] ?? 0);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return kb / 1024;
-}
-
-/** Resets VmHWM to the current RSS (Linux ≥ 4.0), so each row reports its own peak. */
-let hwmResettable = true;
-function resetPeak(target: Target): void {
-  target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
-  try {
-    writeFileSync(`/proc/${target.pid}/clear_refs`, '5');
-  } catch {
-    hwmResettable = false;
-  }
-}
-
-/** Sends with a chosen Host header (fetch cannot), for byte-for-byte comparisons. */
-function rawRequest(base: string, method: string, pathname: string, token: string, body?: unknown): Promise<{ status: number; text: string }> {
-  const url = new URL(base);
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: url.hostname,
-        port: url.port,
-        method,
-        path: pathname,
-        headers: {
-          host: 'bench.example:8080',
-          authorization: token,
-          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
-        },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
-
-/** One request on a keep-alive agent; resolves with the status once the body is read. */
-function oneRequest(base: string, r: BenchRequest, agent: http.Agent): Promise<number> {
-  const url = new URL(base);
-  const payload = r.body === undefined ? undefined : JSON.stringify(r.body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: url.hostname,
-        port: url.port,
-        method: r.method,
-        path: r.path,
-        agent,
-        headers: {
-          authorization: r.token,
-          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
-
-// ---- report rows -----------------------------------------------------------------------
-
-interface Row {
-  table: 'main' | 'growth';
-  target: string;
-  scenario: string;
-  load: LoadResult;
-  /** In-process count (exact). */
-  statements: string;
-  /** pg_stat_statements calls of the target's role ÷ calls of its token lookup (one per request). */
-  statementsUnderLoad: number;
-  dbMsPerRequest: number;
-  peakMb: number;
-  /** Peak PSS of the target's process tree during the row (sampled every second). */
-  pssMb: number;
-  queryIds: Set<string>;
-  /** Share of the machine's CPU used by processes outside the bench during the row. */
-  otherCpuPercent: number;
-  /** Share of the machine's CPU taken by the hypervisor for other guests during the row. */
-  stealPercent: number;
-}
-
-const rows: Row[] = [];
-
-const f0 = (n: number) => n.toFixed(0);
-const f1 = (n: number) => n.toFixed(1);
-
-async function main() {
-  const startedAt = new Date();
-  const loadBefore = os.loadavg();
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-bench-'));
-  await fs.chmod(dir, 0o755);
-  log(`data in ${dir}`);
-  const db = await startEmbeddedDatabase({
-    dataDir: dir,
-    settings: {
-      fsync: 'off',
-      synchronous_commit: 'off',
-      full_page_writes: 'off',
-      max_connections: '200',
-      shared_preload_libraries: 'pg_stat_statements',
-      'pg_stat_statements.track': 'top',
-      'pg_stat_statements.max': '5000',
-    },
-  });
-  let admin: pg.Client | undefined;
-  const cleanup = async () => {
-    await Promise.all(children.map(stopChild));
-    await admin?.end().catch(() => undefined);
-    await db.stop().catch(() => undefined);
-    await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    let k = 0;
+    return (): BenchRequest => {
+      const [user, id] = own[k++ % own.length]!;
+      const next = taskStates.get(id) === 'started' ? 'newed' : 'started';
+      taskStates.set(id, next);
+      return { method: 'PUT', path: `/api/tasks/${id}/state`, token: user.token, body: { task: { state: next } } };
+    };
   };
-  process.once('SIGINT', () => {
-    cleanup().finally(() => process.exit(130));
-  });
-  try {
-    await db.ensureDatabase('bench');
-    const adminUrl = db.urlFor('bench');
-    const roleUrl = (role: string) => `postgresql://${role}:${ROLE_PASSWORD}@127.0.0.1:${db.port}/bench`;
-    const orm = await openOrm(adminUrl, { migrate: true });
-    await orm.close(true);
-
-    admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    const q = admin.query.bind(admin) as pg.Client['query'];
-    await q('create extension if not exists pg_stat_statements');
-    // One login role per process under test; members of postgres, so they own what it owns.
-    for (const role of ['bench_service', 'bench_service_rl', 'bench_floor', 'bench_fewest']) {
-      await q(`create role ${role} login password '${ROLE_PASSWORD}'`);
-      await q(`grant postgres to ${role}`);
-    }
-    const pgVersion = (await q<{ v: string }>(`select current_setting('server_version') as v`)).rows[0]!.v;
-
-    // ---- seed -------------------------------------------------------------------------
-    let t = Date.now();
-    const mainUser = await seedUser(admin, 'bench_main', 10_000, 200, { planned: 3_000, finishedOld: 300, abandoned: 200 });
-    const others: SeededUser[] = [];
-    for (let i = 0; i < 50; i++) others.push(await seedUser(admin, `bench_other_${i}`, 1_000, 10));
-    const growthUsers: Array<[string, SeededUser]> = [
-      ['1k', await seedUser(admin, 'bench_g1k', 1_000, 0)],
-      ['10k', await seedUser(admin, 'bench_g10k', 10_000, 0)],
-      ['100k', await seedUser(admin, 'bench_g100k', 100_000, 0)],
-    ];
-    await q('vacuum analyze');
-    const totalTasks = Number((await q<{ n: string }>('select count(*) as n from tasks')).rows[0]!.n);
-    log(`seeded ${51 + growthUsers.length} users, ${totalTasks} tasks in ${((Date.now() - t) / 1000).toFixed(1)} s`);
-
-    const plannedPool = await taskIdsByOrder(admin, mainUser.id, 1, 3_000);
-    const middle = await taskIdsByOrder(admin, mainUser.id, 4_901, 5_100);
-    const mainListed = 10_000 - 300 - 200;
-    const mainPages = Math.ceil(mainListed / PAGE);
-    const taskStates = new Map<number, string>();
-    const projectStates = new Map<number, string>();
-    // The 50 users' first 320 tasks (all newed), flipped started ⇄ newed by the spread scenario.
-    const otherPools = await Promise.all(others.map((u) => taskIdsByOrder(admin!, u.id, 1, 320)));
-    const flipped = [...plannedPool, ...otherPools.flat()];
-    const loadTaskStates = async () => {
-      const { rows: r } = await q<{ id: number; state: string }>('select id, state from tasks where id = any($1::int[])', [flipped]);
-      for (const row of r) taskStates.set(row.id, row.state);
-    };
-    const flipProjects = others.map((u) => u.projects[0]!);
-    const loadProjectStates = async () => {
-      const { rows: r } = await q<{ id: number; state: string }>('select id, state from projects where id = any($1::int[])', [flipProjects]);
-      for (const row of r) projectStates.set(row.id, row.state);
-    };
-    const farDue = Math.floor(Date.now() / 1000) + 365 * 86_400;
-
-    // ---- request scripts ----------------------------------------------------------------
-    const listTasks = (user: SeededUser, pages: number): Script => {
-      let i = 0;
-      return () => () => ({ method: 'GET', path: `/api/users/me/tasks?page=${1 + (i++ % pages)}`, token: user.token });
-    };
-    const listFirstPage = (user: SeededUser): Script => () => () => ({ method: 'GET', path: '/api/users/me/tasks?page=1', token: user.token });
-    const listProjects = (user: SeededUser, pages: number): Script => {
-      let i = 0;
-      return () => () => ({ method: 'GET', path: `/api/users/me/projects?page=${1 + (i++ % pages)}`, token: user.token });
-    };
-    let created = 0;
-    const createTask = (user: SeededUser): Script => () => () => ({
+  const createSpread: Script = (connection) => {
+    let k = 0;
+    return () => ({
       method: 'POST',
       path: '/api/users/me/tasks',
-      token: user.token,
+      token: others[(connection + k++) % others.length]!.token,
       body: { task: { label: `bench task ${++created}` } },
     });
-    const changeStateOf = flipTaskStates(plannedPool, taskStates, mainUser.token, CONNECTIONS);
-    /**
-     * Over the 50 users: connection c at its k-th request changes a task of user (c + k) mod 50,
-     * so the connections work on different users; it owns the tasks at indexes ≡ c (mod
-     * connections) of each user's pool, so no two requests race on a task.
-     */
-    const changeStateSpread: Script = (connection) => {
-      const own: Array<[SeededUser, number]> = [];
-      for (let i = connection; i < 320; i += CONNECTIONS) {
-        for (let u = 0; u < others.length; u++) {
-          const user = (u + connection) % others.length;
-          own.push([others[user]!, otherPools[user]![i]!]);
-        }
-      }
-      let k = 0;
-      return (): BenchRequest => {
-        const [user, id] = own[k++ % own.length]!;
-        const next = taskStates.get(id) === 'started' ? 'newed' : 'started';
-        taskStates.set(id, next);
-        return { method: 'PUT', path: `/api/tasks/${id}/state`, token: user.token, body: { task: { state: next } } };
-      };
-    };
-    const createSpread: Script = (connection) => {
-      let k = 0;
-      return () => ({
-        method: 'POST',
-        path: '/api/users/me/tasks',
-        token: others[(connection + k++) % others.length]!.token,
-        body: { task: { label: `bench task ${++created}` } },
-      });
-    };
-    const getTask: Script = (connection) => {
-      let k = 0;
-      return () => ({ method: 'GET', path: `/api/tasks/${middle[(k++ * 7 + connection) % middle.length]}`, token: mainUser.token });
-    };
-    /**
-     * A task of the window to another place in the window, drawn from a seeded generator:
-     * (task, place) pairs do not repeat in cycles, so almost every request moves its task
-     * (on average by a third of the window).
-     */
-    const reorderIn = (user: SeededUser, ids: number[], lowest: number, seed = 1): Script => {
-      const random = mulberry32(seed);
-      return () => () => ({
+  };
+  const getTask: Script = (connection) => {
+    let k = 0;
+    return () => ({ method: 'GET', path: `/api/tasks/${middle[(k++ * 7 + connection) % middle.length]}`, token: mainUser.token });
+  };
+  /**
+   * A task of the window to another place in the window, drawn from a seeded generator:
+   * (task, place) pairs do not repeat in cycles, so almost every request moves its task
+   * (on average by a third of the window).
+   */
+  const reorderIn = (user: SeededUser, ids: number[], lowest: number, seed = 1): Script => {
+    const random = mulberry32(seed);
+    return () => () => ({
+      method: 'PUT',
+      path: `/api/tasks/${ids[Math.floor(random() * ids.length)]}/order`,
+      token: user.token,
+      body: { task: { order: lowest + Math.floor(random() * ids.length) } },
+    });
+  };
+  /** Connection c flips the first project of other user c: one started project per user at most. */
+  const startPause: Script = (connection) => {
+    const user = others[connection % others.length]!;
+    const project = user.projects[0]!;
+    return () => {
+      const start = projectStates.get(project) !== 'started';
+      projectStates.set(project, start ? 'started' : 'paused');
+      return {
         method: 'PUT',
-        path: `/api/tasks/${ids[Math.floor(random() * ids.length)]}/order`,
+        path: `/api/projects/${project}/state`,
         token: user.token,
-        body: { task: { order: lowest + Math.floor(random() * ids.length) } },
-      });
-    };
-    /** Connection c flips the first project of other user c: one started project per user at most. */
-    const startPause: Script = (connection) => {
-      const user = others[connection % others.length]!;
-      const project = user.projects[0]!;
-      return () => {
-        const start = projectStates.get(project) !== 'started';
-        projectStates.set(project, start ? 'started' : 'paused');
-        return {
-          method: 'PUT',
-          path: `/api/projects/${project}/state`,
-          token: user.token,
-          body: { project: start ? { state: 'started', due_at: farDue } : { state: 'paused' } },
-        };
+        body: { project: start ? { state: 'started', due_at: farDue } : { state: 'paused' } },
       };
     };
-    const MIX = { listTasks: 35, listProjects: 20, getTask: 15, create: 10, changeState: 10, reorder: 10 };
-    const mixed: Script = (connection) => {
-      const tasksList = listTasks(mainUser, mainPages)(connection);
-      const projectsList = listProjects(mainUser, 8)(connection);
-      const create = createTask(mainUser)(connection);
-      const change = changeStateOf(connection);
-      const reorder = reorderIn(mainUser, middle, 4_901, 1_000 + connection)(connection);
-      let k = 0;
-      return () => {
-        const n = k++;
-        const r = (n * 37 + connection * 11) % 100; // 37 is prime to 100: every residue once per 100
-        if (r < 35) return tasksList();
-        if (r < 55) return projectsList();
-        if (r < 70) return { method: 'GET', path: `/api/tasks/${middle[(n + connection) % middle.length]}`, token: mainUser.token };
-        if (r < 80) return create();
-        if (r < 90) return change();
-        return reorder();
-      };
+  };
+  const MIX = { listTasks: 35, listProjects: 20, getTask: 15, create: 10, changeState: 10, reorder: 10 };
+  const mixed: Script = (connection) => {
+    const tasksList = listTasks(mainUser, mainPages)(connection);
+    const projectsList = listProjects(mainUser, 8)(connection);
+    const create = createMain(connection);
+    const change = changeStateOf(connection);
+    const reorder = reorderIn(mainUser, middle, 4_901, 1_000 + connection)(connection);
+    let k = 0;
+    return () => {
+      const n = k++;
+      const r = (n * 37 + connection * 11) % 100; // 37 is prime to 100: every residue once per 100
+      if (r < 35) return tasksList();
+      if (r < 55) return projectsList();
+      if (r < 70) return { method: 'GET', path: `/api/tasks/${middle[(n + connection) % middle.length]}`, token: mainUser.token };
+      if (r < 80) return create();
+      if (r < 90) return change();
+      return reorder();
     };
+  };
 
-    // ---- statements per request, in-process --------------------------------------------
-    t = Date.now();
-    const counts: Record<string, number[]> = {};
-    const count = async (app: CountingApp, key: string, r: BenchRequest) => {
-      const res = await app.request(r.method, r.path, r.token, r.body);
-      if (res.status >= 300) throw new Error(`${key}: ${r.method} ${r.path} answered ${res.status} ${res.text.slice(0, 200)}`);
-      (counts[key] ??= []).push(res.sql.length);
-      return res;
-    };
-    const sqlOf: Record<string, string[]> = {};
-    {
-      const app = await startCountingApp(adminUrl);
-      for (const page of [1, 2, 100, mainPages, mainPages + 1]) {
-        const res = await count(app, 'list tasks', { method: 'GET', path: `/api/users/me/tasks?page=${page}`, token: mainUser.token });
-        sqlOf[page === 1 ? 'list tasks, page 1' : 'list tasks'] ??= res.sql;
-      }
-      for (let page = 1; page <= 8; page++) await count(app, 'list projects', { method: 'GET', path: `/api/users/me/projects?page=${page}`, token: mainUser.token });
-      for (const id of middle.slice(0, 3)) await count(app, 'get task', { method: 'GET', path: `/api/tasks/${id}`, token: mainUser.token });
-      for (let i = 0; i < 3; i++) {
-        const res = await count(app, 'create task', { method: 'POST', path: '/api/users/me/tasks', token: mainUser.token, body: { task: { label: `count ${i}` } } });
-        sqlOf['create task'] ??= res.sql;
-      }
-      for (const id of plannedPool.slice(0, 2)) {
-        for (const state of ['finished', 'planned']) {
-          await count(app, 'change task state', { method: 'PUT', path: `/api/tasks/${id}/state`, token: mainUser.token, body: { task: { state } } });
-        }
-      }
-      for (let i = 0; i < 3; i++) {
-        await count(app, 'reorder task', { method: 'PUT', path: `/api/tasks/${middle[i * 50]}/order`, token: mainUser.token, body: { task: { order: 5_100 - i * 60 } } });
-      }
-      const spare = others[others.length - 1]!;
-      for (let i = 0; i < 2; i++) {
-        await count(app, 'start project', { method: 'PUT', path: `/api/projects/${spare.projects[1]}/state`, token: spare.token, body: { project: { state: 'started', due_at: farDue } } });
-        await count(app, 'pause project', { method: 'PUT', path: `/api/projects/${spare.projects[1]}/state`, token: spare.token, body: { project: { state: 'paused' } } });
-      }
-      for (const [label, user] of growthUsers) {
-        const pages = Math.ceil(user.tasks / PAGE);
-        await count(app, `list tasks p.1 (${label})`, { method: 'GET', path: '/api/users/me/tasks?page=1', token: user.token });
-        await count(app, `list tasks (${label})`, { method: 'GET', path: `/api/users/me/tasks?page=${pages}`, token: user.token });
-        const mid = Math.floor(user.tasks / 2);
-        const ids = await taskIdsByOrder(admin, user.id, mid - 99, mid + 100);
-        for (let i = 0; i < 2; i++) {
-          await count(app, `reorder task (${label})`, { method: 'PUT', path: `/api/tasks/${ids[i]}/order`, token: user.token, body: { task: { order: mid + 100 - i } } });
-        }
-      }
-      await app.close();
-      const limited = await startCountingApp(adminUrl, { authPerMinute: 0, perMinute: 1_000_000_000 });
-      for (const page of [1, 2, 3]) {
-        const res = await count(limited, 'list tasks, rate limiter on', { method: 'GET', path: `/api/users/me/tasks?page=${page}`, token: mainUser.token });
-        sqlOf['list tasks, rate limiter on'] ??= res.sql;
-      }
-      await limited.close();
-    }
-    const avg = (key: string) => counts[key]!.reduce((a, b) => a + b, 0) / counts[key]!.length;
-    const mixedStatements =
-      (MIX.listTasks * avg('list tasks') + MIX.listProjects * avg('list projects') + MIX.getTask * avg('get task') +
-        MIX.create * avg('create task') + MIX.changeState * avg('change task state') + MIX.reorder * avg('reorder task')) / 100;
-    const statementsOf = (scenario: string): string => {
-      if (scenario === 'start/pause project') return `${range(counts['start project']!)} / ${range(counts['pause project']!)}`;
-      if (scenario === 'mixed 70% reads') return `${f1(mixedStatements)} avg`;
-      return counts[scenario] ? range(counts[scenario]) : '—';
-    };
-    log(`statements counted in-process in ${((Date.now() - t) / 1000).toFixed(1)} s: ${JSON.stringify(Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, range(v)])))}`);
-
-    // ---- build, start, check the floor ----------------------------------------------------
-    execSync('npm run build', { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-    const serviceEnv = {
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      RATE_LIMIT_AUTH_PER_MINUTE: '0',
-    };
-    const service = await startChild('service', 'bench_service', [...SERVICE_NODE_FLAGS, 'dist/src/main.js'], {
-      ...serviceEnv,
-      DATABASE_URL: roleUrl('bench_service'),
-      RATE_LIMIT_PER_MINUTE: '0',
-    });
-    const serviceRl = await startChild('service+rl', 'bench_service_rl', [...SERVICE_NODE_FLAGS, 'dist/src/main.js'], {
-      ...serviceEnv,
-      DATABASE_URL: roleUrl('bench_service_rl'),
-      RATE_LIMIT_PER_MINUTE: '1000000000',
-    });
-    const floor = await startChild('floor', 'bench_floor', ['bench/floors/floor-server.ts'], {
-      NODE_ENV: 'production',
-      DATABASE_URL: roleUrl('bench_floor'),
-    });
-
-    const equivalence: string[] = [];
+  // ---- statements per request, in-process --------------------------------------------
+  t = Date.now();
+  const counts: Record<string, number[]> = {};
+  const count = async (app: CountingApp, key: string, r: BenchRequest) => {
+    const res = await app.request(r.method, r.path, r.token, r.body);
+    if (res.status >= 300) throw new Error(`${key}: ${r.method} ${r.path} answered ${res.status} ${res.text.slice(0, 200)}`);
+    (counts[key] ??= []).push(res.sql.length);
+    return res;
+  };
+  const sqlOf: Record<string, string[]> = {};
+  {
+    const app = await startCountingApp(adminUrl);
     for (const page of [1, 2, 100, mainPages, mainPages + 1]) {
-      const path_ = `/api/users/me/tasks?page=${page}`;
-      const [s, fl] = await Promise.all([
-        rawRequest(service.url, 'GET', path_, mainUser.token),
-        rawRequest(floor.url, 'GET', path_, mainUser.token),
-      ]);
-      const same = s.status === fl.status && s.text === fl.text;
-      equivalence.push(`list page ${page}: ${same ? `identical (${s.text.length} bytes)` : 'DIFFERENT'}`);
-      if (!same) log(`floor differs on ${path_}:\n service ${s.status} ${s.text.slice(0, 400)}\n floor   ${fl.status} ${fl.text.slice(0, 400)}`);
+      const res = await count(app, 'list tasks', { method: 'GET', path: `/api/users/me/tasks?page=${page}`, token: mainUser.token });
+      sqlOf[page === 1 ? 'list tasks, page 1' : 'list tasks'] ??= res.sql;
     }
-    {
-      const made = await rawRequest(floor.url, 'POST', '/api/users/me/tasks', mainUser.token, { task: { label: 'floor equivalence check' } });
-      const id = JSON.parse(made.text).data.id as number;
-      const seen = await rawRequest(service.url, 'GET', `/api/tasks/${id}`, mainUser.token);
-      const same = made.status === 201 && seen.status === 200 && made.text === seen.text;
-      equivalence.push(`create: floor's 201 body ${same ? 'identical to' : 'DIFFERENT from'} the service's GET /api/tasks/${id}`);
-      if (!same) log(`floor create differs:\n floor   ${made.text}\n service ${seen.text}`);
+    for (let page = 1; page <= 8; page++) await count(app, 'list projects', { method: 'GET', path: `/api/users/me/projects?page=${page}`, token: mainUser.token });
+    for (const id of middle.slice(0, 3)) await count(app, 'get task', { method: 'GET', path: `/api/tasks/${id}`, token: mainUser.token });
+    for (let i = 0; i < 3; i++) {
+      const res = await count(app, 'create task', { method: 'POST', path: '/api/users/me/tasks', token: mainUser.token, body: { task: { label: `count ${i}` } } });
+      sqlOf['create task'] ??= res.sql;
     }
-    log(`floor equivalence: ${equivalence.join('; ')}`);
-    const fewest = await startChild('fewest', 'bench_fewest', ['bench/floors/fewest-floor.ts'], {
-      NODE_ENV: 'production',
-      DATABASE_URL: roleUrl('bench_fewest'),
-    });
+    for (const id of plannedPool.slice(0, 2)) {
+      for (const state of ['finished', 'planned']) {
+        await count(app, 'change task state', { method: 'PUT', path: `/api/tasks/${id}/state`, token: mainUser.token, body: { task: { state } } });
+      }
+    }
+    for (let i = 0; i < 3; i++) {
+      await count(app, 'reorder task', { method: 'PUT', path: `/api/tasks/${middle[i * 50]}/order`, token: mainUser.token, body: { task: { order: 5_100 - i * 60 } } });
+    }
     const spare = others[others.length - 1]!;
-    const fewestCheck = await checkFloor({
-      serviceUrl: service.url,
-      floorUrl: fewest.url,
-      databaseUrl: adminUrl,
-      raw: rawRequest,
-      main: mainUser,
-      spare,
-      mainPages,
-      plannedTask: plannedPool[plannedPool.length - 1]!,
-      middle,
-      farDue,
-    });
-    log(`fewest floor check (${fewestCheck.ok ? 'all identical' : 'DIFFERENCES'}):\n  ${fewestCheck.lines.join('\n  ')}`);
-    if (process.env.BENCH_CHECK_ONLY) return;
-
-    // Warm-up (JIT, pools, caches), not reported.
-    for (const target of [service, serviceRl, floor, fewest]) {
-      await runLoad(target.url, listTasks(mainUser, mainPages), { connections: CONNECTIONS, seconds: 3 });
-      target.peakMb = memory(target.pid).hwmMb;
+    for (let i = 0; i < 2; i++) {
+      await count(app, 'start project', { method: 'PUT', path: `/api/projects/${spare.projects[1]}/state`, token: spare.token, body: { project: { state: 'started', due_at: farDue } } });
+      await count(app, 'pause project', { method: 'PUT', path: `/api/projects/${spare.projects[1]}/state`, token: spare.token, body: { project: { state: 'paused' } } });
     }
-    const startupPeak = { service: service.peakMb, floor: floor.peakMb, fewest: fewest.peakMb };
-
-    // ---- scenarios ------------------------------------------------------------------------
-    const readStats = async (role: string) => {
-      const { rows: r } = await q<{ queryid: string; calls: string; ms: number; query: string }>(
-        `select s.queryid::text as queryid, s.calls, s.total_exec_time as ms, s.query
-           from pg_stat_statements s join pg_roles r on r.oid = s.userid
-          where r.rolname = $1 and s.dbid = (select oid from pg_database where datname = current_database())`,
-        [role],
-      );
-      if (process.env.BENCH_DEBUG) {
-        for (const x of r) log(`    ${role} ${x.queryid} calls ${x.calls} ${x.ms.toFixed(0)} ms  ${x.query.replace(/\s+/g, ' ').slice(0, 160)}`);
-      }
-      return {
-        calls: r.reduce((a, x) => a + Number(x.calls), 0),
-        // Every request starts with the token lookup: its calls count the requests served.
-        requests: r.filter((x) => /from access_tokens t join users u/.test(x.query)).reduce((a, x) => a + Number(x.calls), 0),
-        ms: r.reduce((a, x) => a + x.ms, 0),
-        ids: new Set(r.map((x) => x.queryid)),
-      };
-    };
-    const postmasterPid = Number(readFileSync(path.join(dir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    const ourPids = [process.pid, postmasterPid, service.pid, serviceRl.pid, floor.pid, fewest.pid];
-    /** Waits until the role has no statement running (requests in flight when autocannon stopped). */
-    const quiesce = async (role: string) => {
-      const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline) {
-        const { rows: r } = await q<{ n: string }>(
-          `select count(*) as n from pg_stat_activity where usename = $1 and state <> 'idle'`,
-          [role],
-        );
-        if (Number(r[0]!.n) === 0) return;
-        await sleep(100);
-      }
-    };
-    /**
-     * The machine is shared (other people's test runs): before a row, wait until processes
-     * outside the bench use < 10 % of it over a second, for at most 45 s a row and
-     * BENCH_QUIET_WAIT seconds in all (240). The row still reports what others used while it ran.
-     */
-    let quietBudgetMs = num('BENCH_QUIET_WAIT', 240) * 1000;
-    let waitedMs = 0;
-    const waitQuiet = async () => {
-      const began = Date.now();
-      for (;;) {
-        const c0 = machineCpu();
-        const o0 = benchCpu(ourPids);
-        await sleep(1_000);
-        const c1 = machineCpu();
-        const other = ((c1.procs - c0.procs - (benchCpu(ourPids) - o0)) / Math.max(1, c1.total - c0.total)) * 100;
-        if (other < 10 || Date.now() - began >= Math.min(quietBudgetMs, 45_000)) break;
-        if (Date.now() - began < 1_500) log(`  waiting for other processes to calm down (${f0(other)} % of the machine)`);
-        await sleep(2_000);
-      }
-      const waited = Math.max(0, Date.now() - began - 1_000);
-      waitedMs += waited;
-      quietBudgetMs = Math.max(0, quietBudgetMs - waited);
-    };
-    interface Slice {
-      load: LoadResult;
-      calls: number;
-      requests: number;
-      ms: number;
-      ids: Set<string>;
-      peakMb: number;
-      pssMb: number;
-      otherJiffies: number;
-      stealJiffies: number;
-      totalJiffies: number;
-    }
-    /** One stretch of load on one target, with its statements, CPU and memory. */
-    const measure = async (target: Target, script: Script, seconds: number, warmUpSeconds = 0): Promise<Slice> => {
-      await quiesce(target.role);
-      await waitQuiet();
-      // After a pause (another target's turn), a short unrecorded run first: pools, JIT, GC heap.
-      if (warmUpSeconds > 0) await runLoad(target.url, script, { connections: CONNECTIONS, seconds: warmUpSeconds });
-      // A request between two statements looks idle in pg_stat_activity: give those a moment.
-      await sleep(500);
-      await quiesce(target.role);
-      await q('select pg_stat_statements_reset()');
-      resetPeak(target);
-      const cpu0 = machineCpu();
-      const ours0 = benchCpu(ourPids);
-      let pssMb = treePssMb(target.pid);
-      const sampler = setInterval(() => {
-        pssMb = Math.max(pssMb, treePssMb(target.pid));
-      }, 1_000);
-      const load = await runLoad(target.url, script, { connections: CONNECTIONS, seconds }).finally(() => clearInterval(sampler));
-      pssMb = Math.max(pssMb, treePssMb(target.pid));
-      target.pssPeakMb = Math.max(target.pssPeakMb, pssMb);
-      const cpu1 = machineCpu();
-      const ours1 = benchCpu(ourPids);
-      await sleep(500);
-      await quiesce(target.role);
-      const stats = await readStats(target.role);
-      const peakMb = memory(target.pid).hwmMb;
-      target.peakMb = Math.max(target.peakMb, peakMb);
-      return {
-        load,
-        calls: stats.calls,
-        requests: stats.requests,
-        ms: stats.ms,
-        ids: stats.ids,
-        peakMb,
-        pssMb,
-        otherJiffies: Math.max(0, cpu1.procs - cpu0.procs - (ours1 - ours0)),
-        stealJiffies: cpu1.steal - cpu0.steal,
-        totalJiffies: cpu1.total - cpu0.total,
-      };
-    };
-    const record = (table: Row['table'], target: Target, name: string, slices: Slice[], statements: string): Row => {
-      const sum = (f: (s: Slice) => number) => slices.reduce((a, s) => a + f(s), 0);
-      const load = mergeLoads(slices.map((s) => s.load));
-      const row: Row = {
-        table,
-        target: target.name,
-        scenario: name,
-        load,
-        statements,
-        statementsUnderLoad: sum((s) => s.calls) / Math.max(1, sum((s) => s.requests)),
-        dbMsPerRequest: sum((s) => s.ms) / Math.max(1, sum((s) => s.requests)),
-        peakMb: Math.max(...slices.map((s) => s.peakMb)),
-        pssMb: Math.max(...slices.map((s) => s.pssMb)),
-        queryIds: new Set(slices.flatMap((s) => [...s.ids])),
-        otherCpuPercent: (sum((s) => s.otherJiffies) / Math.max(1, sum((s) => s.totalJiffies))) * 100,
-        stealPercent: (sum((s) => s.stealJiffies) / Math.max(1, sum((s) => s.totalJiffies))) * 100,
-      };
-      rows.push(row);
-      log(
-        `${target.name.padEnd(10)} ${name.padEnd(30)} ${f0(load.rps).padStart(6)} req/s  p50 ${load.p50} ms  p99 ${load.p99} ms  ` +
-          `non-2xx ${load.non2xx}  errors ${load.errors}  SQL/req ${statements} (load ${f1(row.statementsUnderLoad)})  ` +
-          `DB ${row.dbMsPerRequest.toFixed(2)} ms/req  peak ${f0(row.peakMb)} MB  PSS ${f0(row.pssMb)} MB  other CPU ${f0(row.otherCpuPercent)} %  steal ${f0(row.stealPercent)} %` +
-          (slices.length > 1 ? `  (${slices.length} slices)` : '') +
-          (load.firstFailure ? `  first failure: ${load.firstFailure}` : ''),
-      );
-      return row;
-    };
-    const scenario = async (table: Row['table'], target: Target, name: string, script: Script, seconds: number, statements: string) =>
-      record(table, target, name, [await measure(target, script, seconds)], statements);
-    /**
-     * Targets in turns, ROUNDS slices each (rotating which goes first), each slice after a
-     * 1 s unrecorded warm-up: all see the same machine, so on a shared host their ratio
-     * holds even when the absolute figures move.
-     */
-    const inTurns = async (name: string, script: () => Script, targets: Array<[Target, string, string]>, before?: () => Promise<void>) => {
-      const slices = targets.map(() => [] as Slice[]);
-      for (let round = 0; round < ROUNDS; round++) {
-        for (let k = 0; k < targets.length; k++) {
-          const i = (k + round) % targets.length;
-          await before?.();
-          slices[i]!.push(await measure(targets[i]![0], script(), SECONDS / ROUNDS, 1));
-        }
-      }
-      return targets.map(([target, label, statements], i) => record('main', target, label || name, slices[i]!, statements));
-    };
-    const S = SECONDS;
-    const few = (scenario: string): string => FEWEST_STATEMENTS[scenario] ?? '—';
-    /** Every scenario: the service and the fewest floor in turns, and the mirror floor where it answers. */
-    const compared: Array<{ scenario: string; service: Row; fewest: Row; mirror?: Row }> = [];
-    const compare = async (name: string, script: () => Script, key: string, options: { mirror?: boolean; before?: () => Promise<void>; extra?: Array<[Target, string, string]> } = {}) => {
-      const targets: Array<[Target, string, string]> = [
-        [service, '', statementsOf(key)],
-        [fewest, '', few(key)],
-        ...(options.mirror ? [[floor, '', statementsOf(key)] as [Target, string, string]] : []), // the mirror sends the service's statements
-        ...(options.extra ?? []),
-      ];
-      const out = await inTurns(name, script, targets, options.before);
-      compared.push({ scenario: name, service: out[0]!, fewest: out[1]!, mirror: options.mirror ? out[2] : undefined });
-      return out;
-    };
-    const [sList, , fList, rlList] = (await compare('list tasks', () => listTasks(mainUser, mainPages), 'list tasks', {
-      mirror: true,
-      extra: [[serviceRl, 'list tasks, rate limiter on', statementsOf('list tasks, rate limiter on')]],
-    })) as [Row, Row, Row, Row];
-    await compare('list projects', () => listProjects(mainUser, 8), 'list projects');
-    await compare('get task', () => getTask, 'get task');
-    await compare('change task state', () => (c) => changeStateOf(c), 'change task state', { before: loadTaskStates });
-    await compare('change task state, 50 users', () => changeStateSpread, 'change task state', { before: loadTaskStates });
-    await compare('reorder task (middle of 10k)', () => reorderIn(mainUser, middle, 4_901), 'reorder task', { before: async () => undefined });
-    await compare('start/pause project', () => startPause, 'start/pause project', { before: loadProjectStates });
-    const [sCreate, , fCreate] = (await compare('create task', () => createTask(mainUser), 'create task', { mirror: true })) as [Row, Row, Row];
-    await compare('create task, 50 users', () => createSpread, 'create task', { mirror: true });
-    await compare('mixed 70% reads', () => mixed, 'mixed 70% reads', { before: loadTaskStates });
-
-    // ---- idle latency: one request at a time, the targets alternating request by request ----
-    const idleRows: Array<{ scenario: string; results: Array<{ target: Target; median: number; p90: number }> }> = [];
-    const idle = async (name: string, script: Script, targets: Target[]) => {
-      await loadTaskStates();
-      await waitQuiet();
-      const next = script(0);
-      const agents = targets.map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
-      const times = targets.map(() => [] as number[]);
-      let failed = 0;
-      for (let i = 0; i < IDLE_REQUESTS + 20; i++) {
-        for (let k = 0; k < targets.length; k++) {
-          const j = (k + i) % targets.length;
-          const r = next();
-          const t0 = performance.now();
-          const status = await oneRequest(targets[j]!.url, r, agents[j]!);
-          const ms = performance.now() - t0;
-          if (status >= 300) failed++;
-          if (i >= 20) times[j]!.push(ms);
-        }
-      }
-      for (const a of agents) a.destroy();
-      const results = targets.map((target, j) => {
-        const sorted = times[j]!.sort((a, b) => a - b);
-        return { target, median: sorted[Math.floor(sorted.length / 2)]!, p90: sorted[Math.floor(sorted.length * 0.9)]! };
-      });
-      idleRows.push({ scenario: name, results });
-      log(`idle ${name}: ${results.map((r) => `${r.target.name} median ${r.median.toFixed(2)} ms p90 ${r.p90.toFixed(2)} ms`).join(', ')}${failed ? `  NON-2xx ${failed}` : ''}`);
-    };
-    await idle('change task state', (c) => changeStateOf(c), [service, fewest]);
-    await idle('create task', createTask(mainUser), [service, fewest, floor]);
-    await idle('list tasks', listTasks(mainUser, mainPages), [service, fewest, floor]);
-    await idle('list projects', listProjects(mainUser, 8), [service, fewest]);
-
     for (const [label, user] of growthUsers) {
       const pages = Math.ceil(user.tasks / PAGE);
+      await count(app, `list tasks p.1 (${label})`, { method: 'GET', path: '/api/users/me/tasks?page=1', token: user.token });
+      await count(app, `list tasks (${label})`, { method: 'GET', path: `/api/users/me/tasks?page=${pages}`, token: user.token });
       const mid = Math.floor(user.tasks / 2);
       const ids = await taskIdsByOrder(admin, user.id, mid - 99, mid + 100);
-      await scenario('growth', service, `list tasks p.1 (${label})`, listFirstPage(user), GROWTH_SECONDS, statementsOf(`list tasks p.1 (${label})`));
-      await scenario('growth', service, `list tasks (${label})`, listTasks(user, pages), GROWTH_SECONDS, statementsOf(`list tasks (${label})`));
-      await scenario('growth', service, `reorder task (${label})`, reorderIn(user, ids, mid - 99), GROWTH_SECONDS, statementsOf(`reorder task (${label})`));
-    }
-
-    // ---- EXPLAIN ANALYZE of the list queries, per size -----------------------------------
-    const explainRows: string[] = [];
-    const listSql = sqlOf['list tasks']!.map((s) => s.replace(/ \[took .*$/, ''));
-    const pageSql = listSql.find((s) => s.startsWith('select c.total'))!;
-    const toPg = (s: string) => {
-      let n = 0;
-      return s.replace(/\?/g, () => `$${++n}`);
-    };
-    const cutoff = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000 - 14 * 86_400_000);
-    const explainMs = async (sql: string, params: unknown[]) => {
-      const times: number[] = [];
-      let plan = '';
-      for (let i = 0; i < 3; i++) {
-        const { rows: r } = await q(`explain (analyze, format json) ${toPg(sql)}`, params);
-        const doc = (r[0] as Record<string, any>)['QUERY PLAN'][0];
-        times.push(doc['Execution Time'] as number);
-        const top = doc.Plan;
-        const inner = top.Plans?.[0];
-        plan = `${top['Node Type']}${inner ? ` ← ${inner['Node Type']}${inner['Index Name'] ? ` (${inner['Index Name']})` : ''}` : ''}`;
+      for (let i = 0; i < 2; i++) {
+        await count(app, `reorder task (${label})`, { method: 'PUT', path: `/api/tasks/${ids[i]}/order`, token: user.token, body: { task: { order: mid + 100 - i } } });
       }
-      times.sort((a, b) => a - b);
-      return { ms: times[1]!, plan };
-    };
-    for (const [label, user] of growthUsers) {
-      const pages = Math.ceil(user.tasks / PAGE);
-      const params = (offset: number) => [user.id, user.id, cutoff, user.id, cutoff, PAGE, offset];
-      const first = await explainMs(pageSql, params(0));
-      const last = await explainMs(pageSql, params((pages - 1) * PAGE));
-      explainRows.push(`| ${label} | ${first.ms.toFixed(2)} | ${last.ms.toFixed(2)} | ${last.plan} |`);
     }
-
-    // ---- report ---------------------------------------------------------------------------
-    const serviceEnd = memory(service.pid);
-    for (const target of [service, serviceRl, floor, fewest]) target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
-    const table = (which: Row['table']) => [
-      '| target | scenario | req/s | p50 ms | p99 ms | non-2xx | errors | SQL/req (in-process) | SQL/req (under load) | DB ms/req | peak RSS MB | peak PSS MB | other CPU % |',
-      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-      ...rows
-        .filter((r) => r.table === which)
-        .map(
-          (r) =>
-            `| ${r.target} | ${r.scenario} | ${f0(r.load.rps)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${r.statements} | ${f1(r.statementsUnderLoad)} | ${r.dbMsPerRequest.toFixed(2)} | ${f0(r.peakMb)} | ${f0(r.pssMb)} | ${f0(r.otherCpuPercent)} |`,
-        ),
-    ];
-    const failures = rows.filter((r) => r.load.non2xx > 0 || r.load.errors > 0);
-    const sameIds = (a: Row, b: Row) => a.queryIds.size === b.queryIds.size && [...a.queryIds].every((id) => b.queryIds.has(id));
-    const ratioList = sList.load.rps / fList.load.rps;
-    const ratioCreate = sCreate.load.rps / fCreate.load.rps;
-    const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
-    // Issue #15: every scenario against the fewest floor (and the mirror floor where it answers).
-    const throughputTarget: Record<string, number> = {
-      'list tasks': 1.0, 'list projects': 0.8, 'change task state': 0.8, 'change task state, 50 users': 0.8,
-      'create task': 0.8, 'create task, 50 users': 0.8, 'mixed 70% reads': 0.8,
-    };
-    const mark = (ratio: number, limit: number, atLeast: boolean) => `${ratio.toFixed(2)} ${(atLeast ? ratio >= limit : ratio <= limit) ? '✓' : '✗'}`;
-    const fewestTable = [
-      '| scenario | service req/s | fewest req/s | service ÷ fewest | target | service ÷ mirror | p99 ms service / fewest | p99 ratio (≤ 1.5) | peak PSS MB service / fewest | PSS ratio (≤ 1.3) |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-      ...compared.map(({ scenario, service: sv, fewest: fw, mirror }) => {
-        const goal = throughputTarget[scenario];
-        return `| ${scenario} | ${f0(sv.load.rps)} | ${f0(fw.load.rps)} | ${goal === undefined ? (sv.load.rps / fw.load.rps).toFixed(2) : `**${mark(sv.load.rps / fw.load.rps, goal, true)}**`} | ${goal === undefined ? '—' : `≥ ${goal.toFixed(1)}`} | ` +
-          `${mirror ? (sv.load.rps / mirror.load.rps).toFixed(2) : '—'} | ${sv.load.p99} / ${fw.load.p99} | ${mark(sv.load.p99 / Math.max(1, fw.load.p99), 1.5, false)} | ` +
-          `${f0(sv.pssMb)} / ${f0(fw.pssMb)} | ${mark(sv.pssMb / fw.pssMb, 1.3, false)} |`;
-      }),
-    ];
-    const idleTable = [
-      '| request (one at a time) | service median / p90 ms | fewest median / p90 ms | mirror median / p90 ms | service ÷ fewest, median (≤ 2) | p90 |',
-      '|---|---:|---:|---:|---:|---:|',
-      ...idleRows.map(({ scenario, results }) => {
-        const [sv, fw, mirror] = results as [(typeof results)[0], (typeof results)[0], (typeof results)[0] | undefined];
-        const pair = (r?: (typeof results)[0]) => (r ? `${r.median.toFixed(2)} / ${r.p90.toFixed(2)}` : '—');
-        return `| ${scenario} | ${pair(sv)} | ${pair(fw)} | ${pair(mirror)} | **${mark(sv.median / fw.median, 2, false)}** | ${(sv.p90 / fw.p90).toFixed(2)} |`;
-      }),
-    ];
-    const report = [
-      `### ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
-      '',
-      `Command: \`npm run bench\` (BENCH_SECONDS=${SECONDS}, BENCH_GROWTH_SECONDS=${GROWTH_SECONDS}, BENCH_CONNECTIONS=${CONNECTIONS}, BENCH_ROUNDS=${ROUNDS}). ` +
-        `Machine: ${os.availableParallelism()} CPUs (nproc; ${cpu}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()}; ` +
-        `Node ${process.version}; PostgreSQL ${pgVersion} (embedded, fsync/synchronous_commit/full_page_writes off, pg_stat_statements on). ` +
-        `PostgreSQL, the service, the floor and autocannon all share these CPUs. ${CONNECTIONS} connections, ${SECONDS} s per row, ${GROWTH_SECONDS} s per growth row.`,
-      '',
-      `Seed: ${totalTasks} tasks (bench_main 10,000 over 200 projects: 3,000 planned, 300 finished 30 days ago, 200 abandoned; 50 users × 1,000 over 10 projects; growth users 1k/10k/100k).`,
-      '',
-      `Mirror floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids; a note, not a condition: the service's statements change as its write path does): list ${sameIds(sList, fList) ? 'yes' : 'no'}, create ${sameIds(sCreate, fCreate) ? 'yes' : 'no'}.`,
-      '',
-      `Fewest floor check (bench/floor-check.ts; ${fewestCheck.ok ? 'all identical' : '**DIFFERENCES**'}): ${fewestCheck.lines.join('; ')}.`,
-      '',
-      `Against the fewest floor (targets of "Writes as fast as reads"; ${ROUNDS} slices per target in turns; ✓ met, ✗ not met):`,
-      '',
-      ...fewestTable,
-      '',
-      `Idle latency: ${IDLE_REQUESTS} requests per target, one at a time, the targets alternating request by request (after 20 unrecorded each):`,
-      '',
-      ...idleTable,
-      '',
-      'Every row:',
-      '',
-      ...table('main'),
-      '',
-      `**Mirror floor ratio** (service req/s ÷ mirror floor req/s): list tasks **${ratioList.toFixed(2)}**, create task **${ratioCreate.toFixed(2)}**. ` +
-        `List tasks p99 at ${CONNECTIONS} connections: **${sList.load.p99} ms** (target < 50 ms). ` +
-        `Rate limiter on costs ${f0((1 - rlList.load.rps / sList.load.rps) * 100)} % of list throughput.`,
-      '',
-      'Growth (one user, service):',
-      '',
-      ...table('growth'),
-      '',
-      'EXPLAIN ANALYZE of the list statement (page and total in one; median of 3, ms):',
-      '',
-      '| tasks | page 1 | last page | plan (last page) |',
-      '|---|---:|---:|---|',
-      ...explainRows,
-      '',
-      `Peak RSS (VmHWM${hwmResettable ? ', reset per row' : ''}): service ${f0(service.peakMb)} MB (RSS ${f0(service.readyMb)} MB once ready, peak ${f0(startupPeak.service)} MB after warm-up, RSS ${f0(serviceEnd.rssMb)} MB at the end), ` +
-        `service with rate limiter ${f0(serviceRl.peakMb)} MB, mirror floor ${f0(floor.peakMb)} MB (RSS ${f0(floor.readyMb)} MB once ready, peak ${f0(startupPeak.floor)} MB after warm-up), ` +
-        `fewest floor ${f0(fewest.peakMb)} MB (RSS ${f0(fewest.readyMb)} MB once ready, peak ${f0(startupPeak.fewest)} MB after warm-up). ` +
-        `Peak PSS of the process tree, sampled every second during the rows: service ${f0(service.pssPeakMb)} MB, service with rate limiter ${f0(serviceRl.pssPeakMb)} MB, mirror floor ${f0(floor.pssPeakMb)} MB, fewest floor ${f0(fewest.pssPeakMb)} MB.`,
-      `Service log lines at warn or worse: ${service.logLines + serviceRl.logLines}. ` +
-        `Rows with non-2xx or errors: ${failures.length === 0 ? 'none' : failures.map((r) => `${r.target} ${r.scenario}: ${JSON.stringify(r.load.statuses)} ${r.load.firstFailure ?? ''}`).join('; ')}.`,
-      `Load average (1/5/15 min) before the run: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}; after: ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}. ` +
-        `"other CPU %" is the share of the whole machine used during the row by processes outside the bench (other people's test runs); rows where it is high were slowed by them. Hypervisor steal over the run: ${f1(rows.reduce((a, r) => a + r.stealPercent, 0) / Math.max(1, rows.length))} % on average.`,
-      `Whole run: ${f0((Date.now() - startedAt.getTime()) / 1000)} s, of which ${f0(waitedMs / 1000)} s waiting for other processes to go quiet.`,
-    ].join('\n');
-    log('\n' + report);
-    log('\nSQL of one list-tasks request, page 2 (in-process log):\n' + sqlOf['list tasks']!.map((s) => '  ' + s).join('\n'));
-    log('SQL of one create-task request:\n' + sqlOf['create task']!.map((s) => '  ' + s).join('\n'));
-    log('SQL of one list-tasks request with the rate limiter on:\n' + sqlOf['list tasks, rate limiter on']!.map((s) => '  ' + s).join('\n'));
-    if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, report + '\n');
-  } finally {
-    await cleanup();
+    await app.close();
+    const limited = await startCountingApp(adminUrl, { authPerMinute: 0, perMinute: 1_000_000_000 });
+    for (const page of [1, 2, 3]) {
+      const res = await count(limited, 'list tasks, rate limiter on', { method: 'GET', path: `/api/users/me/tasks?page=${page}`, token: mainUser.token });
+      sqlOf['list tasks, rate limiter on'] ??= res.sql;
+    }
+    await limited.close();
   }
-}
+  const avg = (key: string) => counts[key]!.reduce((a, b) => a + b, 0) / counts[key]!.length;
+  const mixedStatements =
+    (MIX.listTasks * avg('list tasks') + MIX.listProjects * avg('list projects') + MIX.getTask * avg('get task') +
+      MIX.create * avg('create task') + MIX.changeState * avg('change task state') + MIX.reorder * avg('reorder task')) / 100;
+  const statementsOf = (scenario: string): string => {
+    if (scenario === 'start/pause project') return `${range(counts['start project']!)} / ${range(counts['pause project']!)}`;
+    if (scenario === 'mixed 70% reads') return `${f1(mixedStatements)} avg`;
+    return counts[scenario] ? range(counts[scenario]) : '—';
+  };
+  log(`statements counted in-process in ${((Date.now() - t) / 1000).toFixed(1)} s: ${JSON.stringify(Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, range(v)])))}`);
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+
+  // ---- build, start, check the floors -----------------------------------------------------
+  buildService();
+  const service = await startTarget(session, {
+    name: 'service',
+    role: 'bench_service',
+    args: builtServiceArgs(),
+    env: { ...SERVICE_ENV, DATABASE_URL: roleUrl('bench_service') },
+  });
+  const serviceRl = await startTarget(session, {
+    name: 'service+rl',
+    role: 'bench_service_rl',
+    args: builtServiceArgs(),
+    env: { ...SERVICE_ENV, DATABASE_URL: roleUrl('bench_service_rl'), RATE_LIMIT_PER_MINUTE: '1000000000' },
+  });
+  const floor = await startTarget(session, {
+    name: 'floor',
+    role: 'bench_floor',
+    args: ['bench/floors/floor-server.ts'],
+    env: { NODE_ENV: 'production', DATABASE_URL: roleUrl('bench_floor') },
+  });
+
+  const equivalence: string[] = [];
+  for (const page of [1, 2, 100, mainPages, mainPages + 1]) {
+    const path_ = `/api/users/me/tasks?page=${page}`;
+    const [s, fl] = await Promise.all([raw(service.url, 'GET', path_, mainUser.token), raw(floor.url, 'GET', path_, mainUser.token)]);
+    const same = s.status === fl.status && s.text === fl.text;
+    equivalence.push(`list page ${page}: ${same ? `identical (${s.text.length} bytes)` : 'DIFFERENT'}`);
+    if (!same) log(`floor differs on ${path_}:\n service ${s.status} ${s.text.slice(0, 400)}\n floor   ${fl.status} ${fl.text.slice(0, 400)}`);
+  }
+  {
+    const made = await raw(floor.url, 'POST', '/api/users/me/tasks', mainUser.token, { task: { label: 'floor equivalence check' } });
+    const id = JSON.parse(made.text).data.id as number;
+    const seen = await raw(service.url, 'GET', `/api/tasks/${id}`, mainUser.token);
+    const same = made.status === 201 && seen.status === 200 && made.text === seen.text;
+    equivalence.push(`create: floor's 201 body ${same ? 'identical to' : 'DIFFERENT from'} the service's GET /api/tasks/${id}`);
+    if (!same) log(`floor create differs:\n floor   ${made.text}\n service ${seen.text}`);
+  }
+  log(`floor equivalence: ${equivalence.join('; ')}`);
+  const fewest = await startTarget(session, {
+    name: 'fewest',
+    role: 'bench_fewest',
+    args: ['bench/floors/fewest-floor.ts'],
+    env: { NODE_ENV: 'production', DATABASE_URL: roleUrl('bench_fewest') },
+  });
+  const spare = others[others.length - 1]!;
+  const fewestCheck = await checkFloor({
+    serviceUrl: service.url,
+    floorUrl: fewest.url,
+    databaseUrl: adminUrl,
+    raw,
+    main: mainUser,
+    spare,
+    mainPages,
+    plannedTask: plannedPool[plannedPool.length - 1]!,
+    middle,
+    farDue,
+  });
+  log(`fewest floor check (${fewestCheck.ok ? 'all identical' : 'DIFFERENCES'}):\n  ${fewestCheck.lines.join('\n  ')}`);
+  if (process.env.BENCH_CHECK_ONLY) return;
+
+  // Warm-up (JIT, pools, caches), not reported.
+  for (const target of [service, serviceRl, floor, fewest]) {
+    await runLoad(target.url, listTasks(mainUser, mainPages), { connections: CONNECTIONS, seconds: 3 });
+    target.peakMb = memory(target.pid).hwmMb;
+  }
+  const startupPeak = { service: service.peakMb, floor: floor.peakMb, fewest: fewest.peakMb };
+
+  // ---- scenarios ----------------------------------------------------------------------------
+  const ourPids = [process.pid, db.pid!, service.pid, serviceRl.pid, floor.pid, fewest.pid];
+  const waitQuiet = quietWait(ourPids, num('BENCH_QUIET_WAIT', 240));
+  const { measure } = meter({ client: admin, connections: CONNECTIONS, quiet: waitQuiet, ourPids });
+  const rows: Row[] = [];
+  const record = (table: 'main' | 'growth', target: Target, name: string, slices: Slice[], statements: string): Row => {
+    const row = rowOf(table, target, name, slices, statements);
+    rows.push(row);
+    return row;
+  };
+  const scenario = async (table: 'main' | 'growth', target: Target, name: string, script: Script, seconds: number, statements: string) =>
+    record(table, target, name, [await measure(target, script, seconds)], statements);
+  /**
+   * Targets in turns, ROUNDS slices each (rotating which goes first), each slice after a
+   * 1 s unrecorded warm-up: all see the same machine, so on a shared host their ratio
+   * holds even when the absolute figures move.
+   */
+  const inTurns = async (name: string, script: () => Script, targets: Array<[Target, string, string]>, before?: () => Promise<void>) => {
+    const slices = targets.map(() => [] as Slice[]);
+    await takeTurns(targets, ROUNDS, 'rotate', async ([target], i) => {
+      await before?.();
+      slices[i]!.push(await measure(target, script(), SECONDS / ROUNDS, 1));
+    });
+    return targets.map(([target, label, statements], i) => record('main', target, label || name, slices[i]!, statements));
+  };
+  const few = (scenario: string): string => FEWEST_STATEMENTS[scenario] ?? '—';
+  /** Every scenario: the service and the fewest floor in turns, and the mirror floor where it answers. */
+  const compared: Array<{ scenario: string; service: Row; fewest: Row; mirror?: Row }> = [];
+  const compare = async (name: string, script: () => Script, key: string, options: { mirror?: boolean; before?: () => Promise<void>; extra?: Array<[Target, string, string]> } = {}) => {
+    const targets: Array<[Target, string, string]> = [
+      [service, '', statementsOf(key)],
+      [fewest, '', few(key)],
+      ...(options.mirror ? [[floor, '', statementsOf(key)] as [Target, string, string]] : []), // the mirror sends the service's statements
+      ...(options.extra ?? []),
+    ];
+    const out = await inTurns(name, script, targets, options.before);
+    compared.push({ scenario: name, service: out[0]!, fewest: out[1]!, mirror: options.mirror ? out[2] : undefined });
+    return out;
+  };
+
+  const [sList, , fList, rlList] = (await compare('list tasks', () => listTasks(mainUser, mainPages), 'list tasks', {
+    mirror: true,
+    extra: [[serviceRl, 'list tasks, rate limiter on', statementsOf('list tasks, rate limiter on')]],
+  })) as [Row, Row, Row, Row];
+  await compare('list projects', () => listProjects(mainUser, 8), 'list projects');
+  await compare('get task', () => getTask, 'get task');
+  await compare('change task state', () => (c) => changeStateOf(c), 'change task state', { before: loadTaskStates });
+  await compare('change task state, 50 users', () => changeStateSpread, 'change task state', { before: loadTaskStates });
+  await compare('reorder task (middle of 10k)', () => reorderIn(mainUser, middle, 4_901), 'reorder task', { before: async () => undefined });
+  await compare('start/pause project', () => startPause, 'start/pause project', { before: loadProjectStates });
+  const [sCreate, , fCreate] = (await compare('create task', () => createMain, 'create task', { mirror: true })) as [Row, Row, Row];
+  await compare('create task, 50 users', () => createSpread, 'create task', { mirror: true });
+  await compare('mixed 70% reads', () => mixed, 'mixed 70% reads', { before: loadTaskStates });
+
+  // ---- idle latency: one request at a time, the targets alternating request by request ----
+  const idleRows: Array<{ scenario: string; results: Array<{ target: Target; median: number; p90: number }> }> = [];
+  const idle = async (name: string, script: Script, targets: Target[]) => {
+    await loadTaskStates();
+    await waitQuiet();
+    const next = script(0);
+    const agents = targets.map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
+    const times = targets.map(() => [] as number[]);
+    let failed = 0;
+    for (let i = 0; i < IDLE_REQUESTS + 20; i++) {
+      for (let k = 0; k < targets.length; k++) {
+        const j = (k + i) % targets.length;
+        const r = next();
+        const t0 = performance.now();
+        const status = await statusOf(targets[j]!.url, r, agents[j]!);
+        const ms = performance.now() - t0;
+        if (status >= 300) failed++;
+        if (i >= 20) times[j]!.push(ms);
+      }
+    }
+    for (const a of agents) a.destroy();
+    const results = targets.map((target, j) => {
+      const sorted = ascending(times[j]!);
+      return { target, median: quantile(sorted, 0.5), p90: quantile(sorted, 0.9) };
+    });
+    idleRows.push({ scenario: name, results });
+    log(`idle ${name}: ${results.map((r) => `${r.target.name} median ${r.median.toFixed(2)} ms p90 ${r.p90.toFixed(2)} ms`).join(', ')}${failed ? `  NON-2xx ${failed}` : ''}`);
+  };
+  await idle('change task state', (c) => changeStateOf(c), [service, fewest]);
+  await idle('create task', createMain, [service, fewest, floor]);
+  await idle('list tasks', listTasks(mainUser, mainPages), [service, fewest, floor]);
+  await idle('list projects', listProjects(mainUser, 8), [service, fewest]);
+
+  for (const [label, user] of growthUsers) {
+    const pages = Math.ceil(user.tasks / PAGE);
+    const mid = Math.floor(user.tasks / 2);
+    const ids = await taskIdsByOrder(admin, user.id, mid - 99, mid + 100);
+    await scenario('growth', service, `list tasks p.1 (${label})`, listFirstPage(user.token), GROWTH_SECONDS, statementsOf(`list tasks p.1 (${label})`));
+    await scenario('growth', service, `list tasks (${label})`, listTasks(user, pages), GROWTH_SECONDS, statementsOf(`list tasks (${label})`));
+    await scenario('growth', service, `reorder task (${label})`, reorderIn(user, ids, mid - 99), GROWTH_SECONDS, statementsOf(`reorder task (${label})`));
+  }
+
+  // ---- EXPLAIN ANALYZE of the list queries, per size -----------------------------------
+  const explainRows: string[] = [];
+  const listSql = sqlOf['list tasks']!.map((s) => s.replace(/ \[took .*$/, ''));
+  const pageSql = listSql.find((s) => s.startsWith('select c.total'))!;
+  const toPg = (s: string) => {
+    let n = 0;
+    return s.replace(/\?/g, () => `$${++n}`);
+  };
+  const cutoff = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000 - 14 * 86_400_000);
+  const explainMs = async (sql: string, params: unknown[]) => {
+    const times: number[] = [];
+    let plan = '';
+    for (let i = 0; i < 3; i++) {
+      const { rows: r } = await q(`explain (analyze, format json) ${toPg(sql)}`, params);
+      const doc = (r[0] as Record<string, any>)['QUERY PLAN'][0];
+      times.push(doc['Execution Time'] as number);
+      const top = doc.Plan;
+      const inner = top.Plans?.[0];
+      plan = `${top['Node Type']}${inner ? ` ← ${inner['Node Type']}${inner['Index Name'] ? ` (${inner['Index Name']})` : ''}` : ''}`;
+    }
+    times.sort((a, b) => a - b);
+    return { ms: times[1]!, plan };
+  };
+  for (const [label, user] of growthUsers) {
+    const pages = Math.ceil(user.tasks / PAGE);
+    const params = (offset: number) => [user.id, user.id, cutoff, user.id, cutoff, PAGE, offset];
+    const first = await explainMs(pageSql, params(0));
+    const last = await explainMs(pageSql, params((pages - 1) * PAGE));
+    explainRows.push(`| ${label} | ${first.ms.toFixed(2)} | ${last.ms.toFixed(2)} | ${last.plan} |`);
+  }
+
+  // ---- report ---------------------------------------------------------------------------
+  const serviceEnd = memory(service.pid);
+  for (const target of [service, serviceRl, floor, fewest]) target.peakMb = Math.max(target.peakMb, memory(target.pid).hwmMb);
+  const table = (which: 'main' | 'growth') => rowTable(rows.filter((r) => r.table === which));
+  const failures = rows.filter((r) => r.load.non2xx > 0 || r.load.errors > 0);
+  const sameIds = (a: Row, b: Row) => a.queryIds.size === b.queryIds.size && [...a.queryIds].every((id) => b.queryIds.has(id));
+  const ratioList = sList.load.rps / fList.load.rps;
+  const ratioCreate = sCreate.load.rps / fCreate.load.rps;
+  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  // Issue #15: every scenario against the fewest floor (and the mirror floor where it answers).
+  const throughputTarget: Record<string, number> = {
+    'list tasks': 1.0, 'list projects': 0.8, 'change task state': 0.8, 'change task state, 50 users': 0.8,
+    'create task': 0.8, 'create task, 50 users': 0.8, 'mixed 70% reads': 0.8,
+  };
+  const mark = (ratio: number, limit: number, atLeast: boolean) => `${ratio.toFixed(2)} ${(atLeast ? ratio >= limit : ratio <= limit) ? '✓' : '✗'}`;
+  const fewestTable = [
+    '| scenario | service req/s | fewest req/s | service ÷ fewest | target | service ÷ mirror | p99 ms service / fewest | p99 ratio (≤ 1.5) | peak PSS MB service / fewest | PSS ratio (≤ 1.3) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...compared.map(({ scenario, service: sv, fewest: fw, mirror }) => {
+      const goal = throughputTarget[scenario];
+      return `| ${scenario} | ${f0(sv.load.rps)} | ${f0(fw.load.rps)} | ${goal === undefined ? (sv.load.rps / fw.load.rps).toFixed(2) : `**${mark(sv.load.rps / fw.load.rps, goal, true)}**`} | ${goal === undefined ? '—' : `≥ ${goal.toFixed(1)}`} | ` +
+        `${mirror ? (sv.load.rps / mirror.load.rps).toFixed(2) : '—'} | ${sv.load.p99} / ${fw.load.p99} | ${mark(sv.load.p99 / Math.max(1, fw.load.p99), 1.5, false)} | ` +
+        `${f0(sv.pssMb)} / ${f0(fw.pssMb)} | ${mark(sv.pssMb / fw.pssMb, 1.3, false)} |`;
+    }),
+  ];
+  const idleTable = [
+    '| request (one at a time) | service median / p90 ms | fewest median / p90 ms | mirror median / p90 ms | service ÷ fewest, median (≤ 2) | p90 |',
+    '|---|---:|---:|---:|---:|---:|',
+    ...idleRows.map(({ scenario, results }) => {
+      const [sv, fw, mirror] = results as [(typeof results)[0], (typeof results)[0], (typeof results)[0] | undefined];
+      const pair = (r?: (typeof results)[0]) => (r ? `${r.median.toFixed(2)} / ${r.p90.toFixed(2)}` : '—');
+      return `| ${scenario} | ${pair(sv)} | ${pair(fw)} | ${pair(mirror)} | **${mark(sv.median / fw.median, 2, false)}** | ${(sv.p90 / fw.p90).toFixed(2)} |`;
+    }),
+  ];
+  const report = [
+    `### ${utcMinute(startedAt)} UTC`,
+    '',
+    `Command: \`npm run bench\` (BENCH_SECONDS=${SECONDS}, BENCH_GROWTH_SECONDS=${GROWTH_SECONDS}, BENCH_CONNECTIONS=${CONNECTIONS}, BENCH_ROUNDS=${ROUNDS}). ` +
+      `Machine: ${os.availableParallelism()} CPUs (nproc; ${cpu}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()}; ` +
+      `Node ${process.version}; PostgreSQL ${pgVersion} (embedded, fsync/synchronous_commit/full_page_writes off, pg_stat_statements on). ` +
+      `PostgreSQL, the service, the floor and autocannon all share these CPUs. ${CONNECTIONS} connections, ${SECONDS} s per row, ${GROWTH_SECONDS} s per growth row.`,
+    '',
+    `Seed: ${totalTasks} tasks (bench_main 10,000 over 200 projects: 3,000 planned, 300 finished 30 days ago, 200 abandoned; 50 users × 1,000 over 10 projects; growth users 1k/10k/100k).`,
+    '',
+    `Mirror floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids; a note, not a condition: the service's statements change as its write path does): list ${sameIds(sList, fList) ? 'yes' : 'no'}, create ${sameIds(sCreate, fCreate) ? 'yes' : 'no'}.`,
+    '',
+    `Fewest floor check (bench/floors/floor-check.ts; ${fewestCheck.ok ? 'all identical' : '**DIFFERENCES**'}): ${fewestCheck.lines.join('; ')}.`,
+    '',
+    `Against the fewest floor (targets of "Writes as fast as reads"; ${ROUNDS} slices per target in turns; ✓ met, ✗ not met):`,
+    '',
+    ...fewestTable,
+    '',
+    `Idle latency: ${IDLE_REQUESTS} requests per target, one at a time, the targets alternating request by request (after 20 unrecorded each):`,
+    '',
+    ...idleTable,
+    '',
+    'Every row:',
+    '',
+    ...table('main'),
+    '',
+    `**Mirror floor ratio** (service req/s ÷ mirror floor req/s): list tasks **${ratioList.toFixed(2)}**, create task **${ratioCreate.toFixed(2)}**. ` +
+      `List tasks p99 at ${CONNECTIONS} connections: **${sList.load.p99} ms** (target < 50 ms). ` +
+      `Rate limiter on costs ${f0((1 - rlList.load.rps / sList.load.rps) * 100)} % of list throughput.`,
+    '',
+    'Growth (one user, service):',
+    '',
+    ...table('growth'),
+    '',
+    'EXPLAIN ANALYZE of the list statement (page and total in one; median of 3, ms):',
+    '',
+    '| tasks | page 1 | last page | plan (last page) |',
+    '|---|---:|---:|---|',
+    ...explainRows,
+    '',
+    `Peak RSS (VmHWM${peakResettable() ? ', reset per row' : ''}): service ${f0(service.peakMb)} MB (RSS ${f0(service.readyMb)} MB once ready, peak ${f0(startupPeak.service)} MB after warm-up, RSS ${f0(serviceEnd.rssMb)} MB at the end), ` +
+      `service with rate limiter ${f0(serviceRl.peakMb)} MB, mirror floor ${f0(floor.peakMb)} MB (RSS ${f0(floor.readyMb)} MB once ready, peak ${f0(startupPeak.floor)} MB after warm-up), ` +
+      `fewest floor ${f0(fewest.peakMb)} MB (RSS ${f0(fewest.readyMb)} MB once ready, peak ${f0(startupPeak.fewest)} MB after warm-up). ` +
+      `Peak PSS of the process tree, sampled every second during the rows: service ${f0(service.pssPeakMb)} MB, service with rate limiter ${f0(serviceRl.pssPeakMb)} MB, mirror floor ${f0(floor.pssPeakMb)} MB, fewest floor ${f0(fewest.pssPeakMb)} MB.`,
+    `Service log lines at warn or worse: ${service.logLines + serviceRl.logLines}. ` +
+      `Rows with non-2xx or errors: ${failures.length === 0 ? 'none' : failures.map((r) => `${r.target} ${r.scenario}: ${JSON.stringify(r.load.statuses)} ${r.load.firstFailure ?? ''}`).join('; ')}.`,
+    `Load average (1/5/15 min) before the run: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}; after: ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}. ` +
+      `"other CPU %" is the share of the whole machine used during the row by processes outside the bench (other people's test runs); rows where it is high were slowed by them. Hypervisor steal over the run: ${f1(rows.reduce((a, r) => a + r.stealPercent, 0) / Math.max(1, rows.length))} % on average.`,
+    `Whole run: ${f0((Date.now() - startedAt.getTime()) / 1000)} s, of which ${f0(waitQuiet.waitedMs() / 1000)} s waiting for other processes to go quiet.`,
+  ].join('\n');
+  log('\n' + report);
+  log('\nSQL of one list-tasks request, page 2 (in-process log):\n' + sqlOf['list tasks']!.map((s) => '  ' + s).join('\n'));
+  log('SQL of one create-task request:\n' + sqlOf['create task']!.map((s) => '  ' + s).join('\n'));
+  log('SQL of one list-tasks request with the rate limiter on:\n' + sqlOf['list tasks, rate limiter on']!.map((s) => '  ' + s).join('\n'));
+  writeResult(session, report, { file: process.env.BENCH_OUT });
+});
