@@ -1,5 +1,6 @@
 /**
- * Change-log bench: `npm run bench:events` (also the last part of `npm run bench`).
+ * Change-log bench: `npm run bench:events` (also the second part of `npm run bench`).
+ * Each run's report goes to bench/results/events-<UTC start>.md.
  *
  *  1. An embedded PostgreSQL in a temp folder with pg_stat_statements; 100 users seeded by
  *     SQL, each with 20 tasks and a known token.
@@ -18,54 +19,27 @@
  * Env: EVENTS_SECONDS (10: seconds of writes in each of the two setups), EVENTS_ROUNDS (5),
  *      EVENTS_STREAMS (1000), EVENTS_USERS (100), BENCH_OUT (append the report to this file).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, readFileSync } from 'node:fs';
-import fs from 'node:fs/promises';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
-import pg from 'pg';
-import { openOrm } from '../../src/db/database.js';
-import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { mulberry32 } from '../../test/helpers/prng.js';
+import { openDatabase, startDatabase, STATEMENT_STATS } from '../lib/database.js';
+import { num, sleep, utcMinute } from '../lib/env.js';
+import { request } from '../lib/http.js';
+import { resetStatementStats, statementStats } from '../lib/pg-stats.js';
+import { memory } from '../lib/proc.js';
+import { SERVICE_ENV, SOURCE_SERVICE_ARGS, startTarget } from '../lib/processes.js';
+import { writeResult } from '../lib/report.js';
 import { seedUser, type SeededUser } from '../lib/seed.js';
-import { freePort } from '../../test/helpers/net.js';
+import { runScenario } from '../lib/session.js';
+import { ascending, quantile } from '../lib/stats.js';
 
-const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const SECONDS = num('EVENTS_SECONDS', 10);
 const ROUNDS = num('EVENTS_ROUNDS', 5);
 const STREAMS = num('EVENTS_STREAMS', 1000);
 const USERS = num('EVENTS_USERS', 100);
 const IN_FLIGHT = 16;
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-
-function rssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-}
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT * 2 });
-
-function request(base: string, method: string, pathname: string, token: string, body?: unknown): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(`${base}${pathname}`, {
-      method,
-      agent,
-      headers: { Authorization: token, ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {}) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
 
 /** Times of the task creations, by `<user id>:<task id>:<state>` of the document their event carries. */
 const sentAt = new Map<string, number>();
@@ -109,11 +83,8 @@ function openStream(base: string, user: SeededUser): Promise<OpenStream> {
   });
 }
 
-const percentile = (values: number[], p: number) => {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
+/** p-th percentile (0–100) of the values, by index ⌊p/100 × n⌋ of the sorted values. */
+const percentile = (values: number[], p: number) => quantile(ascending(values), p / 100);
 
 /** The mixed write workload for `ms`: creations and state changes of random users' tasks. */
 type BenchUser = SeededUser & { taskIds: number[] };
@@ -129,7 +100,7 @@ async function writes(base: string, users: BenchUser[], ms: number, seed: number
       const create = random() < 0.5;
       const started = performance.now();
       if (create) {
-        const res = await request(base, 'POST', '/api/users/me/tasks', user.token, { task: { label: 'bench' } });
+        const res = await request(base, 'POST', '/api/users/me/tasks', user.token, { task: { label: 'bench' } }, { agent });
         const id = res.status === 201 ? (JSON.parse(res.text) as { data: { id: number } }).data.id : undefined;
         if (id === undefined) failed++;
         else {
@@ -140,7 +111,7 @@ async function writes(base: string, users: BenchUser[], ms: number, seed: number
       } else {
         const taskId = user.taskIds[Math.floor(random() * user.taskIds.length)]!;
         const state = random() < 0.5 ? 'planned' : 'abandoned';
-        const res = await request(base, 'PUT', `/api/tasks/${taskId}/state`, user.token, { task: { state } });
+        const res = await request(base, 'PUT', `/api/tasks/${taskId}/state`, user.token, { task: { state } }, { agent });
         // A refused move (422) is a write that ran, without an event.
         if (res.status === 200 || res.status === 422) done++;
         else failed++;
@@ -151,115 +122,72 @@ async function writes(base: string, users: BenchUser[], ms: number, seed: number
   return { done, failed };
 }
 
-async function main() {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-events-bench-'));
-  const children: ChildProcess[] = [];
-  const db = await startEmbeddedDatabase({
-    dataDir: dir,
-    settings: {
-      fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '200',
-      shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'top',
-    },
-  });
-  try {
-    await db.ensureDatabase('bench');
-    const url = db.urlFor('bench');
-    const orm = await openOrm(url, { migrate: true });
-    await orm.close(true);
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    await admin.query('create extension if not exists pg_stat_statements');
-    const users: BenchUser[] = [];
-    for (let i = 0; i < USERS; i++) {
-      const user = await seedUser(admin, `events_${i}`, 20, 2);
-      const ids = (await admin.query<{ id: number }>('select id from tasks where user_id = $1', [user.id])).rows.map((r) => r.id);
-      users.push({ ...user, taskIds: ids });
-    }
-
-    const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      cwd: ROOT,
-      stdio: ['ignore', 'inherit', 'inherit'],
-      env: { ...process.env, DATABASE_URL: url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_AUTH_PER_MINUTE: '0', NODE_ENV: 'production' },
-    });
-    children.push(child);
-    const base = `http://127.0.0.1:${port}`;
-    for (const deadline = Date.now() + 60_000; ; await sleep(100)) {
-      if (Date.now() > deadline) throw new Error('the service did not become ready');
-      if (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)) break;
-    }
-    // Warm up the paths the bench uses.
-    await writes(base, users, 2_000, 1);
-    await sleep(500);
-    const restMb = rssMb(child.pid!);
-
-    const streams: OpenStream[] = [];
-    const openAll = async () => {
-      for (let i = 0; i < STREAMS; i++) streams.push(await openStream(base, users[i % users.length]!));
-    };
-    await openAll();
-    await sleep(2_000);
-    const openMb = rssMb(child.pid!);
-
-    // Turns: with the streams open, then without, ROUNDS times.
-    const slice = (SECONDS * 1000) / ROUNDS;
-    const totals = { with: { done: 0, failed: 0 }, without: { done: 0, failed: 0 } };
-    await admin.query('select pg_stat_statements_reset()');
-    for (let round = 0; round < ROUNDS; round++) {
-      measuring = true;
-      const withStreams = await writes(base, users, slice, 100 + round);
-      measuring = false;
-      totals.with.done += withStreams.done;
-      totals.with.failed += withStreams.failed;
-      for (const s of streams.splice(0)) s.close();
-      await sleep(300);
-      const without = await writes(base, users, slice, 200 + round);
-      totals.without.done += without.done;
-      totals.without.failed += without.failed;
-      if (round < ROUNDS - 1) await openAll();
-    }
-    const { rows: stats } = await admin.query<{ query: string; total: number; calls: string }>(
-      `select query, total_exec_time as total, calls from pg_stat_statements s join pg_roles r on r.oid = s.userid
-        where r.rolname = current_user and query not ilike '%pg_stat_statements%'`,
-    );
-    await admin.end();
-    const all = stats.reduce((n, s) => n + s.total, 0);
-    const log = stats.filter((s) => s.query.includes('insert into events')).reduce((n, s) => n + s.total, 0);
-
-    const f = (n: number) => n.toFixed(1);
-    const report = [
-      `### Change log (${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC)`,
-      '',
-      `Command: \`npm run bench:events\` (EVENTS_SECONDS=${SECONDS}, EVENTS_ROUNDS=${ROUNDS}, ${STREAMS} streams over ${USERS} users, ${IN_FLIGHT} writes in flight); ${os.cpus().length} CPUs shared by PostgreSQL, the service and this client.`,
-      '',
-      '| measure | value |',
-      '|---|---:|',
-      `| service RSS at rest / with ${STREAMS} idle streams | ${f(restMb)} MB / ${f(openMb)} MB |`,
-      `| memory per idle stream | ${f(((openMb - restMb) * 1024) / STREAMS)} KB |`,
-      `| writes/s without streams / with ${STREAMS} streams | ${f(totals.without.done / SECONDS)} / ${f(totals.with.done / SECONDS)} |`,
-      `| writes with streams ÷ without | ${(totals.with.done / Math.max(1, totals.without.done)).toFixed(2)} |`,
-      `| failed writes (with / without) | ${totals.with.failed} / ${totals.without.failed} |`,
-      `| deliveries measured | ${delays.fromSend.length} |`,
-      `| delivery p50 / p99, from the write's request | ${f(percentile(delays.fromSend, 50))} ms / ${f(percentile(delays.fromSend, 99))} ms |`,
-      `| delivery p50 / p99, from the write's answer | ${f(percentile(delays.fromAnswer, 50))} ms / ${f(percentile(delays.fromAnswer, 99))} ms |`,
-      `| the log's append statement, share of the service's DB time | ${f((100 * log) / Math.max(1e-9, all))} % |`,
-    ].join('\n');
-    console.log(report);
-    if (process.env.BENCH_OUT) appendFileSync(process.env.BENCH_OUT, `\n${report}\n`);
-  } finally {
-    for (const child of children) {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await new Promise((r) => child.once('exit', r));
-      }
-    }
-    await db.stop();
-    await fs.rm(dir, { recursive: true, force: true });
-    agent.destroy();
+runScenario('events', async (session) => {
+  session.defer(() => agent.destroy());
+  const db = await startDatabase(session, { settings: { max_connections: '200', ...STATEMENT_STATS } });
+  const { admin, url } = await openDatabase(session, db, 'bench', { statementStats: true });
+  const users: BenchUser[] = [];
+  for (let i = 0; i < USERS; i++) {
+    const user = await seedUser(admin, `events_${i}`, 20, 2);
+    const ids = (await admin.query<{ id: number }>('select id from tasks where user_id = $1', [user.id])).rows.map((r) => r.id);
+    users.push({ ...user, taskIds: ids });
   }
-}
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
+  // The service connects as the superuser, as this client does: its statements are the role's.
+  const service = await startTarget(session, { name: 'service', args: SOURCE_SERVICE_ARGS, env: { ...SERVICE_ENV, DATABASE_URL: url } });
+  const base = service.url;
+  // Warm up the paths the bench uses.
+  await writes(base, users, 2_000, 1);
+  await sleep(500);
+  const restMb = memory(service.pid).rssMb;
+
+  const streams: OpenStream[] = [];
+  const openAll = async () => {
+    for (let i = 0; i < STREAMS; i++) streams.push(await openStream(base, users[i % users.length]!));
+  };
+  await openAll();
+  await sleep(2_000);
+  const openMb = memory(service.pid).rssMb;
+
+  // Turns: with the streams open, then without, ROUNDS times.
+  const slice = (SECONDS * 1000) / ROUNDS;
+  const totals = { with: { done: 0, failed: 0 }, without: { done: 0, failed: 0 } };
+  await resetStatementStats(admin);
+  for (let round = 0; round < ROUNDS; round++) {
+    measuring = true;
+    const withStreams = await writes(base, users, slice, 100 + round);
+    measuring = false;
+    totals.with.done += withStreams.done;
+    totals.with.failed += withStreams.failed;
+    for (const s of streams.splice(0)) s.close();
+    await sleep(300);
+    const without = await writes(base, users, slice, 200 + round);
+    totals.without.done += without.done;
+    totals.without.failed += without.failed;
+    if (round < ROUNDS - 1) await openAll();
+  }
+  const stats = await statementStats(admin);
+  const all = stats.reduce((n, s) => n + s.totalMs, 0);
+  const log = stats.filter((s) => s.query.includes('insert into events')).reduce((n, s) => n + s.totalMs, 0);
+
+  const f = (n: number) => n.toFixed(1);
+  const report = [
+    `### Change log (${utcMinute(new Date())} UTC)`,
+    '',
+    `Command: \`npm run bench:events\` (EVENTS_SECONDS=${SECONDS}, EVENTS_ROUNDS=${ROUNDS}, ${STREAMS} streams over ${USERS} users, ${IN_FLIGHT} writes in flight); ${os.cpus().length} CPUs shared by PostgreSQL, the service and this client.`,
+    '',
+    '| measure | value |',
+    '|---|---:|',
+    `| service RSS at rest / with ${STREAMS} idle streams | ${f(restMb)} MB / ${f(openMb)} MB |`,
+    `| memory per idle stream | ${f(((openMb - restMb) * 1024) / STREAMS)} KB |`,
+    `| writes/s without streams / with ${STREAMS} streams | ${f(totals.without.done / SECONDS)} / ${f(totals.with.done / SECONDS)} |`,
+    `| writes with streams ÷ without | ${(totals.with.done / Math.max(1, totals.without.done)).toFixed(2)} |`,
+    `| failed writes (with / without) | ${totals.with.failed} / ${totals.without.failed} |`,
+    `| deliveries measured | ${delays.fromSend.length} |`,
+    `| delivery p50 / p99, from the write's request | ${f(percentile(delays.fromSend, 50))} ms / ${f(percentile(delays.fromSend, 99))} ms |`,
+    `| delivery p50 / p99, from the write's answer | ${f(percentile(delays.fromAnswer, 50))} ms / ${f(percentile(delays.fromAnswer, 99))} ms |`,
+    `| the log's append statement, share of the service's DB time | ${f((100 * log) / Math.max(1e-9, all))} % |`,
+  ].join('\n');
+  console.log(report);
+  writeResult(session, report, { file: process.env.BENCH_OUT, append: true });
 });
