@@ -1,17 +1,18 @@
 /**
- * What Idempotency-Key, ETags and conditional requests cost (`npm run bench:retries`, not
- * part of `npm test`; figures in bench/README.md):
+ * What Idempotency-Key, ETags and conditional requests cost (`npm run bench:retries`, the
+ * last part of `npm run bench`; not part of `npm test`; figures in bench/README.md, each
+ * run's report in bench/results/retries-<UTC start>.md):
  *
  *  1. The service as it was before them (BENCH_BASE, a commit) is exported with `git
  *     archive` into a temp folder and built there with this checkout's node_modules; this
  *     checkout is built too.
  *  2. One embedded PostgreSQL, one database for each, each migrated by its own code and
- *     seeded alike (bench/seed.ts: a user with 10,000 tasks over 200 projects).
+ *     seeded alike (bench/lib/seed.ts: a user with 10,000 tasks over 200 projects).
  *  3. Both services run as children (`node dist/src/main.js`, production, rate limits off)
  *     and take turns, BENCH_ROUNDS slices each, alternating which goes first: list tasks
  *     (page 1) and create task, with no new header. Then the current service alone: create
  *     with a fresh Idempotency-Key per request, and list with a matching If-None-Match.
- *  4. Statements per request, in-process (bench/statements.ts) on the current code: create
+ *  4. Statements per request, in-process (bench/lib/statements.ts) on the current code: create
  *     with and without a key, list with and without If-None-Match.
  *
  *  5. The same two, one request at a time, alternating request by request: median latencies.
@@ -19,197 +20,131 @@
  * Env: BENCH_BASE (1da0a4c), BENCH_SECONDS (10 per row, split into rounds), BENCH_CONNECTIONS
  * (32), BENCH_ROUNDS (5), BENCH_SEQUENTIAL (1000 requests to each for the medians).
  */
-import { SERVICE_NODE_FLAGS } from '../lib/service-flags.js';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { openOrm } from '../../src/db/database.js';
-import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { openDatabase, startDatabase } from '../lib/database.js';
+import { f0, log, num, ROOT } from '../lib/env.js';
 import { mergeLoads, runLoad, type LoadResult, type Script } from '../lib/load.js';
-import { seedUser, type SeededUser } from '../lib/seed.js';
+import { builtServiceArgs, buildService, SERVICE_ENV, startTarget } from '../lib/processes.js';
+import { writeResult } from '../lib/report.js';
+import { createTask, listFirstPage } from '../lib/scripts.js';
+import { seedMainUser, type SeededUser } from '../lib/seed.js';
+import { runScenario } from '../lib/session.js';
 import { range, startCountingApp } from '../lib/statements.js';
-import { freePort } from '../../test/helpers/net.js';
+import { ascending, quantile } from '../lib/stats.js';
+import { takeTurns } from '../lib/turns.js';
 
-const num = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const BASE = process.env.BENCH_BASE ?? '1da0a4c';
 const SECONDS = num('BENCH_SECONDS', 10);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const ROUNDS = num('BENCH_ROUNDS', 5);
 /** Requests to each target, one at a time, for the median latencies. */
 const SEQUENTIAL = num('BENCH_SEQUENTIAL', 1000);
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const log = (line: string) => console.log(line);
-const children: ChildProcess[] = [];
 
-
-async function startService(cwd: string, databaseUrl: string): Promise<string> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, 'dist/src/main.js'], {
-    cwd,
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_AUTH_PER_MINUTE: '0' },
-  });
-  children.push(child);
-  const url = `http://127.0.0.1:${port}`;
-  for (const deadline = Date.now() + 60_000; ; ) {
-    if (child.exitCode !== null) throw new Error(`service in ${cwd} exited with ${child.exitCode}`);
-    try {
-      if ((await fetch(url + '/readyz')).ok) return url;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`service in ${cwd} did not become ready`);
-    await sleep(100);
-  }
-}
-
-function build(cwd: string) {
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd, stdio: 'inherit' });
-}
-
-const f0 = (n: number) => n.toFixed(0);
 const ratio = (a: LoadResult, b: LoadResult) => a.rps / b.rps;
 
-async function main() {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-bench-retries-'));
-  await fs.chmod(dir, 0o755);
-  const baseDir = path.join(dir, 'base');
+runScenario('retries', async (session) => {
+  const baseDir = path.join(session.dir, 'base');
   await fs.mkdir(baseDir);
   execFileSync('sh', ['-c', `git archive ${BASE} | tar -x -C "${baseDir}"`], { cwd: ROOT });
   await fs.symlink(path.join(ROOT, 'node_modules'), path.join(baseDir, 'node_modules'));
   log(`building ${BASE} and this checkout`);
-  build(baseDir);
-  build(ROOT);
+  buildService(baseDir);
+  buildService(ROOT);
 
-  const db = await startEmbeddedDatabase({
-    dataDir: path.join(dir, 'pg'),
-    settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '200' },
-  });
-  try {
-    const users: Record<string, SeededUser> = {};
-    const urls: Record<string, string> = {};
-    for (const [name, cwd] of [['before', baseDir], ['after', ROOT]] as const) {
-      await db.ensureDatabase(`bench_${name}`);
-      const url = db.urlFor(`bench_${name}`);
-      // Each database gets the migrations of the code that serves it.
-      const orm = name === 'after' ? await openOrm(url, { migrate: true }) : undefined;
-      await orm?.close(true);
-      urls[name] = await startService(cwd, url);
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      users[name] = await seedUser(client, 'bench_main', 10_000, 200, { planned: 3_000, finishedOld: 300, abandoned: 200 });
-      await client.query('vacuum analyze');
-      await client.end();
-    }
-
-    const list = (name: string): Script => () => () => ({ method: 'GET', path: '/api/users/me/tasks?page=1', token: users[name]!.token });
-    const create = (name: string, keyed = false): Script => (c) => {
-      let i = 0;
-      return () => ({
-        method: 'POST',
-        path: '/api/users/me/tasks',
-        token: users[name]!.token,
-        body: { task: { label: `bench ${c}-${i++}` } },
-        ...(keyed ? { headers: { 'Idempotency-Key': randomUUID() } } : {}),
-      });
-    };
-
-    const inTurns = async (scripts: Array<[string, Script]>) => {
-      const slices = new Map<string, LoadResult[]>(scripts.map(([n]) => [n, []]));
-      for (let round = 0; round < ROUNDS; round++) {
-        const order = round % 2 === 0 ? scripts : [...scripts].reverse();
-        for (const [name, script] of order) {
-          const url = name.startsWith('before') ? urls.before! : urls.after!;
-          slices.get(name)!.push(await runLoad(url, script, { connections: CONNECTIONS, seconds: SECONDS / ROUNDS }));
-        }
-      }
-      return new Map([...slices].map(([n, s]) => [n, mergeLoads(s)]));
-    };
-
-    // Warm-up of both, not measured.
-    for (const name of ['before', 'after']) await runLoad(urls[name]!, list(name), { connections: CONNECTIONS, seconds: 2 });
-    const lists = await inTurns([['before list', list('before')], ['after list', list('after')]]);
-    const creates = await inTurns([['before create', create('before')], ['after create', create('after')], ['after create keyed', create('after', true)]]);
-
-    // One request at a time, alternating targets request by request: the median latency is
-    // the per-request cost with the host's noise spread evenly over both.
-    const sequential = async (method: 'GET' | 'POST', pathOf: string, bodyOf?: (i: number) => unknown) => {
-      const times: Record<string, number[]> = { before: [], after: [] };
-      for (let i = 0; i < SEQUENTIAL; i++) {
-        for (const name of i % 2 ? ['before', 'after'] : ['after', 'before']) {
-          const started = process.hrtime.bigint();
-          const res = await fetch(urls[name]! + pathOf, {
-            method,
-            headers: { authorization: users[name]!.token, ...(bodyOf ? { 'content-type': 'application/json' } : {}) },
-            body: bodyOf ? JSON.stringify(bodyOf(i)) : undefined,
-          });
-          await res.arrayBuffer();
-          times[name]!.push(Number(process.hrtime.bigint() - started) / 1e6);
-        }
-      }
-      const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-      return { before: median(times.before!), after: median(times.after!) };
-    };
-    const seqList = await sequential('GET', '/api/users/me/tasks?page=1');
-    const seqCreate = await sequential('POST', '/api/users/me/tasks', (i) => ({ task: { label: `seq ${i}` } }));
-
-    // A matching If-None-Match on the list: the page is not read.
-    const first = await fetch(`${urls.after}/api/users/me/tasks?page=1`, { headers: { authorization: users.after!.token } });
-    const etag = first.headers.get('etag')!;
-    const notModified: Script = () => () => ({ method: 'GET', path: '/api/users/me/tasks?page=1', token: users.after!.token, headers: { 'If-None-Match': etag } });
-    const lists304 = await runLoad(urls.after!, notModified, { connections: CONNECTIONS, seconds: SECONDS / ROUNDS * 2 });
-
-    // Statements per request, in-process on the current code.
-    const counting = await startCountingApp(db.urlFor('bench_after'));
-    const token = users.after!.token;
-    const counts = { create: [] as number[], keyed: [] as number[], list: [] as number[] };
-    // Keyed creates last: the first one starts the background prune of expired keys.
-    for (let i = 0; i < 5; i++) counts.list.push((await counting.request('GET', '/api/users/me/tasks?page=1', token)).sql.length);
-    for (let i = 0; i < 5; i++) counts.create.push((await counting.request('POST', '/api/users/me/tasks', token, { task: { label: 'count' } })).sql.length);
-    for (let i = 0; i < 5; i++) counts.keyed.push(await fetchCounted(counting, token, randomUUID()));
-    await counting.close();
-
-    const row = (name: string, r: LoadResult) => `| ${name} | ${f0(r.rps)} | ${r.p50} | ${r.p99} | ${r.non2xx} |`;
-    const report = [
-      `Run of ${new Date().toISOString()}: ${os.cpus().length} CPUs, ${CONNECTIONS} connections, ${SECONDS} s per row in ${ROUNDS} alternating slices; before = ${BASE}.`,
-      '',
-      '| Row | req/s | p50 ms | p99 ms | non-2xx |',
-      '|---|---|---|---|---|',
-      row('list tasks, before', lists.get('before list')!),
-      row('list tasks, after (no header)', lists.get('after list')!),
-      row('list tasks, after, If-None-Match → 304', lists304),
-      row('create task, before', creates.get('before create')!),
-      row('create task, after (no header)', creates.get('after create')!),
-      row('create task, after, Idempotency-Key', creates.get('after create keyed')!),
-      '',
-      `After ÷ before, no header: list **${ratio(lists.get('after list')!, lists.get('before list')!).toFixed(3)}**, create **${ratio(creates.get('after create')!, creates.get('before create')!).toFixed(3)}**. ` +
-        `Keyed create ÷ plain create: **${ratio(creates.get('after create keyed')!, creates.get('after create')!).toFixed(3)}**.`,
-      `Median latency, one request at a time, ${SEQUENTIAL} each, alternating: list before ${seqList.before.toFixed(2)} ms, after ${seqList.after.toFixed(2)} ms (after ÷ before ${(seqList.after / seqList.before).toFixed(3)}); ` +
-        `create before ${seqCreate.before.toFixed(2)} ms, after ${seqCreate.after.toFixed(2)} ms (${(seqCreate.after / seqCreate.before).toFixed(3)}).`,
-      `Statements per request (in-process): create ${range(counts.create)}, create with a key ${range(counts.keyed)}, list ${range(counts.list)}.`,
-    ].join('\n');
-    log('\n' + report);
-  } finally {
-    for (const child of children) child.kill('SIGTERM');
-    await sleep(1000);
-    await db.stop().catch(() => undefined);
-    await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  const db = await startDatabase(session, { settings: { max_connections: '200' } });
+  const users: Record<string, SeededUser> = {};
+  const urls: Record<string, string> = {};
+  for (const [name, cwd] of [['before', baseDir], ['after', ROOT]] as const) {
+    // Each database gets the migrations of the code that serves it (the service migrates on start).
+    const database = await openDatabase(session, db, `bench_${name}`, { migrate: name === 'after' });
+    urls[name] = (await startTarget(session, { name: `service ${name}`, cwd, args: builtServiceArgs(), env: { ...SERVICE_ENV, DATABASE_URL: database.url } })).url;
+    users[name] = await seedMainUser(database.admin);
+    await database.q('vacuum analyze');
   }
-}
 
-/** Statements of one keyed create (the counting app sends no headers of its own). */
-async function fetchCounted(counting: Awaited<ReturnType<typeof startCountingApp>>, token: string, key: string): Promise<number> {
-  const { sql } = await counting.request('POST', '/api/users/me/tasks', token, { task: { label: 'keyed' } }, { 'Idempotency-Key': key });
-  return sql.filter((line) => !line.includes('delete from idempotency_keys')).length;
-}
+  const list = (name: string): Script => listFirstPage(users[name]!.token);
+  const create = (name: string, keyed = false): Script =>
+    createTask(users[name]!.token, (c, i) => `bench ${c}-${i}`, keyed ? () => ({ 'Idempotency-Key': randomUUID() }) : undefined);
 
-main().catch((error) => {
-  console.error(error);
-  for (const child of children) child.kill('SIGKILL');
-  process.exit(1);
+  const inTurns = async (scripts: Array<[string, Script]>) => {
+    const slices = new Map<string, LoadResult[]>(scripts.map(([n]) => [n, []]));
+    await takeTurns(scripts, ROUNDS, 'reverse', async ([name, script]) => {
+      const url = name.startsWith('before') ? urls.before! : urls.after!;
+      slices.get(name)!.push(await runLoad(url, script, { connections: CONNECTIONS, seconds: SECONDS / ROUNDS }));
+    });
+    return new Map([...slices].map(([n, s]) => [n, mergeLoads(s)]));
+  };
+
+  // Warm-up of both, not measured.
+  for (const name of ['before', 'after']) await runLoad(urls[name]!, list(name), { connections: CONNECTIONS, seconds: 2 });
+  const lists = await inTurns([['before list', list('before')], ['after list', list('after')]]);
+  const creates = await inTurns([['before create', create('before')], ['after create', create('after')], ['after create keyed', create('after', true)]]);
+
+  // One request at a time, alternating targets request by request: the median latency is
+  // the per-request cost with the host's noise spread evenly over both.
+  const sequential = async (method: 'GET' | 'POST', pathOf: string, bodyOf?: (i: number) => unknown) => {
+    const times: Record<string, number[]> = { before: [], after: [] };
+    for (let i = 0; i < SEQUENTIAL; i++) {
+      for (const name of i % 2 ? ['before', 'after'] : ['after', 'before']) {
+        const started = process.hrtime.bigint();
+        const res = await fetch(urls[name]! + pathOf, {
+          method,
+          headers: { authorization: users[name]!.token, ...(bodyOf ? { 'content-type': 'application/json' } : {}) },
+          body: bodyOf ? JSON.stringify(bodyOf(i)) : undefined,
+        });
+        await res.arrayBuffer();
+        times[name]!.push(Number(process.hrtime.bigint() - started) / 1e6);
+      }
+    }
+    const median = (xs: number[]) => quantile(ascending(xs), 0.5);
+    return { before: median(times.before!), after: median(times.after!) };
+  };
+  const seqList = await sequential('GET', '/api/users/me/tasks?page=1');
+  const seqCreate = await sequential('POST', '/api/users/me/tasks', (i) => ({ task: { label: `seq ${i}` } }));
+
+  // A matching If-None-Match on the list: the page is not read.
+  const first = await fetch(`${urls.after}/api/users/me/tasks?page=1`, { headers: { authorization: users.after!.token } });
+  const etag = first.headers.get('etag')!;
+  const notModified: Script = () => () => ({ method: 'GET', path: '/api/users/me/tasks?page=1', token: users.after!.token, headers: { 'If-None-Match': etag } });
+  const lists304 = await runLoad(urls.after!, notModified, { connections: CONNECTIONS, seconds: SECONDS / ROUNDS * 2 });
+
+  // Statements per request, in-process on the current code.
+  const counting = await startCountingApp(db.urlFor('bench_after'));
+  const token = users.after!.token;
+  const counts = { create: [] as number[], keyed: [] as number[], list: [] as number[] };
+  // Keyed creates last: the first one starts the background prune of expired keys.
+  for (let i = 0; i < 5; i++) counts.list.push((await counting.request('GET', '/api/users/me/tasks?page=1', token)).sql.length);
+  for (let i = 0; i < 5; i++) counts.create.push((await counting.request('POST', '/api/users/me/tasks', token, { task: { label: 'count' } })).sql.length);
+  for (let i = 0; i < 5; i++) {
+    // Statements of one keyed create (the counting app sends no headers of its own), the prune left out.
+    const { sql } = await counting.request('POST', '/api/users/me/tasks', token, { task: { label: 'keyed' } }, { 'Idempotency-Key': randomUUID() });
+    counts.keyed.push(sql.filter((line) => !line.includes('delete from idempotency_keys')).length);
+  }
+  await counting.close();
+
+  const row = (name: string, r: LoadResult) => `| ${name} | ${f0(r.rps)} | ${r.p50} | ${r.p99} | ${r.non2xx} |`;
+  const report = [
+    `Run of ${new Date().toISOString()}: ${os.cpus().length} CPUs, ${CONNECTIONS} connections, ${SECONDS} s per row in ${ROUNDS} alternating slices; before = ${BASE}.`,
+    '',
+    '| Row | req/s | p50 ms | p99 ms | non-2xx |',
+    '|---|---|---|---|---|',
+    row('list tasks, before', lists.get('before list')!),
+    row('list tasks, after (no header)', lists.get('after list')!),
+    row('list tasks, after, If-None-Match → 304', lists304),
+    row('create task, before', creates.get('before create')!),
+    row('create task, after (no header)', creates.get('after create')!),
+    row('create task, after, Idempotency-Key', creates.get('after create keyed')!),
+    '',
+    `After ÷ before, no header: list **${ratio(lists.get('after list')!, lists.get('before list')!).toFixed(3)}**, create **${ratio(creates.get('after create')!, creates.get('before create')!).toFixed(3)}**. ` +
+      `Keyed create ÷ plain create: **${ratio(creates.get('after create keyed')!, creates.get('after create')!).toFixed(3)}**.`,
+    `Median latency, one request at a time, ${SEQUENTIAL} each, alternating: list before ${seqList.before.toFixed(2)} ms, after ${seqList.after.toFixed(2)} ms (after ÷ before ${(seqList.after / seqList.before).toFixed(3)}); ` +
+      `create before ${seqCreate.before.toFixed(2)} ms, after ${seqCreate.after.toFixed(2)} ms (${(seqCreate.after / seqCreate.before).toFixed(3)}).`,
+    `Statements per request (in-process): create ${range(counts.create)}, create with a key ${range(counts.keyed)}, list ${range(counts.list)}.`,
+  ].join('\n');
+  log('\n' + report);
+  writeResult(session, report);
 });
