@@ -1,7 +1,7 @@
-/** The bench runs the service with the Node flags `npm start` uses (bench/service-flags.ts). */
+/** The bench runs the service with the Node flags `npm start` uses (bench/lib/service-flags.ts). */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { SERVICE_NODE_FLAGS } from '../bench/service-flags.js';
+import { SERVICE_NODE_FLAGS } from '../bench/lib/service-flags.js';
 
 describe('npm start', () => {
   it('runs the built service with the flags the bench measures', () => {

@@ -17,23 +17,6 @@ export interface BenchRequest {
 /** Called once per connection (0, 1, …); returns that connection's next-request function. */
 export type Script = (connection: number) => () => BenchRequest;
 
-/**
- * Flips tasks finished ⇄ planned (finish / replan). Connection c owns the tasks at indexes
- * ≡ c (mod connections), so no two requests race on a task; `states` holds each task's state.
- */
-export function flipTaskStates(ids: readonly number[], states: Map<number, string>, token: string, connections: number): Script {
-  return (connection) => {
-    const own = ids.filter((_, i) => i % connections === connection);
-    let k = 0;
-    return (): BenchRequest => {
-      const id = own[k++ % own.length]!;
-      const next = states.get(id) === 'planned' ? 'finished' : 'planned';
-      states.set(id, next);
-      return { method: 'PUT', path: `/api/tasks/${id}/state`, token, body: { task: { state: next } } };
-    };
-  };
-}
-
 export interface LoadResult {
   /** Seconds the load ran. */
   seconds: number;

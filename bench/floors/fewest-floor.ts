@@ -6,7 +6,7 @@
  * held against (bench/README.md, "Writes as fast as reads"). It does not read the service's
  * SQL: the rules (task actions, project transitions, documents) are hard-coded from
  * src/tasks/task.lifecycle.ts, src/projects/project.lifecycle.ts and the views, and
- * bench/floor-check.ts checks its answers, events and notifications against the service.
+ * bench/floors/floor-check.ts checks its answers, events and notifications against the service.
  *
  *   GET  /api/users/me/tasks?page=N      token; the page with its total              2 statements, 2 round trips
  *   GET  /api/users/me/projects?page=N   token; the page, total and task ids          2 statements, 2 round trips
@@ -34,7 +34,7 @@
  * pipeline mode: one round trip, the lock held only while PostgreSQL runs them.
  *
  * Env: DATABASE_URL, PORT, HOST (127.0.0.1), POOL_SIZE (10, the service's default).
- * Runs with Node's own type stripping: `node bench/fewest-floor.ts`.
+ * Runs with Node's own type stripping: `node bench/floors/fewest-floor.ts`.
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';

@@ -1,8 +1,8 @@
 /**
  * The floor: bare node:http + pg, no framework, no ORM, no validation library. It answers
  * the two scenarios the service is compared on, with the statements the service sends
- * and byte-for-byte the same JSON; bench/run.ts checks both (the statements through
- * pg_stat_statements query ids).
+ * and byte-for-byte the same JSON; bench/scenarios/throughput.ts checks both (the
+ * statements through pg_stat_statements query ids).
  *
  * MikroORM 7 does not send bind parameters: it writes the values into the SQL text as
  * literals and sends it with the simple query protocol. The floor does the same (`inline`),
@@ -13,7 +13,7 @@
  *                                     the next order), commit
  *
  * Env: DATABASE_URL, PORT, HOST (127.0.0.1), POOL_SIZE (10, the service's default).
- * Runs with Node's own type stripping: `node bench/floor-server.ts`.
+ * Runs with Node's own type stripping: `node bench/floors/floor-server.ts`.
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';

@@ -7,10 +7,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { systemClock } from '../src/core/clock.js';
-import { createLogger } from '../src/core/logger.js';
-import { openOrm } from '../src/app/orm.js';
-import { createApp } from '../src/http/app.js';
+import { systemClock } from '../../src/core/clock.js';
+import { createLogger } from '../../src/core/logger.js';
+import { openOrm } from '../../src/app/orm.js';
+import { createApp } from '../../src/http/app.js';
 
 export interface CountedResponse {
   status: number;

@@ -4,8 +4,8 @@
  * with a far expiry, and a real scrypt password hash (so `authorize` works too).
  */
 import type pg from 'pg';
-import { hashAccessToken, hashPassword } from '../src/users/credentials.js';
-import { loadConfig } from '../src/config.js';
+import { hashAccessToken, hashPassword } from '../../src/users/credentials.js';
+import { loadConfig } from '../../src/config.js';
 
 export const BENCH_PASSWORD = 'bench-password';
 
@@ -90,4 +90,13 @@ export async function taskIdsByOrder(client: pg.Client, userId: number, from: nu
     [userId, from, to],
   );
   return rows.map((r) => r.id);
+}
+
+/**
+ * bench_main, the user most scenarios load: 10,000 tasks over 200 projects, orders 1–3,000
+ * planned, the next 300 finished 30 days ago and 200 abandoned (left out of the list), the
+ * rest newed.
+ */
+export function seedMainUser(client: pg.Client): Promise<SeededUser> {
+  return seedUser(client, 'bench_main', 10_000, 200, { planned: 3_000, finishedOld: 300, abandoned: 200 });
 }

@@ -1,5 +1,5 @@
 /**
- * Checks the fewest floor (bench/fewest-floor.ts) against the service, on the seeded bench
+ * Checks the fewest floor (bench/floors/fewest-floor.ts) against the service, on the seeded bench
  * database, for every endpoint the bench drives: the same status and byte-for-byte the same
  * body (same Host header), and for writes the same change log (API-CONTRACT.md §10): the
  * events it stored (numbers following the owner's previous mark, types in the service's

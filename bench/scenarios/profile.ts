@@ -1,0 +1,269 @@
+/**
+ * CPU profile of the built service under the write scenarios: `npm run bench:profile`. Each
+ * run's report goes to bench/results/profile-<UTC start>.md.
+ *
+ * 1. An embedded PostgreSQL (as the throughput scenario: fsync off, pg_stat_statements),
+ *    database `bench`, migrated; seeds bench_main (10,000 tasks over 200 projects, 3,000 planned).
+ * 2. The service built; then, for each scenario (change task state, create task) separately, the
+ *    service as `node --cpu-prof --cpu-prof-dir=<tmp> dist/src/main.js` with the bench's
+ *    environment (production, warn logs, rate limiter off), connecting as its own role; 3 s
+ *    of unrecorded warm-up, PROFILE_SECONDS (10) of load at BENCH_CONNECTIONS (32), then
+ *    SIGINT so that Node writes the .cpuprofile on its way out.
+ * 3. From the profile, only the samples taken during the load: the top 25 frames by self
+ *    time, and self time by package (node_modules/<pkg>; node: internals; the service's
+ *    own src/ by folder; V8 builtins with no script; GC, idle, program).
+ * 4. Round trips per request from pg_stat_statements (the role's calls ÷ its token lookups),
+ *    with each statement's calls per request and mean time.
+ * 5. The owner's lock hold time per write, in a second short run of the same load with every
+ *    statement logged (log_min_duration_statement = 0, millisecond timestamps, read from the
+ *    embedded server's stderr): for each
+ *    backend, from the end of the statement that takes the owner's lock (`… for no key
+ *    update`; its end is when the lock is held) to the end of the transaction's `commit`.
+ *    Logging costs the database time, so this run's throughput is not reported; the hold
+ *    time it gives is an upper bound of the unlogged one (the lock waits are in the lock
+ *    statement, before the interval starts).
+ *
+ * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createRoles, openDatabase, startDatabase, STATEMENT_STATS } from '../lib/database.js';
+import { log, num, sleep, utcMinute } from '../lib/env.js';
+import { runLoad, type Script } from '../lib/load.js';
+import { resetStatementStats, statementStats, totals } from '../lib/pg-stats.js';
+import { builtServiceArgs, buildService, SERVICE_ENV, startTarget, stopChild } from '../lib/processes.js';
+import { writeResult } from '../lib/report.js';
+import { createTask, flipTaskStates, readStates } from '../lib/scripts.js';
+import { seedMainUser, taskIdsByOrder } from '../lib/seed.js';
+import { runScenario } from '../lib/session.js';
+import { ascending, quantile } from '../lib/stats.js';
+
+const SECONDS = num('PROFILE_SECONDS', 10);
+const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
+const ROLE = 'bench_profiled';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Where a frame's self time goes: a package, Node's internals, the service's src/ folder, V8, GC… */
+function bucketOf(frame: ProfileNode['callFrame']): string {
+  const { url, functionName } = frame;
+  if (!url) {
+    if (['(garbage collector)', '(idle)', '(program)', '(root)'].includes(functionName)) return functionName;
+    return '(V8 builtins and native, no script)';
+  }
+  const modules = url.lastIndexOf('/node_modules/');
+  if (modules >= 0) {
+    const rest = url.slice(modules + '/node_modules/'.length).split('/');
+    return rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!;
+  }
+  if (url.startsWith('node:')) return 'node: internals';
+  const src = /\/dist\/src\/([^/]+)\//.exec(url) ?? /\/dist\/src\/()/.exec(url);
+  if (src) return `service src/${src[1]}`;
+  return `other: ${url.slice(0, 60)}`;
+}
+
+function frameName(frame: ProfileNode['callFrame']): string {
+  const { url, functionName, lineNumber } = frame;
+  const where = url ? `${url.replace(/^.*\/node_modules\//, '').replace(/^.*\/dist\//, '').replace(/^file:\/\//, '')}:${lineNumber + 1}` : '';
+  return `${functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
+}
+
+/** Self time (ms) by frame and by bucket, over the samples taken in [from, to] (µs, the profile's clock). */
+function aggregate(profile: CpuProfile, from: number, to: number) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const frames = new Map<string, { ms: number; bucket: string }>();
+  const buckets = new Map<string, number>();
+  let t = profile.startTime;
+  let total = 0;
+  let kept = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    t += profile.timeDeltas[i]!;
+    if (t < from || t > to) continue;
+    // A sample stands for the time until the next one.
+    const ms = (profile.timeDeltas[i + 1] ?? profile.timeDeltas[i]!) / 1000;
+    const node = byId.get(profile.samples[i]!)!;
+    const key = frameName(node.callFrame);
+    const bucket = bucketOf(node.callFrame);
+    const entry = frames.get(key) ?? { ms: 0, bucket };
+    entry.ms += ms;
+    frames.set(key, entry);
+    buckets.set(bucket, (buckets.get(bucket) ?? 0) + ms);
+    total += ms;
+    kept++;
+  }
+  return { frames, buckets, total, kept };
+}
+
+runScenario('profile', async (session) => {
+  const { startedAt: started, loadBefore } = session;
+  /** PostgreSQL's log lines while collecting. */
+  let pgLog: string[] | undefined;
+  const db = await startDatabase(session, {
+    settings: { max_connections: '100', ...STATEMENT_STATS, log_line_prefix: '%m [%p] ' },
+    // PostgreSQL's log lines reach this process through the embedded server's stderr.
+    logger: {
+      debug: (_obj, line) => {
+        if (pgLog) pgLog.push(line);
+      },
+      info: () => undefined,
+      warn: () => undefined,
+      error: (obj, msg) => console.error(msg, obj),
+    },
+  });
+  const report: string[] = [];
+  const { admin, q, roleUrl } = await openDatabase(session, db, 'bench', { statementStats: true });
+  await createRoles(q, [ROLE]);
+  const main = await seedMainUser(admin);
+  await q('vacuum analyze');
+  const planned = await taskIdsByOrder(admin, main.id, 1, 3_000);
+  buildService();
+
+  const states = new Map<number, string>();
+  const changeState: Script = flipTaskStates(planned, states, main.token, CONNECTIONS);
+  let created = 0;
+  const create: Script = createTask(main.token, () => `profiled task ${++created}`);
+  const loadStates = () => readStates(admin, 'tasks', planned, states);
+
+  for (const [name, script] of [['change task state', changeState], ['create task', create]] as Array<[string, Script]>) {
+    const profDir = path.join(session.dir, `prof-${name.replace(/\W+/g, '-')}`);
+    await fs.mkdir(profDir);
+    const service = await startTarget(session, {
+      name: `service (${name})`,
+      role: ROLE,
+      args: builtServiceArgs(['--cpu-prof', `--cpu-prof-dir=${profDir}`]),
+      env: { ...SERVICE_ENV, DATABASE_URL: roleUrl(ROLE) },
+    });
+    const { url, child } = service;
+    await loadStates();
+    await runLoad(url, script, { connections: CONNECTIONS, seconds: 3 });
+    await sleep(300);
+    await loadStates();
+    await resetStatementStats(admin);
+    const from = Number(process.hrtime.bigint() / 1000n);
+    const load = await runLoad(url, script, { connections: CONNECTIONS, seconds: SECONDS });
+    const to = Number(process.hrtime.bigint() / 1000n);
+    await sleep(300);
+    const stats = await statementStats(admin, ROLE);
+    const { requests, calls } = totals(stats);
+
+    // The lock's hold time: the same load again for a few seconds, every statement logged.
+    await loadStates();
+    await q(`alter system set log_min_duration_statement = 0`);
+    await q('select pg_reload_conf()');
+    await sleep(300);
+    pgLog = [];
+    const logged = await runLoad(url, script, { connections: CONNECTIONS, seconds: Math.min(5, SECONDS) });
+    await q(`alter system reset log_min_duration_statement`);
+    await q('select pg_reload_conf()');
+    await sleep(500);
+    const hold = lockHold(pgLog.join('\n'));
+    pgLog = undefined;
+
+    // SIGINT: Node writes the profile on its way out.
+    await stopChild(child, 'SIGINT', 20_000);
+    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) throw new Error(`no .cpuprofile written for ${name}`);
+    const profile = JSON.parse(readFileSync(path.join(profDir, file), 'utf8')) as CpuProfile;
+    let agg = aggregate(profile, from, to);
+    let window = 'the samples taken during the load';
+    if (agg.kept < 100) {
+      agg = aggregate(profile, -Infinity, Infinity);
+      window = 'every sample of the process (the load window did not match the profile\'s clock)';
+    }
+    const busy = agg.total - (agg.buckets.get('(idle)') ?? 0);
+    const pct = (ms: number) => ((ms / agg.total) * 100).toFixed(1);
+    const pctBusy = (ms: number, bucket: string) => (bucket === '(idle)' ? '—' : ((ms / busy) * 100).toFixed(1));
+    report.push(
+      `#### ${name}: ${load.rps.toFixed(0)} req/s, p50 ${load.p50} ms, p99 ${load.p99} ms, non-2xx ${load.non2xx} (${CONNECTIONS} connections, ${SECONDS} s)`,
+      '',
+      `Round trips (statements) per request, pg_stat_statements: **${(calls / Math.max(1, requests)).toFixed(2)}** (${calls} calls ÷ ${requests} token lookups).`,
+      '',
+      '| statement | calls/request | mean ms |',
+      '|---|---:|---:|',
+      ...stats.map((s) => `| \`${s.query.replace(/\s+/g, ' ').replace(/\|/g, '\\|').slice(0, 110)}\` | ${(s.calls / Math.max(1, requests)).toFixed(2)} | ${s.meanMs.toFixed(3)} |`),
+      '',
+      `Owner's lock held per write (lock statement's end → commit's end, ${hold.count} writes in ${Math.min(5, SECONDS)} s with every statement logged, ${logged.rps.toFixed(0)} req/s meanwhile): ` +
+        `median **${hold.median.toFixed(1)} ms**, mean ${hold.mean.toFixed(2)} ms, p90 ${hold.p90.toFixed(1)} ms; ${hold.between.toFixed(1)} statements after the lock's, commit included.`,
+      '',
+      `CPU profile: ${agg.total.toFixed(0)} ms of samples (${window}), of which ${busy.toFixed(0)} ms busy (not idle): the service used ${((busy / ((to - from) / 1000)) * 100).toFixed(0)} % of one core. ` +
+        '"V8 builtins and native" includes `writeBuffer`, the socket write: with loopback TCP the kernel delivers the bytes inside that call, so each round trip to PostgreSQL and each response costs CPU there.',
+      '',
+      '| self time by package | ms | % | % of busy |',
+      '|---|---:|---:|---:|',
+      ...[...agg.buckets].sort((a, b) => b[1] - a[1]).map(([b, ms]) => `| ${b} | ${ms.toFixed(0)} | ${pct(ms)} | ${pctBusy(ms, b)} |`),
+      '',
+      '| top 25 frames by self time | package | ms | % | % of busy |',
+      '|---|---|---:|---:|---:|',
+      ...[...agg.frames]
+        .sort((a, b) => b[1].ms - a[1].ms)
+        .slice(0, 25)
+        .map(([f, e]) => `| \`${f.replace(/\|/g, '\\|')}\` | ${e.bucket} | ${e.ms.toFixed(0)} | ${pct(e.ms)} | ${pctBusy(e.ms, e.bucket)} |`),
+      '',
+    );
+    log(`profiled ${name}: ${load.rps.toFixed(0)} req/s, ${(calls / Math.max(1, requests)).toFixed(2)} statements/request, lock held ${hold.median.toFixed(1)} ms (median)`);
+  }
+  const head = [
+    `### CPU profile, ${utcMinute(started)} UTC — \`npm run bench:profile\``,
+    '',
+    `Node ${process.version}, ${os.availableParallelism()} CPUs shared by PostgreSQL, the service and autocannon; load average before ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}, after ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}.`,
+    '',
+  ];
+  const text = [...head, ...report].join('\n');
+  log('\n' + text);
+  writeResult(session, text, { file: process.env.PROFILE_OUT });
+});
+
+/**
+ * From a PostgreSQL log with `%m [%p]` prefixes and every statement's duration: per backend,
+ * the time from the end of a statement that locks the owner (`for no key update`) to the end
+ * of the next `commit`, and how many statements ran in between (the commit included).
+ */
+function lockHold(text: string) {
+  const open = new Map<string, { at: number; n: number }>();
+  const holds: number[] = [];
+  const between: number[] = [];
+  const line = /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \w+ \[(\d+)\] LOG:\s+duration: [\d.]+ ms\s+(?:statement|execute [^:]*): ([\s\S]*)$/;
+  // A statement's continuation lines follow its first, without the prefix.
+  const entries: string[] = [];
+  for (const raw of text.split('\n')) {
+    if (/^\d{4}-\d\d-\d\d /.test(raw) || entries.length === 0) entries.push(raw);
+    else entries[entries.length - 1] += ' ' + raw.trim();
+  }
+  for (const entry of entries) {
+    const m = line.exec(entry);
+    if (!m) continue;
+    const at = Date.parse(m[1]!.replace(' ', 'T') + 'Z');
+    const pid = m[2]!;
+    const sql = m[3]!.trim().toLowerCase();
+    const held = open.get(pid);
+    if (held) held.n++;
+    if (/for no key update/.test(sql)) open.set(pid, { at, n: 0 });
+    else if (held && (sql === 'commit' || sql === 'rollback')) {
+      holds.push(at - held.at);
+      between.push(held.n);
+      open.delete(pid);
+    }
+  }
+  const sorted = ascending(holds);
+  const at = (p: number) => quantile(sorted, p, 0);
+  return {
+    count: sorted.length,
+    median: at(0.5),
+    p90: at(0.9),
+    mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length),
+    between: between.reduce((a, b) => a + b, 0) / Math.max(1, between.length),
+  };
+}
