@@ -53,7 +53,8 @@ export const eventsRouter = router({
       };
     }),
 
-  onChange: authedProcedure.input(OnChangeInput).subscription(async function* ({ ctx, input, signal }) {
+  // Its cursor is answered as `after` is: a malformed one is 400 on `lastEventId`.
+  onChange: authedProcedure.meta({ queryParameters: ['lastEventId'] }).input(OnChangeInput).subscription(async function* ({ ctx, input, signal }) {
     const live = ctx.live;
     if (!live) throw DomainError.of('service_unavailable', { detail: 'Live changes are not served here.' });
     const after = await startCursor(ctx.em, ctx.user.id, input?.lastEventId);

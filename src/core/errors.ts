@@ -163,6 +163,8 @@ export const EVENT_ID = /^(0|[1-9][0-9]{0,17})$/;
 export const QUERY_PARAMETERS: Record<string, { pattern: RegExp; detail: string; integer?: true }> = {
   page: { pattern: /^[1-9][0-9]*$/, detail: 'Query parameter page must be an integer >= 1.', integer: true },
   after: { pattern: EVENT_ID, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
+  // events.onChange's cursor: in the URL of its stream, and answered like `after` and Last-Event-ID.
+  lastEventId: { pattern: EVENT_ID, detail: 'lastEventId must be an event id: digits, no leading zero.' },
 };
 
 /** A query parameter not written as QUERY_PARAMETERS says. */

@@ -105,3 +105,14 @@ export function stateField<T extends string>(values: readonly [T, ...T[]]) {
     .string({ error: (iss) => (iss.input === undefined ? MUST_BE_SET : 'Expected a string.') })
     .meta({ enum: [...values] });
 }
+
+/**
+ * A procedure's input object, read as `{}` when the call has none, as REST reads a request
+ * without a body: so an absent input and an empty one answer alike on both doors, pointing at
+ * the missing wrapper (`parameter_missing` on `/project`, `/task`, `/user`: API-CONTRACT.md §2)
+ * instead of at the root. REST always hands over an object, so this never applies there.
+ */
+export function inputObject<S extends z.ZodRawShape>(shape: S) {
+  // `{}` is not of the object's input type: it is what zod then checks member by member.
+  return z.object(shape).prefault({} as z.input<z.ZodObject<S>>);
+}

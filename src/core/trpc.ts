@@ -4,6 +4,7 @@
  * procedures every router builds on are in procedures.ts; routers take `router` from here.
  */
 import { initTRPC, TRPCError, type TRPC_ERROR_CODE_KEY } from '@trpc/server';
+import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 import superjson from 'superjson';
 import type { DomainError } from './errors.js';
 import { toErrorResponse } from './failures.js';
@@ -40,7 +41,11 @@ export const t = initTRPC
       const response = toErrorResponse(error);
       const first = response.errors[0]!;
       return {
-        code: shape.code,
+        // A domain error raised where no middleware converts it (inside a subscription that
+        // has started) reaches here as an internal error: its JSON-RPC code follows its status.
+        code: shape.code === TRPC_ERROR_CODES_BY_KEY.INTERNAL_SERVER_ERROR && response.status !== 500
+          ? TRPC_ERROR_CODES_BY_KEY[STATUS_TO_TRPC[response.status] ?? 'INTERNAL_SERVER_ERROR']
+          : shape.code,
         message: first.detail,
         data: {
           code: first.code,

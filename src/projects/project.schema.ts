@@ -1,7 +1,7 @@
 /** Wire shapes of projects: inputs as SPEC.md §4 names them, outputs as SPEC.md 2.1. */
 import { z } from 'zod';
 import { PageLinks, StabilityMeta, ref } from '../core/envelope.js';
-import { pageParam, pathId, stateField, text, timestamp } from '../core/fields.js';
+import { inputObject, pageParam, pathId, stateField, text, timestamp } from '../core/fields.js';
 import { PROJECT_STATES, REQUESTABLE_PROJECT_STATES } from './project.lifecycle.js';
 
 export const PROJECT_PAGE_SIZE = 25;
@@ -15,16 +15,16 @@ export const projectName = text({
 });
 export const projectDescription = text({ max: 10_000, what: 'Description' });
 
-export const CreateProjectInput = z.object({
+export const CreateProjectInput = inputObject({
   project: z.object({ name: projectName }),
 });
 
 /** No input at all is page 1, on /trpc as on REST without `?page`. */
 export const ListProjectsInput = z.object({ page: pageParam }).prefault({});
 
-export const ProjectIdInput = z.object({ id: pathId });
+export const ProjectIdInput = inputObject({ id: pathId });
 
-export const UpdateProjectInput = z.object({
+export const UpdateProjectInput = inputObject({
   id: pathId,
   project: z.object({
     name: projectName.optional(),
@@ -33,7 +33,7 @@ export const UpdateProjectInput = z.object({
   }),
 });
 
-export const ChangeProjectStateInput = z.object({
+export const ChangeProjectStateInput = inputObject({
   id: pathId,
   project: z.looseObject({
     state: stateField(REQUESTABLE_PROJECT_STATES),

@@ -1,14 +1,14 @@
 /** Wire shapes of tasks: inputs as SPEC.md §4 names them, outputs as SPEC.md 2.2. */
 import { z } from 'zod';
 import { PageLinks, StabilityMeta, ref } from '../core/envelope.js';
-import { integer, pageParam, pathId, recordId, stateField, text, timestamp } from '../core/fields.js';
+import { inputObject, integer, pageParam, pathId, recordId, stateField, text, timestamp } from '../core/fields.js';
 import { TASK_STATES } from './task.lifecycle.js';
 
 export const TASK_PAGE_SIZE = 50;
 
 export const taskLabel = text({ min: 1, max: 1000, what: 'Label' });
 
-export const CreateTaskInput = z.object({
+export const CreateTaskInput = inputObject({
   task: z.object({
     label: taskLabel,
     planned_at: timestamp().optional(),
@@ -19,9 +19,9 @@ export const CreateTaskInput = z.object({
 /** No input at all is page 1, on /trpc as on REST without `?page`. */
 export const ListTasksInput = z.object({ page: pageParam }).prefault({});
 
-export const TaskIdInput = z.object({ id: pathId });
+export const TaskIdInput = inputObject({ id: pathId });
 
-export const UpdateTaskInput = z.object({
+export const UpdateTaskInput = inputObject({
   id: pathId,
   task: z.object({
     label: taskLabel.optional(),
@@ -29,12 +29,12 @@ export const UpdateTaskInput = z.object({
   }),
 });
 
-export const ChangeTaskStateInput = z.object({
+export const ChangeTaskStateInput = inputObject({
   id: pathId,
   task: z.looseObject({ state: stateField(TASK_STATES) }),
 });
 
-export const ReorderTaskInput = z.object({
+export const ReorderTaskInput = inputObject({
   id: pathId,
   task: z.object({
     order: integer(1, Number.MAX_SAFE_INTEGER).meta({

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { text } from '../core/fields.js';
+import { inputObject, text } from '../core/fields.js';
 
 export const usernameField = text({
   min: 1,
@@ -10,13 +10,13 @@ export const usernameField = text({
 });
 export const passwordField = text({ min: 8, max: 200, tooShort: 'too_short', what: 'Password' });
 
-export const RegisterInput = z.object({
+export const RegisterInput = inputObject({
   user: z.object({ username: usernameField, password: passwordField }),
 });
 
 // Login takes any text a registration could have stored (no NUL, no lone surrogate);
 // a well-formed but wrong pair is 401 login_failed.
-export const AuthorizeInput = z.object({
+export const AuthorizeInput = inputObject({
   username: text({ max: 1000, what: 'Username' }).meta({ example: 'alice' }),
   password: text({ max: 1000, what: 'Password' }).meta({ example: 'correct horse battery staple' }),
 });
