@@ -112,7 +112,8 @@ export function stateField<T extends string>(values: readonly [T, ...T[]]) {
  * the missing wrapper (`parameter_missing` on `/project`, `/task`, `/user`: API-CONTRACT.md §2)
  * instead of at the root. REST always hands over an object, so this never applies there.
  */
-export function inputObject<S extends z.ZodRawShape>(shape: S) {
-  // `{}` is not of the object's input type: it is what zod then checks member by member.
-  return z.object(shape).prefault({} as z.input<z.ZodObject<S>>);
+export function inputObject<S extends z.ZodRawShape>(shape: S): z.ZodObject<S> {
+  // `{}` is not of the object's input type: it is what zod then checks member by member. The
+  // declared type stays the object's, so a typed client must still send the input.
+  return z.object(shape).prefault({} as z.input<z.ZodObject<S>>) as unknown as z.ZodObject<S>;
 }
