@@ -1,13 +1,14 @@
 /**
- * tRPC is initialised here, once: its context and meta types, superjson, the SSE settings,
- * and the error formatter that puts the envelope's `errors` into tRPC's error data. The
- * procedures every router builds on are in procedures.ts; routers take `router` from here.
+ * tRPC is initialised here, once: its context and meta types, the transformer (superjson's
+ * wire format: transformer.ts), the SSE settings, and the error formatter that puts the
+ * envelope's `errors` into tRPC's error data. The procedures every router builds on are in
+ * procedures.ts; routers take `router` from here.
  */
 import { initTRPC, TRPCError, type TRPC_ERROR_CODE_KEY } from '@trpc/server';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
-import superjson from 'superjson';
 import type { DomainError } from './errors.js';
 import { toErrorResponse } from './failures.js';
+import { transformer } from './transformer.js';
 import type { AppMeta, Context } from './context.js';
 
 const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
@@ -32,7 +33,7 @@ export const t = initTRPC
   .context<Context>()
   .meta<AppMeta>()
   .create({
-    transformer: superjson,
+    transformer,
     isDev: false,
     // Subscriptions (SSE) ping while idle so proxies keep them open, like the REST stream's
     // heartbeat; a client that hears nothing for twice that long reconnects with its last id.
