@@ -8,7 +8,7 @@ begin
 
 select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ? limit ?
 
-update "projects" set "state" = ?, "paused_at" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+update "projects" set "state" = ?, "paused_at" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
 update tasks set started_at = case when state in ('started') then null else started_at end, planned_at = case when state in ('started') then null else planned_at end, state = case when state in ('started') then 'newed' else state end where project_id = ? and state = any('{started}'::text[]) returning id
 

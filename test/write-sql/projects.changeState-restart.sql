@@ -10,7 +10,7 @@ select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ?
 
 select count(*) as "count" from "projects" as "p0" where "p0"."user_id" = ? and "p0"."state" = ?
 
-update "projects" set "state" = ?, "paused_at" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+update "projects" set "state" = ?, "paused_at" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
 update tasks set started_at = case when state in ('newed') then coalesce(started_at, ?::timestamptz) else started_at end, state = case when state in ('newed') then 'started' else state end where project_id = ? and state = any('{newed}'::text[]) returning id
 

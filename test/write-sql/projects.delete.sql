@@ -10,7 +10,7 @@ select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ?
 
 update tasks set abandoned_at = case when state in ('newed', 'started', 'planned') then ?::timestamptz else abandoned_at end, state = case when state in ('newed', 'started', 'planned') then 'abandoned' else state end, project_id = null where project_id = ? returning id
 
-delete from "projects" where "id" in (?)
+delete from "projects" where ("id", "user_id") in ((?, ?))
 
 select t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state, coalesce(floor(extract(epoch from t.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from t.planned_at)), 0)::float8 as planned_at, coalesce(floor(extract(epoch from t.finished_at)), 0)::float8 as finished_at, coalesce(floor(extract(epoch from t.abandoned_at)), 0)::float8 as abandoned_at from tasks t where t.id = any(?::int[])
 

@@ -10,7 +10,7 @@ select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ?
 
 select count(*) as "count" from "projects" as "p0" where "p0"."user_id" = ? and "p0"."slug" = ? and "p0"."id" != ?
 
-update "projects" set "name" = ?, "slug" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+update "projects" set "name" = ?, "slug" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
 select project_id, id from tasks where project_id = any(?::int[]) and tasks.state <> 'abandoned' order by project_id, tasks."order", tasks.id
 

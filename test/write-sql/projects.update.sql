@@ -8,7 +8,7 @@ begin
 
 select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ? limit ?
 
-update "projects" set "description" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+update "projects" set "description" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
 select project_id, id from tasks where project_id = any(?::int[]) and tasks.state <> 'abandoned' order by project_id, tasks."order", tasks.id
 

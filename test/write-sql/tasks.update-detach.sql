@@ -8,7 +8,7 @@ begin
 
 select "t0".* from "tasks" as "t0" where "t0"."id" = ? and "t0"."user_id" = ? limit ?
 
-update "tasks" set "project_id" = ?, "state" = ?, "started_at" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+update "tasks" set "project_id" = ?, "state" = ?, "started_at" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
 select p.id, p.user_id, p.name, p.slug, p.description, p.state, p.version, coalesce(floor(extract(epoch from p.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from p.due_at)), 0)::float8 as due_at, coalesce(floor(extract(epoch from p.paused_at)), 0)::float8 as paused_at, coalesce(floor(extract(epoch from p.finished_at)), 0)::float8 as finished_at, array(select t.id from tasks t where t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids from projects p where p.id = any(?::int[])
 
