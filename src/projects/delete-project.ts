@@ -19,7 +19,7 @@ export const deleteProject: UseCase<Input, void> = {
   async transaction({ em, userId, now, changes }, input) {
     const project = await findOwnedProject(em, userId, input.id);
     changes.deleted('project', project.id);
-    const released = await applyToProjectTasks(em, project.id, PROJECT_DELETED, now, { detach: true });
+    const released = await applyToProjectTasks(em, userId, project.id, PROJECT_DELETED, now, { detach: true });
     for (const id of released) changes.updated('task', id);
     em.remove(project);
   },
