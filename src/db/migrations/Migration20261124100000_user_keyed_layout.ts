@@ -41,9 +41,10 @@ import { Migration } from '@mikro-orm/migrations';
  * The entities map these keys as they are: a project or a task is (id, user_id) to the ORM,
  * an access token (token_hash, user_id), so the ORM's updates and deletes name the user; so
  * does every statement of the service on a user's rows (each finds them through the new
- * keys, and on Citus goes to one node), except the lookups by a token's or ticket's hash and
- * the housekeeping that prunes all users' old rows. Ids still come from their sequences, so
- * an id alone is still one row.
+ * keys, and on Citus goes to one node), except the lookups that start from something else:
+ * a token's or ticket's hash, a login's username (through `usernames`), and the housekeeping
+ * that prunes all users' old rows. Ids still come from their sequences, so an id alone is
+ * still one row.
  *
  * The keys are rebuilt under the migration's exclusive locks; at today's size that is
  * moments.
