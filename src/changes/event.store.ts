@@ -104,7 +104,7 @@ export async function redeemStreamTicket(em: SqlEntityManager, ticketHash: strin
   const [row] = await em.execute<Array<{ user_id: number; token_hash: string; live: boolean }>>(
     `delete from event_stream_tickets t where t.ticket_hash = ?
       returning t.user_id, t.token_hash,
-                t.expires_at > ? and exists (select 1 from access_tokens a where a.token_hash = t.token_hash and a.expires_at > ?) as live`,
+                t.expires_at > ? and exists (select 1 from access_tokens a where a.token_hash = t.token_hash and a.user_id = t.user_id and a.expires_at > ?) as live`,
     [ticketHash, now, now],
   );
   return row?.live ? { userId: row.user_id, tokenHash: row.token_hash } : null;

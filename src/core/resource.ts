@@ -10,7 +10,7 @@ export type Resource = 'project' | 'task';
 
 export interface ResourceReader {
   /** The `data` documents of these of the user's resources, by id (a missing one is absent). */
-  documents(em: SqlEntityManager, ids: readonly number[]): Promise<Map<number, unknown>>;
+  documents(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<Map<number, unknown>>;
   /** The resource's current ETag, or null when the user has no such resource. */
   currentEtag(em: SqlEntityManager, userId: number, id: number): Promise<string | null>;
 }

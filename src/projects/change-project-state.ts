@@ -24,7 +24,7 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
     await em.flush();
     changes.updated('project', project.id); // first: its tasks' events follow it
     if (transition.tasks) {
-      for (const id of await applyToProjectTasks(em, project.id, transition.tasks, now)) changes.updated('task', id);
+      for (const id of await applyToProjectTasks(em, userId, project.id, transition.tasks, now)) changes.updated('task', id);
     }
     return answerProject(scope, project);
   },

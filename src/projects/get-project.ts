@@ -12,7 +12,7 @@ import { projectsByIds } from './project.store.js';
 import { presentProjectFields } from './project.view.js';
 
 export async function getProject(ctx: AuthedContext, input: z.infer<typeof ProjectIdInput>): Promise<z.infer<typeof ProjectDocument>> {
-  const [project] = await projectsByIds(ctx.em, [input.id], ctx.user.id);
+  const [project] = await projectsByIds(ctx.em, ctx.user.id, [input.id]);
   if (!project) throw DomainError.notFound('project');
   notModified(ctx, projectEtag(project.id, project.version, project.taskIds));
   return { data: presentProjectFields(project), meta: STABILITY_META };

@@ -23,7 +23,7 @@ export async function findOwnedProject(em: SqlEntityManager, userId: number, id:
 
 /** A changed project's answer, recorded in the write's change set, with its ETag. */
 export async function answerProject(scope: WriteScope, project: Project): Promise<ProjectAnswer> {
-  const taskIds = (await taskIdsOfProjects(scope.em, [project.id])).get(project.id) ?? [];
+  const taskIds = (await taskIdsOfProjects(scope.em, scope.userId, [project.id])).get(project.id) ?? [];
   const data = presentProject(project, taskIds);
   scope.changes.updated('project', project.id, data);
   scope.etag = () => projectEtag(project.id, project.version, taskIds);

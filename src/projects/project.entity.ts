@@ -16,9 +16,12 @@ import {
 const ProjectSchema = defineEntity({
   name: 'Project',
   tableName: 'projects',
+  // The table's key is (user_id, id) (src/db/data-layout.ts): the ORM's updates and deletes
+  // name the user. `id` is declared first: it is the key the insert generates, and MikroORM
+  // takes the first key property for the value an insert returns.
   properties: {
     id: p.integer().primary().autoincrement(),
-    userId: p.integer(),
+    userId: p.integer().primary(),
     name: p.text(),
     slug: p.text(),
     description: p.text().default(''),

@@ -68,28 +68,28 @@ export async function listProjects(
   return { projects: rows.filter((row) => row.id !== null).map(fieldsOf), total: Number(rows[0]?.total ?? 0) };
 }
 
-/** Projects by id; only `userId`'s when given (without it, callers pass ids of their own user's). */
+/** The user's projects with these ids. */
 export async function projectsByIds(
   em: SqlEntityManager,
+  userId: number,
   ids: readonly number[],
-  userId?: number,
 ): Promise<Array<ProjectFields & { version: number }>> {
   if (ids.length === 0) return [];
   const rows = await execute<ProjectRow>(
     em,
-    `select ${PROJECT_COLUMNS('p')} from projects p where p.id = any(?::int[])${userId === undefined ? '' : ' and p.user_id = ?'}`,
-    [idArray(ids), ...(userId === undefined ? [] : [userId])],
+    `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::int[])`,
+    [userId, idArray(ids)],
   );
   return rows.map(fieldsOf);
 }
 
 /** How the write path reads a project back (src/core/resource.ts): its document, its ETag. */
 export const projectReader: ResourceReader = {
-  async documents(em, ids) {
-    return new Map((await projectsByIds(em, ids)).map((project) => [project.id, presentProjectFields(project)]));
+  async documents(em, userId, ids) {
+    return new Map((await projectsByIds(em, userId, ids)).map((project) => [project.id, presentProjectFields(project)]));
   },
   async currentEtag(em, userId, id) {
-    const [project] = await projectsByIds(em, [id], userId);
+    const [project] = await projectsByIds(em, userId, [id]);
     return project ? projectEtag(id, project.version, project.taskIds) : null;
   },
 };

@@ -9,9 +9,10 @@ import { TASK_STATES, applyTaskAction, findTaskAction, projectSyncAction, type T
 const TaskSchema = defineEntity({
   name: 'Task',
   tableName: 'tasks',
+  // The table's key is (user_id, id), as the projects' (see project.entity.ts).
   properties: {
     id: p.integer().primary().autoincrement(),
-    userId: p.integer(),
+    userId: p.integer().primary(),
     projectId: p.integer().nullable(),
     label: p.text(),
     order: p.integer(),

@@ -14,7 +14,7 @@ export const BY_ORDER = (t: string) => `${t}."order", ${t}.id`;
 
 /** The ids of the tasks project `p` lists, by order: the `tasks` of its document, as an array. */
 export const listedTaskIdsOf = (p: string) =>
-  `array(select t.id from tasks t where t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
+  `array(select t.id from tasks t where t.user_id = ${p}.user_id and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
 
 /** A task's columns as presented (`TaskFields`), timestamps in seconds. */
 export const TASK_COLUMNS = (t: string) =>

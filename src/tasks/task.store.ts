@@ -3,7 +3,8 @@
  * state change or deletion on its tasks, and the task ids listed on projects. Each is one
  * SQL statement whatever the number of tasks. Those that write run inside a user's write
  * (src/writes/user-write.ts), under the owner's lock; the state effects come from the
- * actions of task.lifecycle.ts, never written out here.
+ * actions of task.lifecycle.ts, never written out here. Every statement names the user
+ * (`user_id`): tasks are keyed by (user_id, id) (src/db/data-layout.ts).
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
@@ -167,6 +168,7 @@ export async function moveTask(em: SqlEntityManager, userId: number, taskId: num
  */
 export async function applyToProjectTasks(
   em: SqlEntityManager,
+  userId: number,
   projectId: number,
   effect: ProjectTaskEffect,
   now: Date,
@@ -176,22 +178,26 @@ export async function applyToProjectTasks(
   const statesList = `'{${effect.states.join(',')}}'`;
   const rows = await em.execute<Array<{ id: number }>>(
     options.detach
-      ? `update tasks set ${set}, project_id = null where project_id = ? returning id`
-      : `update tasks set ${set} where project_id = ? and state = any(${statesList}::text[]) returning id`,
-    [...params, projectId],
+      ? `update tasks set ${set}, project_id = null where user_id = ? and project_id = ? returning id`
+      : `update tasks set ${set} where user_id = ? and project_id = ? and state = any(${statesList}::text[]) returning id`,
+    [...params, userId, projectId],
   );
   return rows.map((r) => r.id);
 }
 
-/** Ids of each project's non-abandoned tasks, by order: one query for a whole page. */
-export async function taskIdsOfProjects(em: SqlEntityManager, projectIds: readonly number[]): Promise<Map<number, number[]>> {
+/** Ids of each of the user's projects' non-abandoned tasks, by order: one query for a whole page. */
+export async function taskIdsOfProjects(
+  em: SqlEntityManager,
+  userId: number,
+  projectIds: readonly number[],
+): Promise<Map<number, number[]>> {
   const byProject = new Map<number, number[]>(projectIds.map((id) => [id, []]));
   if (projectIds.length === 0) return byProject;
   const rows = await em.execute<{ project_id: number; id: number }[]>(
     `select project_id, id from tasks
-      where project_id = any(?::int[]) and ${LISTED('tasks')}
+      where user_id = ? and project_id = any(?::int[]) and ${LISTED('tasks')}
       order by project_id, ${BY_ORDER('tasks')}`,
-    [idArray(projectIds)],
+    [userId, idArray(projectIds)],
   );
   for (const row of rows) byProject.get(row.project_id)?.push(row.id);
   return byProject;
@@ -257,11 +263,11 @@ export async function listTasks(
                   + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int as total) as c
        left join lateral (
          select tasks.* from (
-           select id from tasks
+           select user_id, id from tasks
             where user_id = ? and ${LISTED('tasks')} and (state <> 'finished' or finished_at >= ?)
             order by ${BY_ORDER('tasks')}
             limit ? offset ?
-         ) as page join tasks on tasks.id = page.id
+         ) as page join tasks on tasks.user_id = page.user_id and tasks.id = page.id
        ) as t on true
       order by t."order", t.id`,
     [userId, userId, finishedSince, userId, finishedSince, limit, offset],
@@ -271,20 +277,20 @@ export async function listTasks(
   return { tasks, total: Number(rows[0]?.total ?? 0) };
 }
 
-/** Tasks by id, as presented (any user's: callers pass ids of their own user's tasks). */
-export async function tasksByIds(em: SqlEntityManager, ids: readonly number[]): Promise<TaskFields[]> {
+/** The user's tasks with these ids, as presented. */
+export async function tasksByIds(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<TaskFields[]> {
   if (ids.length === 0) return [];
   const rows = await em.execute<ListedTaskRow[]>(
-    `select ${TASK_COLUMNS('t')} from tasks t where t.id = any(?::int[])`,
-    [idArray(ids)],
+    `select ${TASK_COLUMNS('t')} from tasks t where t.user_id = ? and t.id = any(?::int[])`,
+    [userId, idArray(ids)],
   );
   return rows.map(taskFieldsOf);
 }
 
 /** How the write path reads a task back (src/core/resource.ts): its document, its ETag. */
 export const taskReader: ResourceReader = {
-  async documents(em, ids) {
-    return new Map((await tasksByIds(em, ids)).map((task) => [task.id, presentTaskFields(task)]));
+  async documents(em, userId, ids) {
+    return new Map((await tasksByIds(em, userId, ids)).map((task) => [task.id, presentTaskFields(task)]));
   },
   async currentEtag(em, userId, id) {
     const [row] = await em.execute<Array<{ version: number }>>('select version from tasks where id = ? and user_id = ?', [id, userId]);

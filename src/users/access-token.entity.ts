@@ -1,6 +1,9 @@
 /**
  * An access token, stored only as the SHA-256 of the opaque value handed to the user once.
- * Revoking a token deletes its row.
+ * Revoking a token deletes its row. Its key is (token_hash, user_id): a request's token is
+ * found by its hash alone (src/users/authentication.ts), and every row of user data carries
+ * its user in its key (src/db/data-layout.ts). The table's `id`, numbering tokens in the order
+ * they were issued, is left to the database.
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
 
@@ -8,9 +11,8 @@ const AccessTokenSchema = defineEntity({
   name: 'AccessToken',
   tableName: 'access_tokens',
   properties: {
-    id: p.integer().primary().autoincrement(),
-    userId: p.integer(),
-    tokenHash: p.text(),
+    tokenHash: p.text().primary(),
+    userId: p.integer().primary(),
     createdAt: p.datetime().columnType('timestamptz'),
     expiresAt: p.datetime().columnType('timestamptz'),
   },

@@ -1,7 +1,8 @@
 /**
  * Who an Authorization header names (API-CONTRACT.md §3): the user of a known, unexpired
- * access token, found by the token's hash. The tRPC context is handed this function, so the
- * core never reads the users' tables itself.
+ * access token, found by the token's hash (tokens are opaque: the hash is all a request
+ * gives; the key of `access_tokens`, (token_hash, user_id), leads with it). The tRPC context
+ * is handed this function, so the core never reads the users' tables itself.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Authentication } from '../core/context.js';

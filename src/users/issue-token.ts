@@ -5,11 +5,10 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { AccessToken } from './access-token.entity.js';
 import { TOKEN_LIFETIME_SECONDS, hashAccessToken, newAccessToken } from './credentials.js';
-import type { User } from './user.entity.js';
 import { presentUser } from './user.schema.js';
 
 /** A new access token of `user`, written with the next flush of `em`. */
-export function issueToken(em: SqlEntityManager, now: Date, user: User): string {
+export function issueToken(em: SqlEntityManager, now: Date, user: { id: number }): string {
   const token = newAccessToken();
   em.create(AccessToken, {
     userId: user.id,
@@ -20,6 +19,6 @@ export function issueToken(em: SqlEntityManager, now: Date, user: User): string 
   return token;
 }
 
-export function userWithToken(user: User, token: string) {
+export function userWithToken(user: { id: number; username: string }, token: string) {
   return { data: presentUser(user), meta: { token } };
 }

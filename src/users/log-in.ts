@@ -9,14 +9,14 @@ import { DomainError } from '../core/errors.js';
 import { toTRPCError } from '../core/trpc.js';
 import { hashPassword, verifyPassword } from './credentials.js';
 import { issueToken, userWithToken } from './issue-token.js';
-import { User } from './user.entity.js';
 import type { AuthorizeInput } from './user.schema.js';
+import { userByName } from './user.store.js';
 
 /** Compared against when the username is unknown, so both failures take the same time. */
 let decoyHash: Promise<string> | undefined;
 
 export async function logIn(ctx: Context, input: z.infer<typeof AuthorizeInput>) {
-  const user = await ctx.em.findOne(User, { username: input.username });
+  const user = await userByName(ctx.em, input.username);
   decoyHash ??= hashPassword('decoy password', ctx.passwordHashCost);
   const valid = await verifyPassword(input.password, user?.passwordHash ?? (await decoyHash));
   if (!user || !valid) throw toTRPCError(DomainError.of('login_failed'));

@@ -1,7 +1,8 @@
 /**
- * POST /api/users (API-CONTRACT.md §3): a user and its first access token, in one transaction
- * (never a user without its token). A username already taken is `taken`, also when two
- * registrations race (the unique index decides).
+ * POST /api/users (API-CONTRACT.md §3): a user, its name in the directory of names, and its
+ * first access token, in one transaction (never a user without its name or its token). A
+ * username already taken is `taken`, also when two registrations race (the directory's
+ * primary key decides).
  */
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { z } from 'zod';
@@ -9,8 +10,8 @@ import type { Context } from '../core/context.js';
 import { DomainError } from '../core/errors.js';
 import { hashPassword } from './credentials.js';
 import { issueToken, userWithToken } from './issue-token.js';
-import { User } from './user.entity.js';
 import type { RegisterInput } from './user.schema.js';
+import { insertUser, isUsernameTaken } from './user.store.js';
 
 function taken(): DomainError {
   return DomainError.validation('taken', '/user/username', 'This username is already taken.');
@@ -18,12 +19,11 @@ function taken(): DomainError {
 
 export async function registerUser(ctx: Context, input: z.infer<typeof RegisterInput>) {
   const { username, password } = input.user;
-  if (await ctx.em.count(User, { username })) throw taken();
+  if (await isUsernameTaken(ctx.em, username)) throw taken();
   const passwordHash = await hashPassword(password, ctx.passwordHashCost);
   try {
     return await ctx.em.transactional(async (em) => {
-      const user = em.create(User, { username, passwordHash, createdAt: ctx.clock.now() });
-      await em.flush();
+      const user = await insertUser(em, { username, passwordHash, createdAt: ctx.clock.now() });
       const token = issueToken(em, ctx.clock.now(), user);
       await em.flush();
       return userWithToken(user, token);

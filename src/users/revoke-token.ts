@@ -7,6 +7,6 @@ import type { AuthedContext } from '../core/context.js';
 import { AccessToken } from './access-token.entity.js';
 
 export async function revokeToken(ctx: AuthedContext): Promise<void> {
-  await ctx.em.nativeDelete(AccessToken, { tokenHash: ctx.tokenHash });
+  await ctx.em.nativeDelete(AccessToken, { userId: ctx.user.id, tokenHash: ctx.tokenHash });
   ctx.live?.closeToken(ctx.tokenHash);
 }

@@ -1,4 +1,8 @@
-/** A person using the service. Passwords are stored only as a memory-hard hash. */
+/**
+ * A person using the service. Passwords are stored only as a memory-hard hash. `username` is
+ * the user's own copy of its name; names are unique through the directory of names
+ * (src/users/user.store.ts), not on this table, which is split by user on a sharded database.
+ */
 import { defineEntity, p } from '@mikro-orm/postgresql';
 
 const UserSchema = defineEntity({

@@ -390,7 +390,7 @@ async function eventsOf(readers: ResourceReaders, em: SqlEntityManager, scope: W
   for (const resource of ['task', 'project'] as const) {
     const ids = entries.filter((e) => e.resource === resource && e.kind !== 'deleted' && e.document === undefined).map((e) => e.id);
     if (ids.length === 0) continue;
-    for (const [id, document] of await readers[resource].documents(em, ids)) documents.set(`${resource}:${id}`, document);
+    for (const [id, document] of await readers[resource].documents(em, scope.userId, ids)) documents.set(`${resource}:${id}`, document);
   }
   const at = toSeconds(scope.now);
   return entries.flatMap((e): NewEvent[] => {

@@ -8,11 +8,11 @@ begin
 
 select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ? limit ?
 
-update tasks set abandoned_at = case when state in ('newed', 'started', 'planned') then ?::timestamptz else abandoned_at end, state = case when state in ('newed', 'started', 'planned') then 'abandoned' else state end, project_id = null where project_id = ? returning id
+update tasks set abandoned_at = case when state in ('newed', 'started', 'planned') then ?::timestamptz else abandoned_at end, state = case when state in ('newed', 'started', 'planned') then 'abandoned' else state end, project_id = null where user_id = ? and project_id = ? returning id
 
-delete from "projects" where "id" in (?)
+delete from "projects" where ("id", "user_id") in ((?, ?))
 
-select t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state, coalesce(floor(extract(epoch from t.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from t.planned_at)), 0)::float8 as planned_at, coalesce(floor(extract(epoch from t.finished_at)), 0)::float8 as finished_at, coalesce(floor(extract(epoch from t.abandoned_at)), 0)::float8 as abandoned_at from tasks t where t.id = any(?::int[])
+select t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state, coalesce(floor(extract(epoch from t.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from t.planned_at)), 0)::float8 as planned_at, coalesce(floor(extract(epoch from t.finished_at)), 0)::float8 as finished_at, coalesce(floor(extract(epoch from t.abandoned_at)), 0)::float8 as abandoned_at from tasks t where t.user_id = ? and t.id = any(?::int[])
 
 /* batched */ with evs as (select e.n, e.ev->>'type' as type, e.ev->'data' as data from json_array_elements(?::json) with ordinality as e(ev, n)), mark as ( update users set last_event_seq = last_event_seq + (select count(*) from evs) where id = ? and exists (select 1 from evs) returning last_event_seq - (select count(*) from evs) as base ), stored as ( insert into events (user_id, seq, type, data, at) select ?, mark.base + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs returning seq, type, data, at ), payload as ( select ? || ':' || min(seq) || ':' || max(seq) as head, json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text as body from stored having count(*) > 0 ), notified as ( select pg_notify('user_events', case when octet_length(body) <= 7000 then head || ':' || body else head end) from payload ) select count(*) from notified
 

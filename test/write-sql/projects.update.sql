@@ -8,9 +8,9 @@ begin
 
 select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ? limit ?
 
-update "projects" set "description" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+update "projects" set "description" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
-select project_id, id from tasks where project_id = any(?::int[]) and tasks.state <> 'abandoned' order by project_id, tasks."order", tasks.id
+select project_id, id from tasks where user_id = ? and project_id = any(?::int[]) and tasks.state <> 'abandoned' order by project_id, tasks."order", tasks.id
 
 /* batched */ with evs as (select e.n, e.ev->>'type' as type, e.ev->'data' as data from json_array_elements(?::json) with ordinality as e(ev, n)), mark as ( update users set last_event_seq = last_event_seq + (select count(*) from evs) where id = ? and exists (select 1 from evs) returning last_event_seq - (select count(*) from evs) as base ), stored as ( insert into events (user_id, seq, type, data, at) select ?, mark.base + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs returning seq, type, data, at ), payload as ( select ? || ':' || min(seq) || ':' || max(seq) as head, json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text as body from stored having count(*) > 0 ), notified as ( select pg_notify('user_events', case when octet_length(body) <= 7000 then head || ':' || body else head end) from payload ) select count(*) from notified
 

@@ -8,7 +8,7 @@ begin
 
 select "t0".* from "tasks" as "t0" where "t0"."id" = ? and "t0"."user_id" = ? limit ?
 
-update "tasks" set "label" = ?, "version" = ? where "id" = ? and "version" = ? returning "version"
+update "tasks" set "label" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
 /* batched */ with evs as (select e.n, e.ev->>'type' as type, e.ev->'data' as data from json_array_elements(?::json) with ordinality as e(ev, n)), mark as ( update users set last_event_seq = last_event_seq + (select count(*) from evs) where id = ? and exists (select 1 from evs) returning last_event_seq - (select count(*) from evs) as base ), stored as ( insert into events (user_id, seq, type, data, at) select ?, mark.base + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs returning seq, type, data, at ), payload as ( select ? || ':' || min(seq) || ':' || max(seq) as head, json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text as body from stored having count(*) > 0 ), notified as ( select pg_notify('user_events', case when octet_length(body) <= 7000 then head || ':' || body else head end) from payload ) select count(*) from notified
 

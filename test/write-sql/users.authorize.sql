@@ -1,9 +1,9 @@
 -- users.authorize
 
-select "u0".* from "users" as "u0" where "u0"."username" = ? limit ?
+select u.id, u.username, u.password_hash from usernames n join users u on u.id = n.user_id where n.username = ?
 
 begin
 
-insert into "access_tokens" ("user_id", "token_hash", "created_at", "expires_at") values (?, ?, ?, ?) returning "id"
+insert into "access_tokens" ("token_hash", "user_id", "created_at", "expires_at") values (?, ?, ?, ?)
 
 commit

@@ -1,11 +1,11 @@
 -- users.register
 
-select count(*) as "count" from "users" as "u0" where "u0"."username" = ?
+select 1 from usernames where username = ?
 
 begin
 
-insert into "users" ("username", "password_hash", "created_at") values (?, ?, ?) returning "id"
+with "user" as ( insert into users (username, password_hash, created_at) values (?, ?, ?) returning id, username ), "name" as ( insert into usernames (username, user_id) select username, id from "user" ) select id, username from "user"
 
-insert into "access_tokens" ("user_id", "token_hash", "created_at", "expires_at") values (?, ?, ?, ?) returning "id"
+insert into "access_tokens" ("token_hash", "user_id", "created_at", "expires_at") values (?, ?, ?, ?)
 
 commit
