@@ -134,16 +134,16 @@ const SQL = {
                   + (select count(*) from tasks where user_id = $1 and state = 'finished' and finished_at >= $2))::int as total) as c
        left join lateral (
          select tasks.* from (
-           select id from tasks
+           select user_id, id from tasks
             where user_id = $1 and state <> 'abandoned' and (state <> 'finished' or finished_at >= $2)
             order by "order", id limit ${TASK_PAGE} offset $3
-         ) as page join tasks on tasks.id = page.id
+         ) as page join tasks on tasks.user_id = page.user_id and tasks.id = page.id
        ) as t on true
       order by t."order", t.id`,
   listProjects: `select c.total, p.id, p.user_id, p.name, p.slug, p.description, p.state,
             ${secs('p.started_at')}::float8 as started_at, ${secs('p.due_at')}::float8 as due_at,
             ${secs('p.paused_at')}::float8 as paused_at, ${secs('p.finished_at')}::float8 as finished_at,
-            array(select t.id from tasks t where t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids
+            array(select t.id from tasks t where t.user_id = p.user_id and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids
        from (select count(*)::int as total from projects where user_id = $1) as c
        left join lateral (select * from projects where user_id = $1 order by id limit ${PROJECT_PAGE} offset $2) as p on true
       order by p.id`,
@@ -179,14 +179,14 @@ const SQL = {
        -- statement still reads the old ones from the table).
        select t.project_id, string_agg('{"type":"task","id":' || t.id || '}', ',' order by coalesce(m2."order", t."order"), t.id) as list
          from tasks t left join moved m2 on m2.id = t.id
-        where t.project_id = any (array(select distinct project_id from moved where project_id is not null)) and t.state <> 'abandoned'
+        where t.user_id = $1 and t.project_id = any (array(select distinct project_id from moved where project_id is not null)) and t.state <> 'abandoned'
         group by t.project_id
      ), evs as (
        select row_number() over (order by e.k, e.kind)::int as n, e.type, e.data from (
          select tev.k, 0 as kind, 'task.updated' as type, ${taskDoc('tev')} as data from tev
          union all
          select tev.k, 1, 'project.updated', ${projectDoc('p', 'refs.list')}
-           from tev join projects p on p.id = tev.project_id join refs on refs.project_id = p.id where tev.nth_of_project = 1
+           from tev join projects p on p.user_id = tev.user_id and p.id = tev.project_id join refs on refs.project_id = p.id where tev.nth_of_project = 1
        ) e
      ), ${appendEvents('$1::int', '$4::timestamptz', '$5::bigint')}
      select 'moved' as kind, id, "order" from moved
@@ -212,7 +212,7 @@ const SQL = {
           started_at = case when ok.action = 'start' then $4::timestamptz else projects.started_at end,
           due_at = case ok.action when 'start' then $5::timestamptz when 'restart' then coalesce($5::timestamptz, projects.due_at) else projects.due_at end,
           paused_at = case ok.action when 'pause' then $4::timestamptz when 'restart' then null else projects.paused_at end
-         from ok where projects.id = ok.id
+         from ok where projects.user_id = $1 and projects.id = ok.id
        returning projects.*
      ), tk as (
        update tasks set
@@ -220,11 +220,11 @@ const SQL = {
           planned_at = case when ok.action = 'pause' then null else tasks.planned_at end,
           state = case when ok.action = 'pause' then 'newed' else 'started' end
          from ok
-        where tasks.project_id = ok.id and tasks.state = case when ok.action = 'pause' then 'started' else 'newed' end
+        where tasks.user_id = $1 and tasks.project_id = ok.id and tasks.state = case when ok.action = 'pause' then 'started' else 'newed' end
        returning tasks.*
      ), pdoc as (
-       select up.id, up.version, ${projectDoc('up', taskRefs(`t.project_id = up.id and t.state <> 'abandoned'`))} as data,
-              array(select t.id from tasks t where t.project_id = up.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids
+       select up.id, up.version, ${projectDoc('up', taskRefs(`t.user_id = up.user_id and t.project_id = up.id and t.state <> 'abandoned'`))} as data,
+              array(select t.id from tasks t where t.user_id = up.user_id and t.project_id = up.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids
          from up
      ), evs as (
        select row_number() over (order by e.k)::int as n, e.type, e.data from (
@@ -265,8 +265,8 @@ function changeStateSql(to: TaskState): string {
   const from = actions.flatMap((a) => a.from);
   const projectEvent =
     to === 'abandoned'
-      ? `union all select 2, 'project.updated', ${projectDoc('p', taskRefs(`t.project_id = p.id and t.state <> 'abandoned' and t.id <> doc.id`))}
-           from doc join projects p on p.id = doc.project_id`
+      ? `union all select 2, 'project.updated', ${projectDoc('p', taskRefs(`t.user_id = p.user_id and t.project_id = p.id and t.state <> 'abandoned' and t.id <> doc.id`))}
+           from doc join projects p on p.user_id = doc.user_id and p.id = doc.project_id`
       : '';
   return `with owner as (
        select id from users where id = $2 for no key update

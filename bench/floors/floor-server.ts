@@ -37,11 +37,11 @@ const SQL = {
                   + (select count(*) from tasks where user_id = $2 and state = 'finished' and finished_at >= $3))::int as total) as c
        left join lateral (
          select tasks.* from (
-           select id from tasks
+           select user_id, id from tasks
             where user_id = $4 and state <> 'abandoned' and (state <> 'finished' or finished_at >= $5)
             order by "order", id
             limit $6 offset $7
-         ) as page join tasks on tasks.id = page.id
+         ) as page join tasks on tasks.user_id = page.user_id and tasks.id = page.id
        ) as t on true
       order by t."order", t.id`,
   lock: 'select id from users where id = $1 for no key update',

@@ -44,7 +44,9 @@ export async function seedUser(
 ): Promise<SeededUser> {
   passwordHash ??= hashPassword(BENCH_PASSWORD, loadConfig({}).passwordHashCost);
   const { rows: users } = await client.query<{ id: number }>(
-    `insert into users (username, password_hash, created_at) values ($1, $2, now()) returning id`,
+    `with u as (insert into users (username, password_hash, created_at) values ($1, $2, now()) returning id, username),
+          n as (insert into usernames (username, user_id) select username, id from u)
+     select id from u`,
     [username, await passwordHash],
   );
   const id = users[0]!.id;
