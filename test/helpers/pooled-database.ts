@@ -9,9 +9,9 @@
  * PgBouncer); otherwise as the current user. Nothing outside the temporary folder changes.
  * A watchdog stops both when the process that started them dies without stopping them.
  *
- * Missing binaries: `pooledTierSkip` says whether a test may skip (on a developer's machine
- * without the packages); in CI (`CI` set) it never skips, and the start fails saying what to
- * install.
+ * Missing binaries: `pooledTierSkip` (and `skipWithout('haproxy', ...)` for tests that also
+ * need HAProxy) says whether a test may skip: on a developer's machine without the packages;
+ * in CI (`CI` set) it never skips, and the start fails saying what to install.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -28,16 +28,29 @@ export const PGBOUNCER_BIN = '/usr/sbin/pgbouncer';
 export const HAPROXY_BIN = '/usr/sbin/haproxy';
 export const INSTALL_LINE = 'apt-get install -y postgresql-15 pgbouncer haproxy';
 
-/** The binaries of the pooled setup that this machine lacks. */
-export function missingPooledBinaries(): string[] {
-  return [path.join(POSTGRES_BIN_DIR, 'initdb'), path.join(POSTGRES_BIN_DIR, 'postgres'), PGBOUNCER_BIN, HAPROXY_BIN].filter((bin) => !existsSync(bin));
+/** The binaries of each component the tests start (Debian's paths). */
+const BINARIES = {
+  postgres: [path.join(POSTGRES_BIN_DIR, 'initdb'), path.join(POSTGRES_BIN_DIR, 'postgres')],
+  pgbouncer: [PGBOUNCER_BIN],
+  haproxy: [HAPROXY_BIN],
+};
+type Component = keyof typeof BINARIES;
+
+/** The binaries of these components that this machine lacks. */
+export function missingBinaries(...components: Component[]): string[] {
+  return components.flatMap((c) => BINARIES[c]).filter((bin) => !existsSync(bin));
 }
 
 /**
- * Whether tests of the pooled setup skip: only when a binary is missing and this is not CI.
- * In CI a missing binary is a failure (the start throws), never a silent skip.
+ * Whether a test that needs these components skips: only when one is missing and this is not
+ * CI. In CI a missing binary is a failure (the start throws), never a silent skip.
  */
-export const pooledTierSkip = missingPooledBinaries().length > 0 && !process.env.CI;
+export function skipWithout(...components: Component[]): boolean {
+  return missingBinaries(...components).length > 0 && !process.env.CI;
+}
+
+/** Whether tests of PostgreSQL behind PgBouncer skip (see `skipWithout`). */
+export const pooledTierSkip = skipWithout('postgres', 'pgbouncer');
 
 export interface PooledDatabaseOptions {
   /** Settings of pgbouncer.ini's [pgbouncer] section, over the defaults below. */
@@ -74,8 +87,7 @@ const BOUNCER_DEFAULTS: Record<string, string | number> = {
   server_lifetime: 3600,
   server_idle_timeout: 60,
   query_wait_timeout: 30,
-  // What node-postgres may send at start-up that PgBouncer 1.18 does not track.
-  ignore_startup_parameters: 'extra_float_digits',
+  // No ignore_startup_parameters: a start-up parameter PgBouncer does not know fails the connection, as in production.
   log_connections: 0,
   log_disconnections: 0,
   log_pooler_errors: 1,
@@ -180,7 +192,7 @@ const iniValue = (value: string | number) => String(value);
 
 /** Starts PostgreSQL 15 and PgBouncer (transaction mode) in front of it. */
 export async function startPooledDatabase(options: PooledDatabaseOptions = {}): Promise<PooledDatabase> {
-  const missing = missingPooledBinaries();
+  const missing = missingBinaries('postgres', 'pgbouncer');
   if (missing.length > 0) {
     throw new Error(`The pooled setup needs ${missing.join(', ')}: install them with \`${INSTALL_LINE}\` (as root, after apt-get update).`);
   }
