@@ -11,6 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
+import { loadConfig } from '../../src/config.js';
 import { batchStatements } from '../../src/db/batching.js';
 import { execute } from '../../src/db/prepared.js';
 import { registerUser, request } from '../helpers/http.js';
@@ -126,6 +127,20 @@ describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mod
     // Nothing went wrong quietly either: no dropped batch, no prepared statement on the wrong connection.
     expect(service.output()).not.toMatch(/Warning|"level":50/);
   }, 90_000);
+
+  it('refuses to start without DATABASE_POOL_SIZE, which it cannot size from behind the pooler', async () => {
+    const { pooledUrl, directUrl } = await pooled.createDatabase();
+    const failed = await spawnService({ DATABASE_URL: pooledUrl, DATABASE_DIRECT_URL: directUrl }).then(
+      (service) => {
+        services.push(service);
+        return 'started';
+      },
+      (error: Error) => error.message,
+    );
+    expect(failed).toMatch(/service exited with 1 before listening/);
+    expect(failed).toMatch(/set DATABASE_POOL_SIZE.*max_client_conn/);
+    expect(() => loadConfig({ DATABASE_DIRECT_URL: directUrl })).toThrow(/DATABASE_DIRECT_URL: only means something with DATABASE_URL/);
+  }, 60_000);
 
   it('sets the statement timeout per transaction, also for a statement sent alone, and leaves none on the pooler\'s connections', async () => {
     const { pooledUrl, directUrl } = await pooled.createDatabase();
