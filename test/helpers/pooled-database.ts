@@ -7,7 +7,8 @@
  *
  * As root, both run as the `postgres` system user (initdb refuses root, and so does
  * PgBouncer); otherwise as the current user. Nothing outside the temporary folder changes.
- * A watchdog stops both when the process that started them dies without stopping them.
+ * A watchdog stops both, and removes the folder, when the process that started them dies
+ * without stopping them.
  *
  * Missing binaries: `pooledTierSkip` (and `skipWithout('haproxy', ...)` for tests that also
  * need HAProxy) says whether a test may skip: on a developer's machine without the packages;
@@ -167,12 +168,15 @@ function startDaemon(
 }
 
 /**
- * Stops the given processes when this process dies without stopping them: a shell reads a
- * pipe from this process until the kernel closes it, then signals them.
+ * Stops the given processes when this process dies without stopping them, and then removes
+ * their folder: a shell reads a pipe from this process until the kernel closes it, signals
+ * them, waits (at most 10 s) for them to exit, and removes `dir`.
  */
-function startWatchdog(targets: Array<{ pid: number; signal: string }>): ChildProcess {
+function startWatchdog(targets: Array<{ pid: number; signal: string }>, dir: string): ChildProcess {
   const kills = targets.map((t) => `kill -${t.signal} ${t.pid} 2>/dev/null`).join('; ');
-  const watchdog = spawn('/bin/sh', ['-c', `while read -r _; do :; done; ${kills}; exit 0`], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  const alive = targets.map((t) => `kill -0 ${t.pid} 2>/dev/null`).join(' || ');
+  const script = `while read -r _; do :; done; ${kills}; i=0; while { ${alive}; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; rm -rf -- "$1"; exit 0`;
+  const watchdog = spawn('/bin/sh', ['-c', script, 'watchdog', dir], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
   watchdog.on('error', () => undefined);
   watchdog.stdin!.on('error', () => undefined);
   (watchdog.stdin as unknown as net.Socket).unref?.();
@@ -251,10 +255,13 @@ export async function startPooledDatabase(options: PooledDatabaseOptions = {}): 
     }
     const bouncer = await startDaemon(PGBOUNCER_BIN, [iniFile], { cwd: dir, user, ready: /process up/, what: 'PgBouncer' });
     cleanups.push(() => stopChild(bouncer.child, bouncer.exited, 'SIGTERM'));
-    const watchdog = startWatchdog([
-      { pid: bouncer.child.pid!, signal: 'TERM' },
-      { pid: postgres.child.pid!, signal: 'INT' },
-    ]);
+    const watchdog = startWatchdog(
+      [
+        { pid: bouncer.child.pid!, signal: 'TERM' },
+        { pid: postgres.child.pid!, signal: 'INT' },
+      ],
+      dir,
+    );
     cleanups.push(async () => void watchdog.kill('SIGKILL'));
     const stopOnExit = () => {
       bouncer.child.kill('SIGTERM');
