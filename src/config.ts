@@ -11,6 +11,8 @@ const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
   DATABASE_URL: z.string().min(1).optional(),
+  DATABASE_DIRECT_URL: z.string().min(1).optional(),
+  DATABASE_PREPARED_STATEMENTS: z.enum(['auto', 'on', 'off']).default('auto'),
   DATA_DIR: z.string().min(1).default('./.data'),
   WEB_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(1),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).optional(),
@@ -29,6 +31,13 @@ export interface Config {
   port: number;
   host: string;
   databaseUrl: string | undefined;
+  /**
+   * PostgreSQL itself, for what a transaction-mode pooler cannot carry (the LISTEN connection,
+   * the migration lock); unset: DATABASE_URL. When it differs, DATABASE_URL is taken to be a pooler.
+   */
+  databaseDirectUrl: string | undefined;
+  /** Named prepared statements (src/db/prepared.ts): `auto` is on unless behind a pooler. */
+  preparedStatements: 'auto' | 'on' | 'off';
   dataDir: string;
   webConcurrency: number;
   /** Database connections per server process; unset: sized from the database (src/db/pool-size.ts). */
@@ -70,10 +79,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  if (e.DATABASE_DIRECT_URL && !e.DATABASE_URL) {
+    throw new Error('Invalid configuration:\nDATABASE_DIRECT_URL: only means something with DATABASE_URL (the embedded PostgreSQL needs neither)');
+  }
   return {
     port: e.PORT,
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
+    databaseDirectUrl: e.DATABASE_DIRECT_URL,
+    preparedStatements: e.DATABASE_PREPARED_STATEMENTS,
     dataDir: path.resolve(e.DATA_DIR),
     webConcurrency: e.WEB_CONCURRENCY,
     databasePoolSize: e.DATABASE_POOL_SIZE,

@@ -10,7 +10,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './core/logger.js';
 import { openOrm } from './app/orm.js';
-import { openDatabase } from './db/database.js';
+import { openDatabase, preparedStatementsFor } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { startService } from './server.js';
 import { clusterMetricsSource, startMetricsServer } from './metrics/metrics-server.js';
@@ -68,6 +68,7 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
   else {
     const limits = {
       poolSize: service.poolSize,
+      preparedStatements: service.preparedStatements,
       maxConnections: service.server.maxConnections,
       ...(service.metricsUrl ? { metrics: service.metricsUrl } : {}),
     };
@@ -83,16 +84,18 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
 async function runPrimary(config: Config, logger: Logger): Promise<void> {
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
+    databaseDirectUrl: config.databaseDirectUrl,
     dataDir: config.dataDir,
     logger,
     maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
   });
   // Refuse before forking when the workers' pools cannot fit in the database.
-  const poolSize = await poolSizeFor(database.url, config.webConcurrency, config.databasePoolSize).catch(async (error: unknown) => {
+  const poolSize = await poolSizeFor(database, config.webConcurrency, config.databasePoolSize).catch(async (error: unknown) => {
     await database.stop();
     throw error;
   });
-  const orm = await openOrm(database.url, { migrate: true, poolSize: 1 });
+  const preparedStatements = preparedStatementsFor(config.preparedStatements, database.behindPooler);
+  const orm = await openOrm(database.url, { migrate: true, poolSize: 1, directUrl: database.directUrl, behindPooler: database.behindPooler, preparedStatements });
   await orm.close(true);
   // The workers count; the primary serves their sum.
   const metricsServer =
@@ -110,7 +113,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   };
   database.embedded?.onStatusChange(() => Object.values(cluster.workers ?? {}).forEach((w) => w && report(w)));
   const fork = (): Worker => {
-    const worker = cluster.fork({ DATABASE_URL: database.url, DATABASE_POOL_SIZE: String(poolSize) });
+    const worker = cluster.fork({ DATABASE_URL: database.url, DATABASE_DIRECT_URL: database.directUrl, DATABASE_POOL_SIZE: String(poolSize) });
     worker.once('online', () => report(worker));
     return worker;
   };
@@ -120,7 +123,15 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
     const host = !address.address || address.address === '0.0.0.0' || address.address === '::' ? 'localhost' : address.address;
     const url = `http://${host}:${address.port}`;
     logger.info(
-      { url, docs: `${url}/docs`, database: database.description, workers: config.webConcurrency, ...(metricsServer ? { metrics: metricsServer.url } : {}) },
+      {
+        url,
+        docs: `${url}/docs`,
+        database: database.description,
+        workers: config.webConcurrency,
+        poolSize,
+        preparedStatements,
+        ...(metricsServer ? { metrics: metricsServer.url } : {}),
+      },
       listeningMessage(url, database.description, config.webConcurrency),
     );
   });

@@ -2,13 +2,17 @@
 import { loadConfig } from './config.js';
 import { createLogger } from './core/logger.js';
 import { openOrm } from './app/orm.js';
-import { openDatabase } from './db/database.js';
+import { openDatabase, preparedStatementsFor } from './db/database.js';
 
 const config = loadConfig();
 const logger = createLogger(config.logLevel);
-const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger });
+const database = await openDatabase({ databaseUrl: config.databaseUrl, databaseDirectUrl: config.databaseDirectUrl, dataDir: config.dataDir, logger });
 try {
-  const orm = await openOrm(database.url, { migrate: false });
+  const orm = await openOrm(database.url, {
+    migrate: false,
+    behindPooler: database.behindPooler,
+    preparedStatements: preparedStatementsFor(config.preparedStatements, database.behindPooler),
+  });
   const applied = await orm.migrator.up();
   logger.info({ applied: applied.map((m) => m.name) }, `applied ${applied.length} migration(s) on ${database.description}`);
   await orm.close(true);

@@ -10,7 +10,7 @@ import { systemClock, type Clock } from './core/clock.js';
 import type { Config } from './config.js';
 import type { Logger } from './core/logger.js';
 import { openOrm } from './app/orm.js';
-import { openDatabase, type DatabaseHandle } from './db/database.js';
+import { openDatabase, preparedStatementsFor, type DatabaseHandle } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { createApp } from './http/app.js';
 import { createHttpServer, maxConnectionsFor } from './http/http-server.js';
@@ -30,6 +30,8 @@ export interface RunningService {
   databaseDescription: string;
   /** Database connections this process may hold. */
   poolSize: number;
+  /** Whether statements outside transactions are named prepared statements (DATABASE_PREPARED_STATEMENTS). */
+  preparedStatements: boolean;
   orm: MikroORM;
   server: Server;
   /** Requests and procedure runs not yet over. */
@@ -82,6 +84,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     options.database ??
     (await openDatabase({
       databaseUrl: config.databaseUrl,
+      databaseDirectUrl: config.databaseDirectUrl,
       dataDir: config.dataDir,
       logger,
       maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
@@ -89,16 +92,25 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let orm: MikroORM;
   let poolSize: number;
   const metrics = config.metricsPort === undefined ? undefined : new ServiceMetrics();
+  const preparedStatements = preparedStatementsFor(config.preparedStatements, database.behindPooler);
   try {
-    poolSize = await poolSizeFor(database.url, config.webConcurrency, config.databasePoolSize);
-    orm = await openOrm(database.url, { migrate: options.migrate ?? true, poolSize, ...(metrics ? { onStatement: countStatement } : {}) });
+    poolSize = await poolSizeFor(database, config.webConcurrency, config.databasePoolSize);
+    orm = await openOrm(database.url, {
+      migrate: options.migrate ?? true,
+      poolSize,
+      directUrl: database.directUrl,
+      behindPooler: database.behindPooler,
+      preparedStatements,
+      ...(metrics ? { onStatement: countStatement } : {}),
+    });
     if (metrics) metrics.watchPool(await (orm.em.getConnection() as unknown as { getNativeClient(): Promise<PgPoolLike> }).getNativeClient());
   } catch (error) {
     if (!options.database) await database.stop();
     throw error;
   }
   const inFlight = new InFlight();
-  const events = new EventHub({ databaseUrl: database.url, log: logger });
+  // LISTEN needs a session of its own: on PostgreSQL itself, never through a pooler.
+  const events = new EventHub({ databaseUrl: database.directUrl, log: logger });
   metrics?.watchEventStreams(() => events.size);
   const app = createApp({
     events,
@@ -144,6 +156,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     port,
     databaseDescription: database.description,
     poolSize,
+    preparedStatements,
     orm,
     server: http,
     inFlight,

@@ -31,12 +31,30 @@ const UNAVAILABLE_CODES = new Set([
   '57014', '53100', '53200', 'EMFILE', 'ENFILE',
 ]);
 
+/**
+ * Too many connections, said by anyone: PostgreSQL's 53300 ("sorry, too many clients already",
+ * "too many connections for role", "remaining connection slots are reserved"), and PgBouncer's
+ * "no more connections allowed (max_client_conn)".
+ */
+const TOO_MANY_CONNECTIONS = /too many (clients|connections)|remaining connection slots are reserved|no more connections allowed/i;
+
+/**
+ * What a pooler says when it cannot serve now. PgBouncer sends every error of its own as
+ * 08P01 (protocol_violation), which from PostgreSQL would be a bug of ours (500); so 08P01
+ * counts only with one of these messages (PgBouncer 1.18's): no client slot, no server
+ * connection in time or at all, its own query timeout, shutting down or paused.
+ */
+const POOLER_UNAVAILABLE =
+  /max_client_conn|query_wait_timeout|query_timeout|query timeout|client_login_timeout|server_login_retry|cannot connect to server|server conn crashed|pgbouncer|shutting down|database .* is paused|server_connect_timeout/i;
+
 /** True when the error (or one of its causes) says the database cannot be reached. */
 export function isDatabaseUnavailable(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
     if (e instanceof ConnectionException) return true;
     const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
+    if (typeof message === 'string' && TOO_MANY_CONNECTIONS.test(message)) return true;
+    if (code === '08P01' && typeof message === 'string' && POOLER_UNAVAILABLE.test(message)) return true;
     if (typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Query read timeout/i.test(message)) {
       return true;
     }

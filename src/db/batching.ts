@@ -21,6 +21,14 @@
  *
  * This sits on each pooled `pg` client (the pool's `connect` event); statements counted by
  * the ORM's query log are unchanged, only messages are fewer (`roundTrips` counts them).
+ *
+ * A `transactionPrelude` (behind a transaction-mode pooler: the statement timeout, see
+ * src/db/orm-config.ts) opens every transaction in the message that opens it: after a leading
+ * `begin`, or, for a message sent outside a transaction, at its head: PostgreSQL runs a
+ * message of several statements as one implicit transaction, so a setting made there with
+ * `set_config(name, value, true)` holds for the statements after it and ends with them. Such
+ * a message cannot hold what refuses to run in a transaction block (CREATE DATABASE, VACUUM,
+ * CREATE INDEX CONCURRENTLY); nothing the service sends through its pool does.
  */
 import type pg from 'pg';
 
@@ -36,6 +44,11 @@ interface Waiting {
   begun: boolean;
 }
 
+export interface BatchOptions {
+  /** One statement that opens every transaction, explicit or implicit (see above). */
+  transactionPrelude?: string;
+}
+
 /** Messages sent to PostgreSQL through batching clients, for tests and metrics. */
 export const roundTrips = { count: 0 };
 
@@ -48,14 +61,36 @@ function isPlainText(config: unknown, values: unknown): config is string {
 }
 
 /** Makes one `pg` client batch as described above. */
-export function batchStatements(client: pg.PoolClient | pg.Client): void {
+export function batchStatements(client: pg.PoolClient | pg.Client, options: BatchOptions = {}): void {
   const send = client.query.bind(client) as Query;
   const waiting: Waiting = { statements: [], begun: false };
+  const prelude = options.transactionPrelude;
+  // The connection's transaction status, as PostgreSQL reports it after each message: `I`
+  // outside a transaction, `T` in one, `E` in a failed one. Statements are sent one message
+  // after another (each caller waits for its answer), so it is current when a message is made.
+  let status = 'I';
+  (client as unknown as { connection?: { on(event: 'readyForQuery', listener: (message: { status: string }) => void): void } }).connection?.on(
+    'readyForQuery',
+    (message) => (status = message.status),
+  );
+
+  /**
+   * One message of `statements`, with the prelude where it opens a transaction; `lead` is how
+   * many results come before the last statement's.
+   */
+  const compose = (statements: string[]): { text: string; lead: number } => {
+    let all = statements;
+    if (prelude !== undefined && status === 'I') {
+      const at = /^begin$/i.test(statements[0]!) ? 1 : 0;
+      all = [...statements.slice(0, at), prelude, ...statements.slice(at)];
+    }
+    return { text: all.join(';\n'), lead: all.length - 1 };
+  };
 
   /** Sends what waits, on its own; resolves when it ran (rejects with its error). */
   const sendWaiting = (): Promise<unknown> => {
     if (waiting.statements.length === 0) return Promise.resolve();
-    const text = waiting.statements.join(';\n');
+    const { text } = compose(waiting.statements);
     waiting.statements = [];
     waiting.begun = false;
     roundTrips.count++;
@@ -98,18 +133,14 @@ export function batchStatements(client: pg.PoolClient | pg.Client): void {
       waiting.begun = false;
       return Promise.resolve(emptyResult('ROLLBACK'));
     }
-    if (waiting.statements.length === 0) {
-      roundTrips.count++;
-      return send(config, values);
-    }
-    const before = waiting.statements.length;
-    const text = [...waiting.statements, sql].join(';\n');
+    const { text, lead } = compose([...waiting.statements, sql]);
     waiting.statements = [];
     waiting.begun = false;
     roundTrips.count++;
+    if (lead === 0) return send(config, values);
     return (send(text) as Promise<pg.QueryResult | pg.QueryResult[]>).then((result) => {
       // One result per statement: the caller gets its own statement's (or its several).
-      const own = Array.isArray(result) ? result.slice(before) : [result];
+      const own = Array.isArray(result) ? result.slice(lead) : [result];
       return own.length === 1 ? own[0] : own;
     });
   };
@@ -132,8 +163,8 @@ interface Discarding {
  * the pool only after its commit or rollback, so nothing should wait on it then; if something
  * does (a bug), it is dropped, never sent ahead of the next borrower's statements, and logged.
  */
-export function batchPool(pool: pg.Pool, onLeftover?: (statements: number) => void): void {
-  pool.on('connect', (client) => batchStatements(client));
+export function batchPool(pool: pg.Pool, onLeftover?: (statements: number) => void, options: BatchOptions = {}): void {
+  pool.on('connect', (client) => batchStatements(client, options));
   pool.on('release', (_error: unknown, client: pg.PoolClient) => {
     const left = (client as unknown as Discarding).discardWaiting?.() ?? 0;
     if (left > 0) onLeftover?.(left);

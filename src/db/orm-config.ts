@@ -8,6 +8,7 @@ import { Migrator } from '@mikro-orm/migrations';
 import { migrationsList } from './migrations/index.js';
 import type pg from 'pg';
 import { batchPool } from './batching.js';
+import { usePreparedStatements } from './prepared.js';
 
 export interface OrmSettings {
   clientUrl: string;
@@ -17,6 +18,13 @@ export interface OrmSettings {
   dbName?: string;
   /** Connections this process may hold. */
   poolSize?: number;
+  /**
+   * Whether clientUrl is a transaction-mode pooler (PgBouncer), where no setting may be left
+   * on a session: the statement timeout is then set per transaction (see below).
+   */
+  behindPooler?: boolean;
+  /** Named prepared statements for statements sent outside transactions (src/db/prepared.ts); default: not behind a pooler. */
+  preparedStatements?: boolean;
   /** Called with every SQL statement the ORM sends (for query-count tests and benchmarks). */
   onQuery?: (sql: string) => void;
   /** Called once for every SQL statement the ORM sends, without formatting it (metrics). */
@@ -34,6 +42,42 @@ function countingLogger(onStatement: () => void): NonNullable<Options['loggerFac
   return (options) => new CountingLogger(options);
 }
 
+/** No statement the service sends runs longer on the server than this (57014, answered 503). */
+export const STATEMENT_TIMEOUT_MS = 15_000;
+
+/**
+ * The statement timeout of the pool's connections, never sent as a start-up parameter (a
+ * pooler refuses those: PgBouncer answers `unsupported startup parameter`, 08P01):
+ * - on PostgreSQL itself, a session setting, sent once when a connection opens, ahead of its
+ *   first statement (queued by `pg` before it: part of opening the connection, as the start-up
+ *   parameter was, and not counted among the requests' round trips);
+ * - behind a pooler, where a session setting would stay on a server connection that other
+ *   clients borrow and be missing from the next one this service gets, a setting of each
+ *   transaction, explicit or implicit, that travels in the message that opens it
+ *   (batching.ts `transactionPrelude`): so also a statement sent on its own gets it, at no
+ *   round trip. (`set_config` inside the statement itself would come too late for it: the
+ *   timeout of a statement is armed when it starts.)
+ * The client's own `query_timeout` stays as the bound of last resort.
+ */
+function onPoolCreated(settings: OrmSettings) {
+  const behindPooler = settings.behindPooler ?? false;
+  return (pool: pg.Pool) => {
+    if (!behindPooler) {
+      pool.on('connect', (client) => {
+        // Before batching (registered next) wraps `query`: this goes out on its own, first.
+        client.query(`set statement_timeout = ${STATEMENT_TIMEOUT_MS}`).catch(() => undefined);
+      });
+    }
+    // Every pooled connection sends a transaction's `begin` with its first statement (batching.ts).
+    batchPool(
+      pool,
+      (n) => process.emitWarning(`${n} batched statement(s) left on a released connection were dropped`, 'BatchingWarning'),
+      behindPooler ? { transactionPrelude: `select set_config('statement_timeout', '${STATEMENT_TIMEOUT_MS}', true)` } : {},
+    );
+    usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler);
+  };
+}
+
 export function ormConfig(settings: OrmSettings): Options {
   return defineConfig({
     clientUrl: settings.clientUrl,
@@ -48,13 +92,10 @@ export function ormConfig(settings: OrmSettings): Options {
     pool: { min: 0, max: settings.poolSize ?? 10, idleTimeoutMillis: 30_000 },
     driverOptions: {
       connectionTimeoutMillis: 5_000,
-      statement_timeout: 15_000,
       // The client's own bound covers a message of several statements: the owner's lock (at
       // most 5 s of lock_timeout) travels with the write's first statement (15 s).
       query_timeout: 25_000,
-      // Every pooled connection sends a transaction's `begin` with its first statement (batching.ts).
-      onPoolCreated: (pool: pg.Pool) =>
-        batchPool(pool, (n) => process.emitWarning(`${n} batched statement(s) left on a released connection were dropped`, 'BatchingWarning')),
+      onPoolCreated: onPoolCreated(settings),
     },
     migrations: {
       migrationsList,

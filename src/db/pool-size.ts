@@ -6,6 +6,13 @@
  * clients"), also to the operator's psql. So the pool is sized to fit, with room left for
  * superusers and operators, or the service refuses to start and says what to change. The
  * embedded PostgreSQL is simply started with the max_connections the service needs.
+ *
+ * Behind a pooler, the pool's connections are the pooler's clients, not PostgreSQL's: what
+ * bounds them is the pooler's `max_client_conn`, and what reaches PostgreSQL its
+ * `default_pool_size` per database and user, neither of which the service can read
+ * (max_connections read through a pooler is PostgreSQL's, and says nothing of them). So there
+ * the size must be given (DATABASE_POOL_SIZE) and is taken as it is; README.md "Behind a
+ * pooler" says how to size it.
  */
 import pg from 'pg';
 
@@ -59,6 +66,16 @@ export function planPoolSize(limits: DatabaseLimits, workers: number, requested:
   throw new Error(`${budget}, not even one per process for WEB_CONCURRENCY=${workers}: lower WEB_CONCURRENCY, or raise max_connections.`);
 }
 
-export async function poolSizeFor(url: string, workers: number, requested: number | undefined): Promise<number> {
-  return planPoolSize(await readDatabaseLimits(url), workers, requested);
+export async function poolSizeFor(
+  database: { url: string; behindPooler: boolean },
+  workers: number,
+  requested: number | undefined,
+): Promise<number> {
+  if (!database.behindPooler) return planPoolSize(await readDatabaseLimits(database.url), workers, requested);
+  if (requested !== undefined) return requested;
+  throw new Error(
+    'DATABASE_URL is a pooler (DATABASE_DIRECT_URL differs from it), whose limits the service cannot read: ' +
+      "set DATABASE_POOL_SIZE, so that every instance's WEB_CONCURRENCY × DATABASE_POOL_SIZE together stay within the pooler's max_client_conn " +
+      '(README.md, "Behind a pooler").',
+  );
 }

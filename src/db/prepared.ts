@@ -14,6 +14,14 @@
  * placeholders: none in comments, `$$` bodies or escaped strings, no `??` or `?|` operators.
  * A prepared statement outlives a migration on its connection: one that changes the type of
  * a column such a statement returns needs the service restarted (it migrates on start).
+ *
+ * Behind a transaction-mode pooler, a statement prepared on one server connection is missing
+ * from the next (26000) or already there (42P05): PgBouncer carries protocol-level prepared
+ * statements only from 1.21 (`max_prepared_statements`). So a pool may go without them
+ * (`usePreparedStatements(pool, false)`: DATABASE_PREPARED_STATEMENTS, off by default behind
+ * a pooler), and its statements then go through the ORM as in a transaction. With them on, a
+ * connection that answers 26000 or 42P05 is closed, never reused, and the statement (which
+ * did not run: both come before execution) is sent again through the ORM.
  */
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
@@ -28,6 +36,15 @@ export interface Prepared {
 }
 
 const cache = new Map<string, Prepared>();
+
+/** Pools whose statements are not prepared (behind a pooler). */
+const unprepared = new WeakSet<object>();
+
+/** Whether the statements sent through `pool` outside transactions are prepared (the default). */
+export function usePreparedStatements(pool: object, on: boolean): void {
+  if (on) unprepared.delete(pool);
+  else unprepared.add(pool);
+}
 
 /** The prepared form of a statement (kept by text: the set of texts is small and fixed). */
 export function prepared(sql: string): Prepared {
@@ -47,12 +64,13 @@ interface ConnectionInternals {
   executeQuery<T>(query: string, run: () => Promise<T>, context?: Record<string, unknown>): Promise<T>;
 }
 
-/** Runs a statement, prepared when outside a transaction; returns its rows. */
+/** Runs a statement, prepared when outside a transaction (and the pool prepares); returns its rows. */
 export async function execute<T extends object = Record<string, unknown>>(em: SqlEntityManager, sql: string, params: unknown[] = []): Promise<T[]> {
   if (em.isInTransaction()) return em.execute<T[]>(sql, params);
-  const statement = prepared(sql);
   const connection = em.getConnection() as unknown as ConnectionInternals;
   const pool = await connection.getNativeClient();
+  if (unprepared.has(pool)) return em.execute<T[]>(sql, params);
+  const statement = prepared(sql);
   try {
     return await connection.executeQuery(statement.sql, async () => {
       // Not `pool.query`: it hands a client back with the error of its statement, and the pool
@@ -63,15 +81,42 @@ export async function execute<T extends object = Record<string, unknown>>(em: Sq
       try {
         return (await client.query<T & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: params })).rows;
       } catch (error) {
-        if (!answeredByServer(error)) broken = error as Error;
+        if (!answeredByServer(error) || preparedElsewhere(error)) broken = error as Error;
         throw error;
       } finally {
         client.release(broken);
       }
     });
   } catch (error) {
+    if (preparedElsewhere(error)) {
+      warnPreparedElsewhere(error as Error);
+      return em.execute<T[]>(sql, params);
+    }
     throw em.getDriver().convertException(error as Error);
   }
+}
+
+/**
+ * The server connection does not hold the statements `pg` prepared on this client (26000), or
+ * holds one of that name already (42P05): a pooler hands out server connections per
+ * transaction. Neither ran the statement.
+ */
+function preparedElsewhere(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === '26000' || code === '42P05';
+}
+
+let warned = false;
+
+function warnPreparedElsewhere(error: Error): void {
+  if (warned) return;
+  warned = true;
+  process.emitWarning(
+    `A prepared statement was missing from its connection or already on it (${(error as { code?: string }).code}: ${error.message}): ` +
+      'is DATABASE_URL a pooler in transaction mode? Set DATABASE_DIRECT_URL to PostgreSQL itself, or DATABASE_PREPARED_STATEMENTS=off. ' +
+      'The connection was closed and the statement sent again unprepared.',
+    'PreparedStatementWarning',
+  );
 }
 
 /**

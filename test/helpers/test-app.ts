@@ -23,10 +23,24 @@ export const seconds = (ms: number) => Math.floor(ms / 1000);
 
 export type { ApiResponse, RequestOptions } from './http.js';
 
+/**
+ * PostgreSQL itself for a database URL of the run: the same URL, except in the pooled tier
+ * (test/helpers/global-setup.ts), where the run's URLs lead through PgBouncer and this one
+ * leads past it (for LISTEN and the migration lock, as DATABASE_DIRECT_URL does).
+ */
+export function directUrlOf(databaseUrl: string): string {
+  const admin = new URL(inject('adminDatabaseUrl'));
+  const direct = new URL(inject('directAdminDatabaseUrl'));
+  const url = new URL(databaseUrl);
+  if (url.host !== admin.host) return databaseUrl;
+  url.host = direct.host;
+  return url.toString();
+}
+
 export async function createTestDatabase(): Promise<string> {
   const admin = inject('adminDatabaseUrl');
   const name = `t_${process.pid}_${randomBytes(5).toString('hex')}`;
-  const client = new pg.Client({ connectionString: admin });
+  const client = new pg.Client({ connectionString: directUrlOf(admin) });
   await client.connect();
   try {
     await client.query(`create database "${name}"`);
@@ -56,9 +70,10 @@ export interface TestAppOptions {
 
 export async function startTestApp(options: TestAppOptions = {}) {
   const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
-  const orm: MikroORM = await openOrm(databaseUrl, { migrate: true, poolSize: 20 });
+  const directUrl = directUrlOf(databaseUrl);
+  const orm: MikroORM = await openOrm(databaseUrl, { migrate: true, poolSize: 20, directUrl });
   const clock = options.clock ?? new ManualClock(T0);
-  const events = new EventHub({ databaseUrl, idleMs: options.eventsIdleMs, slowClientMs: options.eventsSlowClientMs });
+  const events = new EventHub({ databaseUrl: directUrl, idleMs: options.eventsIdleMs, slowClientMs: options.eventsSlowClientMs });
   const app = createApp({
     orm,
     clock,

@@ -1,0 +1,299 @@
+/**
+ * A PostgreSQL 15 and a PgBouncer in transaction mode in front of it, as a deployment behind a
+ * pooler has them: both from the system's packages (Debian: `postgresql-15`, `pgbouncer`;
+ * `.ci/run` installs them), started by the test on free loopback ports in a temporary folder,
+ * and stopped by it. Tests point the service's DATABASE_URL at `pooledUrl` and its
+ * DATABASE_DIRECT_URL at `directUrl`.
+ *
+ * As root, both run as the `postgres` system user (initdb refuses root, and so does
+ * PgBouncer); otherwise as the current user. Nothing outside the temporary folder changes.
+ * A watchdog stops both, and removes the folder, when the process that started them dies
+ * without stopping them.
+ *
+ * Missing binaries: `pooledTierSkip` (and `skipWithout('haproxy', ...)` for tests that also
+ * need HAProxy) says whether a test may skip: on a developer's machine without the packages;
+ * in CI (`CI` set) it never skips, and the start fails saying what to install.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { freePort } from './net.js';
+
+export const POSTGRES_BIN_DIR = '/usr/lib/postgresql/15/bin';
+export const PGBOUNCER_BIN = '/usr/sbin/pgbouncer';
+export const HAPROXY_BIN = '/usr/sbin/haproxy';
+export const INSTALL_LINE = 'apt-get install -y postgresql-15 pgbouncer haproxy';
+
+/** The binaries of each component the tests start (Debian's paths). */
+const BINARIES = {
+  postgres: [path.join(POSTGRES_BIN_DIR, 'initdb'), path.join(POSTGRES_BIN_DIR, 'postgres')],
+  pgbouncer: [PGBOUNCER_BIN],
+  haproxy: [HAPROXY_BIN],
+};
+type Component = keyof typeof BINARIES;
+
+/** The binaries of these components that this machine lacks. */
+export function missingBinaries(...components: Component[]): string[] {
+  return components.flatMap((c) => BINARIES[c]).filter((bin) => !existsSync(bin));
+}
+
+/**
+ * Whether a test that needs these components skips: only when one is missing and this is not
+ * CI. In CI a missing binary is a failure (the start throws), never a silent skip.
+ */
+export function skipWithout(...components: Component[]): boolean {
+  return missingBinaries(...components).length > 0 && !process.env.CI;
+}
+
+/** Whether tests of PostgreSQL behind PgBouncer skip (see `skipWithout`). */
+export const pooledTierSkip = skipWithout('postgres', 'pgbouncer');
+
+export interface PooledDatabaseOptions {
+  /** Settings of pgbouncer.ini's [pgbouncer] section, over the defaults below. */
+  bouncer?: Record<string, string | number>;
+  /** `postgres -c` settings, over the defaults below. */
+  postgres?: Record<string, string | number>;
+}
+
+export interface PooledDatabase {
+  readonly postgresPort: number;
+  readonly bouncerPort: number;
+  /** PostgreSQL itself (for LISTEN, the migration lock, and the test's own checks). */
+  directUrl(database?: string): string;
+  /** The same database through PgBouncer (transaction mode). */
+  pooledUrl(database?: string): string;
+  /** A new database, created on PostgreSQL directly; both its URLs. */
+  createDatabase(name?: string): Promise<{ name: string; pooledUrl: string; directUrl: string }>;
+  /** What PgBouncer logged so far. */
+  bouncerLog(): string;
+  stop(): Promise<void>;
+}
+
+const USER = 'postgres';
+
+/** Defaults: a pool smaller than the clients' so that clients share server connections. */
+const BOUNCER_DEFAULTS: Record<string, string | number> = {
+  pool_mode: 'transaction',
+  auth_type: 'trust',
+  max_client_conn: 500,
+  default_pool_size: 4,
+  min_pool_size: 0,
+  reserve_pool_size: 0,
+  max_db_connections: 0,
+  server_lifetime: 3600,
+  server_idle_timeout: 60,
+  query_wait_timeout: 30,
+  // No ignore_startup_parameters: a start-up parameter PgBouncer does not know fails the connection, as in production.
+  log_connections: 0,
+  log_disconnections: 0,
+  log_pooler_errors: 1,
+  stats_period: 3600,
+};
+
+const POSTGRES_DEFAULTS: Record<string, string | number> = {
+  listen_addresses: '127.0.0.1',
+  unix_socket_directories: '',
+  max_connections: 200,
+  // Durability is not under test here.
+  fsync: 'off',
+  synchronous_commit: 'off',
+  full_page_writes: 'off',
+  shared_buffers: '32MB',
+};
+
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+function runAs(): RunAs | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const id = (flag: string) => Number(execFileSync('id', [flag, USER], { encoding: 'utf8' }).trim());
+  try {
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    throw new Error(`As root, PostgreSQL and PgBouncer run as the "${USER}" user, which does not exist (the postgresql-15 package creates it).`);
+  }
+}
+
+/** Runs a program to its end; rejects with its output when it fails. */
+function run(command: string, args: string[], options: { cwd: string; user?: RunAs }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' }, ...options.user });
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(command)} exited with ${code}:\n${out}`))));
+  });
+}
+
+/** Starts a long-running program and resolves once a line of its output matches `ready`. */
+function startDaemon(
+  command: string,
+  args: string[],
+  options: { cwd: string; user?: RunAs; ready: RegExp; what: string },
+): Promise<{ child: ChildProcess; output: () => string; exited: Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      env: { ...process.env, LC_ALL: 'C' },
+      ...options.user,
+    });
+    let out = '';
+    let ready = false;
+    const exited = new Promise<void>((done) => child.once('exit', () => done()));
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.length > 200_000) out = out.slice(-100_000);
+      if (!ready && options.ready.test(out)) {
+        ready = true;
+        resolve({ child, output: () => out, exited });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('error', (error) => reject(new Error(`${options.what} could not be run: ${error.message}`)));
+    child.once('exit', (code, signal) => {
+      if (!ready) reject(new Error(`${options.what} exited (${signal ?? `code ${code}`}) before it was ready:\n${out.slice(-3000)}`));
+    });
+  });
+}
+
+/**
+ * Stops the given processes when this process dies without stopping them, and then removes
+ * their folder: a shell reads a pipe from this process until the kernel closes it, signals
+ * them, waits (at most 10 s) for them to exit, and removes `dir`.
+ */
+function startWatchdog(targets: Array<{ pid: number; signal: string }>, dir: string): ChildProcess {
+  const kills = targets.map((t) => `kill -${t.signal} ${t.pid} 2>/dev/null`).join('; ');
+  const alive = targets.map((t) => `kill -0 ${t.pid} 2>/dev/null`).join(' || ');
+  const script = `while read -r _; do :; done; ${kills}; i=0; while { ${alive}; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; rm -rf -- "$1"; exit 0`;
+  const watchdog = spawn('/bin/sh', ['-c', script, 'watchdog', dir], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  watchdog.on('error', () => undefined);
+  watchdog.stdin!.on('error', () => undefined);
+  (watchdog.stdin as unknown as net.Socket).unref?.();
+  watchdog.unref();
+  return watchdog;
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill(signal);
+  const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(force);
+}
+
+const iniValue = (value: string | number) => String(value);
+
+/** Starts PostgreSQL 15 and PgBouncer (transaction mode) in front of it. */
+export async function startPooledDatabase(options: PooledDatabaseOptions = {}): Promise<PooledDatabase> {
+  const missing = missingBinaries('postgres', 'pgbouncer');
+  if (missing.length > 0) {
+    throw new Error(`The pooled setup needs ${missing.join(', ')}: install them with \`${INSTALL_LINE}\` (as root, after apt-get update).`);
+  }
+  const user = runAs();
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-pooled-'));
+  const dataDir = path.join(dir, 'pg');
+  await fs.mkdir(dataDir, { mode: 0o700 });
+  if (user) {
+    await fs.chown(dir, user.uid, user.gid);
+    await fs.chown(dataDir, user.uid, user.gid);
+  }
+  const cleanups: Array<() => Promise<void>> = [() => fs.rm(dir, { recursive: true, force: true })];
+  const cleanup = async () => {
+    for (const step of cleanups.reverse()) await step().catch(() => undefined);
+  };
+  try {
+    await run(path.join(POSTGRES_BIN_DIR, 'initdb'), ['-D', dataDir, '--auth=trust', `--username=${USER}`, '--encoding=UTF8', '--no-locale', '--no-sync'], {
+      cwd: dir,
+      user,
+    });
+    const postgresPort = await freePort();
+    const settings = { ...POSTGRES_DEFAULTS, ...options.postgres };
+    const postgres = await startDaemon(
+      path.join(POSTGRES_BIN_DIR, 'postgres'),
+      ['-D', dataDir, '-p', String(postgresPort), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])],
+      { cwd: dir, user, ready: /database system is ready to accept connections/, what: 'PostgreSQL 15' },
+    );
+    cleanups.push(() => stopChild(postgres.child, postgres.exited, 'SIGINT'));
+
+    const bouncerPort = await freePort();
+    const userlist = path.join(dir, 'userlist.txt');
+    await fs.writeFile(userlist, `"${USER}" ""\n`, { mode: 0o600 });
+    const bouncerSettings: Record<string, string | number> = {
+      listen_addr: '127.0.0.1',
+      listen_port: bouncerPort,
+      unix_socket_dir: '',
+      auth_file: userlist,
+      admin_users: USER,
+      ...BOUNCER_DEFAULTS,
+      ...options.bouncer,
+    };
+    const ini = [
+      '[databases]',
+      // Every database of the server, by its own name (an "auto-database" per name).
+      `* = host=127.0.0.1 port=${postgresPort}`,
+      '',
+      '[pgbouncer]',
+      ...Object.entries(bouncerSettings).map(([k, v]) => `${k} = ${iniValue(v)}`),
+      '',
+    ].join('\n');
+    const iniFile = path.join(dir, 'pgbouncer.ini');
+    await fs.writeFile(iniFile, ini, { mode: 0o600 });
+    if (user) {
+      await fs.chown(userlist, user.uid, user.gid);
+      await fs.chown(iniFile, user.uid, user.gid);
+    }
+    const bouncer = await startDaemon(PGBOUNCER_BIN, [iniFile], { cwd: dir, user, ready: /process up/, what: 'PgBouncer' });
+    cleanups.push(() => stopChild(bouncer.child, bouncer.exited, 'SIGTERM'));
+    const watchdog = startWatchdog(
+      [
+        { pid: bouncer.child.pid!, signal: 'TERM' },
+        { pid: postgres.child.pid!, signal: 'INT' },
+      ],
+      dir,
+    );
+    cleanups.push(async () => void watchdog.kill('SIGKILL'));
+    const stopOnExit = () => {
+      bouncer.child.kill('SIGTERM');
+      postgres.child.kill('SIGINT');
+    };
+    process.once('exit', stopOnExit);
+    cleanups.push(async () => void process.off('exit', stopOnExit));
+
+    const url = (port: number, database: string) => `postgresql://${USER}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+    const directUrl = (database = 'postgres') => url(postgresPort, database);
+    const pooledUrl = (database = 'postgres') => url(bouncerPort, database);
+    let stopping: Promise<void> | undefined;
+    return {
+      postgresPort,
+      bouncerPort,
+      directUrl,
+      pooledUrl,
+      async createDatabase(name = `p_${process.pid}_${randomBytes(4).toString('hex')}`) {
+        const client = new pg.Client({ connectionString: directUrl() });
+        await client.connect();
+        try {
+          await client.query(`create database "${name.replaceAll('"', '""')}"`);
+        } finally {
+          await client.end();
+        }
+        return { name, pooledUrl: pooledUrl(name), directUrl: directUrl(name) };
+      },
+      bouncerLog: () => bouncer.output(),
+      stop: () => (stopping ??= cleanup()),
+    };
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+}
