@@ -9,6 +9,7 @@ import { Migration20261123000000_task_counts } from './Migration20261123000000_t
 import { Migration20261123100000_change_log } from './Migration20261123100000_change_log.js';
 import { Migration20261123200000_versions_and_idempotency } from './Migration20261123200000_versions_and_idempotency.js';
 import { Migration20261123300000_next_task_order } from './Migration20261123300000_next_task_order.js';
+import { Migration20261124000000_event_stream_leases } from './Migration20261124000000_event_stream_leases.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -17,4 +18,5 @@ export const migrationsList = [
   { name: 'Migration20261123100000_change_log', class: Migration20261123100000_change_log },
   { name: 'Migration20261123200000_versions_and_idempotency', class: Migration20261123200000_versions_and_idempotency },
   { name: 'Migration20261123300000_next_task_order', class: Migration20261123300000_next_task_order },
+  { name: 'Migration20261124000000_event_stream_leases', class: Migration20261124000000_event_stream_leases },
 ];
