@@ -27,6 +27,7 @@ import { appRouter } from '../app/router.js';
 import { authenticate } from '../users/authentication.js';
 import { EventHub } from '../changes/event-hub.js';
 import { EVENTS_PATH } from '../changes/events.router.js';
+import { streamLeases } from '../changes/stream-leases.js';
 import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
@@ -125,6 +126,8 @@ export function createApp(deps: AppDependencies): express.Express {
   const logFailure = failureLog(logger, 'request failed', poolStateOf(orm));
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
   const events = deps.events ?? new EventHub({ databaseUrl: orm.config.get('clientUrl')!, log: logger });
+  // The streams' leases live in this database, shared with every other process on it.
+  events.useLeases(streamLeases(() => orm.em.fork()));
   app.locals.events = events;
   const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }): Context => {
     const em = orm.em.fork();
