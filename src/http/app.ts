@@ -1,7 +1,8 @@
 /**
  * The Express application: request ids and logs, health, the OpenAPI document and its
- * docs page, the tRPC door at /trpc, the REST door under /api, and the error envelope for
- * everything that falls through.
+ * docs page, the tRPC door at /trpc, the REST event stream (whose limits, like the tRPC
+ * subscription's, are kept in the database: the hub's stream leases, the rate-limit rows), the
+ * REST door under /api, and the error envelope for everything that falls through.
  */
 import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
@@ -221,7 +222,13 @@ export function createApp(deps: AppDependencies): express.Express {
     }),
   );
 
-  app.get(EVENTS_PATH, eventStreamHandler({ orm, clock, live: events, logger, authenticate: (a) => authenticate(orm.em.fork(), a, clock.now()) }));
+  app.get(
+    EVENTS_PATH,
+    eventStreamHandler({
+      orm, clock, live: events, logger, rateLimits, clientAddress,
+      authenticate: (a) => authenticate(orm.em.fork(), a, clock.now()),
+    }),
+  );
 
   const api = express.Router();
   api.use(...restHandlers({ router: appRouter, createContext, logFailure }));
