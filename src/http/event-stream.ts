@@ -16,7 +16,8 @@
  *   tick re-checks the token, so a revoked or expired one ends the stream within one tick.
  * - A client too slow to read: the server writes one page at a time and waits for the
  *   socket to drain; one that does not drain within 30 s (`slowClientMs`) is told why and
- *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that.
+ *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that. A
+ *   client that is gone ends its stream at once, whatever the stream was doing when it went.
  */
 import type { Request, RequestHandler, Response } from 'express';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -49,7 +50,13 @@ function wantsEventStream(req: Request): boolean {
   return (req.headers.accept ?? '').toLowerCase().includes('text/event-stream');
 }
 
+/**
+ * Whether the socket drained within `ms`. A response whose client is gone answers false at
+ * once: its 'close' has been emitted already and would never come again, so the stream (and
+ * its lease among the token's streams) would otherwise stay until `ms` ran out.
+ */
 function drained(res: Response, ms: number): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
   return new Promise((resolve) => {
     const done = (ok: boolean) => {
       clearTimeout(timer);
