@@ -15,10 +15,10 @@
  * leases of all its streams in one statement every `leaseRenewMs` (5 s, or the idle tick if
  * shorter), closing a stream deletes its lease, and the leases of a process that died expire
  * `leaseMs` (15 s) after their last renewal. A stream whose lease is found gone (the process
- * could not renew it in time and it was pruned) ends with a 503 telling its client to
- * reconnect, so the limit holds even then. `stop()` ends every stream and gives their leases
- * back, so that a graceful stop lets clients reconnect elsewhere at once. `size` counts this
- * process's open streams.
+ * could not renew it in time and it was pruned) takes one again if its token has room, and
+ * otherwise ends with a 503 telling its client to reconnect, so the limit holds even then.
+ * `stop()` ends every stream and gives their leases back, so that a graceful stop lets
+ * clients reconnect elsewhere at once. `size` counts this process's open streams.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -146,7 +146,7 @@ export interface EventHubOptions {
   slowClientMs?: number;
   /** Milliseconds between renewals of this process's leases: the idle tick, at most 5 s. */
   leaseRenewMs?: number;
-  /** Milliseconds a lease lives after its last renewal: three renewals, at least 3 s. */
+  /** Milliseconds a lease lives after its last renewal: three renewals, at least 10 s. */
   leaseMs?: number;
   log?: Logger;
 }
@@ -154,7 +154,7 @@ export interface EventHubOptions {
 /** Seconds a client refused for the number of its token's streams is told to wait. */
 const STREAMS_RETRY_AFTER = 5;
 /** How long a graceful stop waits for the leases of its streams to be deleted. */
-const RELEASE_ON_STOP_MS = 2_000;
+const RELEASE_ON_STOP_MS = 5_000;
 
 export class EventHub implements LiveEvents {
   readonly idleMs: number;
@@ -177,7 +177,8 @@ export class EventHub implements LiveEvents {
     this.idleMs = options.idleMs ?? 15_000;
     this.slowClientMs = options.slowClientMs ?? 30_000;
     this.leaseRenewMs = options.leaseRenewMs ?? Math.min(this.idleMs, 5_000);
-    this.leaseMs = options.leaseMs ?? Math.max(3 * this.leaseRenewMs, 3_000);
+    // Never so short that a process stalled by load (a long GC, a busy machine) loses its leases.
+    this.leaseMs = options.leaseMs ?? Math.max(3 * this.leaseRenewMs, 10_000);
     this.#leases = options.leases;
   }
 
@@ -283,9 +284,10 @@ export class EventHub implements LiveEvents {
 
   /**
    * Renews the leases of this process's streams, all in one statement. A stream whose lease is
-   * gone (not renewed in time, then pruned: its slot may be another stream's now) ends, and its
-   * client reconnects; a renewal that fails (database down) waits for the next round, the
-   * streams meanwhile end by themselves when they cannot read the log.
+   * gone (not renewed in time, then pruned) takes one again, or ends when its token has no room
+   * left (its client reconnects and is counted again); a renewal that fails (database down)
+   * waits for the next round, the streams meanwhile end by themselves when they cannot read
+   * the log.
    */
   async #renew(): Promise<void> {
     if (this.#renewing || !this.#leases) return;
@@ -294,7 +296,13 @@ export class EventHub implements LiveEvents {
       const open = [...this.#byUser.values()].flatMap((set) => [...set]);
       if (open.length === 0) return;
       const kept = await this.#leases.renew(open.map((s) => s.lease), this.leaseMs);
-      for (const s of open) if (!kept.has(s.leaseId) && !s.closed) s.close(leaseLost());
+      for (const s of open) {
+        if (kept.has(s.leaseId) || s.closed) continue;
+        // Its lease lapsed and was pruned (this process stalled past leaseMs): it takes one
+        // again if its token has room, and ends otherwise (its slot is another stream's now).
+        const again = await this.#leases.take(s.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
+        if (!again && !s.closed) s.close(leaseLost());
+      }
     } catch (error) {
       this.#logLeaseFailure(error, 'event stream leases not renewed this round');
     } finally {
