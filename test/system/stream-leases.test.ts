@@ -5,8 +5,9 @@
  *   count runs after the token's lock is held, not on a snapshot from before it);
  * - the 10 are shared by both instances and both doors (REST by header or ticket, tRPC);
  * - a graceful stop gives its streams' slots back at once; closing streams deletes their leases;
- * - an open stream's lease is renewed past its lifetime, and a stream whose lease is gone ends
- *   with 503 so that its client reconnects (and is counted again);
+ * - an open stream's lease is renewed; one that lapsed is taken again while the token has
+ *   room, and otherwise its stream ends with 503 so that its client reconnects (and is
+ *   counted again);
  * - housekeeping deletes expired leases and keeps live ones.
  */
 import { randomUUID } from 'node:crypto';
@@ -15,6 +16,7 @@ import { pruneStreamLeases, streamLeases } from '../../src/changes/stream-leases
 import { MAX_STREAMS_PER_TOKEN } from '../../src/changes/event-hub.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
 import { startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';
+import { hashAccessToken } from '../../src/users/credentials.js';
 
 const one = useTestApp({ eventsIdleMs: 150 });
 const EVENTS = '/api/users/me/events';
@@ -27,6 +29,10 @@ async function sql<T = any>(query: string, params: unknown[] = []): Promise<T[]>
 
 const liveLeases = async (userId: number) =>
   (await sql<{ n: number }>('select count(*)::int as n from event_stream_leases where user_id = ? and expires_at > clock_timestamp()', [userId]))[0]!.n;
+
+/** Lease rows of the user, live or expired. */
+const allLeases = async (userId: number) =>
+  (await sql<{ n: number }>('select count(*)::int as n from event_stream_leases where user_id = ?', [userId]))[0]!.n;
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -131,14 +137,15 @@ describe('streams of one token on two instances', () => {
       // The second instance stops: its six streams end and their slots are free as it has stopped.
       await two.close();
       twoClosed = true;
-      expect(await liveLeases(user.id)).toBe(4);
+      // Deleted, not left to expire: no row of theirs is left, live or not.
+      expect(await allLeases(user.id)).toBe(4);
       const reopened = await Promise.all(Array.from({ length: 6 }, () => restStream(one, { Authorization: token })));
       expect(reopened.map((s) => s.status)).toEqual(Array(6).fill(200));
       expect((await restStream(one, { Authorization: token })).status).toBe(429);
 
       // Every stream closed by its client: every lease deleted (not left to expire).
       for (const s of [...opened, ...reopened, ...onTrpc.map((t) => t.stream)]) s.close();
-      await until('the leases of closed streams are deleted', async () => (await sql<{ n: number }>('select count(*)::int as n from event_stream_leases where user_id = ?', [user.id]))[0]!.n === 0);
+      await until('the leases of closed streams are deleted', async () => (await allLeases(user.id)) === 0);
       expect(one.events.size).toBe(0);
     } finally {
       if (!twoClosed) await two.close();
@@ -147,22 +154,39 @@ describe('streams of one token on two instances', () => {
 });
 
 describe('an open stream\'s lease', () => {
-  it('is renewed while the stream is open; a stream whose lease is gone ends with 503 and its client reconnects', async () => {
+  it('is renewed while the stream is open; a lapsed one is taken again while the token has room, and its stream ends with 503 when the token has none', async () => {
     const user = await userWithAnEvent();
     const s = await restStream(one, { Authorization: user.token }, '?after=1');
     expect(s.status).toBe(200);
-    const [first] = await sql<{ expires_at: Date }>('select expires_at from event_stream_leases where user_id = ?', [user.id]);
-    // Past the first expiry, the lease is still there and live: it was renewed.
-    await until('the database clock passes the lease\'s first expiry', async () => (await sql<{ past: boolean }>('select clock_timestamp() > ? as past', [first!.expires_at]))[0]!.past);
-    expect(await liveLeases(user.id)).toBe(1);
+    const expiry = async () =>
+      (await sql<{ id: string; expires_at: number }>('select id, extract(epoch from expires_at)::float8 as expires_at from event_stream_leases where user_id = ?', [user.id]))[0];
+    const first = (await expiry())!;
+    await until('the lease is renewed', async () => {
+      const now = await expiry();
+      return now !== undefined && now.expires_at > first.expires_at;
+    });
 
-    // Its lease is gone (a process that could not renew it in time, then an open or housekeeping pruned it).
+    // Its lease lapsed and was pruned (its process stalled): it takes it again, the stream goes on.
     await sql('delete from event_stream_leases where user_id = ?', [user.id]);
-    const last = await s.nextEvent(5_000);
-    expect(last.event).toBe('error');
+    await until('the lapsed lease is taken again', async () => (await expiry())?.id === first.id);
+    expect((await one.request('POST', '/api/users/me/tasks', { token: user.token, body: { task: { label: 'still here' } } })).status).toBe(201);
+    expect((await s.nextEvent()).id).toBe('2');
+
+    // Lapsed again, and meanwhile 10 other streams of the token took every slot: it ends with 503.
+    const tokenHash = hashAccessToken(user.token);
+    await sql(
+      `with gone as (delete from event_stream_leases where user_id = ? returning 1)
+       insert into event_stream_leases (user_id, id, token_hash, expires_at)
+       select ?, gen_random_uuid(), ?, clock_timestamp() + interval '1 minute' from generate_series(1, ?)`,
+      [user.id, user.id, tokenHash, MAX_STREAMS_PER_TOKEN],
+    );
+    let last = await s.nextEvent(5_000);
+    while (last.event !== 'error') last = await s.nextEvent(5_000);
     expect(JSON.parse(last.data).errors[0].code).toBe('service_unavailable');
     await s.ended;
-    const again = await restStream(one, { Authorization: user.token }, '?after=1');
+    expect((await restStream(one, { Authorization: user.token })).status).toBe(429);
+    await sql('delete from event_stream_leases where user_id = ?', [user.id]);
+    const again = await restStream(one, { Authorization: user.token }, '?after=2');
     expect(again.status).toBe(200);
     expect(await liveLeases(user.id)).toBe(1);
     again.close();
