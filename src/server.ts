@@ -18,6 +18,7 @@ import { startHousekeeping } from './core/housekeeping.js';
 import { pruneRateLimits } from './core/rate-limit.js';
 import { pruneExpiredTokens } from './users/authentication.js';
 import { pruneChangeLog, pruneStreamTickets } from './changes/event.store.js';
+import { pruneStreamLeases } from './changes/stream-leases.js';
 import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
 import { ServiceMetrics, type PgPoolLike } from './metrics/service-metrics.js';
@@ -136,6 +137,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       { name: 'access tokens', run: (now) => pruneExpiredTokens(em(), now) },
       { name: 'change log', run: (now) => pruneChangeLog(em(), now, config.eventsRetentionDays) },
       { name: 'stream tickets', run: (now) => pruneStreamTickets(em(), now) },
+      // On the database's clock, as the leases are.
+      { name: 'stream leases', run: () => pruneStreamLeases(em()) },
     ],
     options.clock ?? systemClock,
     logger,

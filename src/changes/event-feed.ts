@@ -4,7 +4,8 @@
  * one as it commits. The token is re-checked at least once an idle period (15 s), busy or
  * not, so a revoked or expired token ends its streams within that time (at once in the
  * process that revoked it); an idle tick also re-reads the table (so a lost notification
- * delays an event by one tick at most, never loses it).
+ * delays an event by one tick at most, never loses it). A feed ends as soon as its client is
+ * gone (its signal), closing its subscription and so giving back its stream's lease.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from '../core/errors.js';
@@ -69,6 +70,8 @@ export async function* followEvents(options: FeedOptions): AsyncGenerator<Stored
       if (woken === 'closed' || subscription.closed || options.signal.aborted) return;
       if (woken === 'idle' || Date.now() - checkedAt >= idleMs) {
         if (!(await options.stillAuthorized())) throw DomainError.unauthorized('The access token was revoked or has expired.');
+        // The client may have gone while the token was checked: nothing more is written then.
+        if (subscription.closed || options.signal.aborted) return;
         checkedAt = Date.now();
         if (woken === 'idle') yield null;
       }

@@ -8,17 +8,28 @@
  * which always reads the table) but never lose, repeat or reorder one; and live delivery
  * costs no query per stream.
  *
- * It also enforces the streams' limits: at most MAX_STREAMS_PER_TOKEN open streams per access
- * token in this process (API-CONTRACT.md §10), and `stop()` ends every stream so that a
- * graceful stop lets clients reconnect elsewhere.
+ * It also enforces the streams' limit, MAX_STREAMS_PER_TOKEN open streams per access token
+ * across every process and instance on the database (API-CONTRACT.md §10), with a lease per
+ * stream in PostgreSQL (stream-leases.ts): opening a stream takes one (one statement; 429 when
+ * the token holds 10 live ones, 503 when the database cannot say), the process renews the
+ * leases of all its streams in one statement every `leaseRenewMs` (5 s, or the idle tick if
+ * shorter), closing a stream deletes its lease, and the leases of a process that died expire
+ * `leaseMs` (15 s) after their last renewal. A stream whose lease is found gone (the process
+ * could not renew it in time and it was pruned) takes one again if its token has room, and
+ * otherwise ends with a 503 telling its client to reconnect, so the limit holds even then.
+ * `stop()` ends every stream and gives their leases back, so that a graceful stop lets
+ * clients reconnect elsewhere at once. `size` counts this process's open streams.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { DomainError } from '../core/errors.js';
+import { isDatabaseUnavailable } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { LiveEvents, LiveSubscription, LogEvent } from '../core/context.js';
 import { noteRateLimitRefusal } from '../core/request-scope.js';
 import { EVENTS_CHANNEL } from '../writes/event-append.js';
 import { parseNotification, type Notification } from './event.store.js';
+import type { Lease, StreamLeases } from './stream-leases.js';
 
 export const MAX_STREAMS_PER_TOKEN = 10;
 
@@ -39,7 +50,13 @@ export class Subscription implements LiveSubscription {
     readonly userId: number,
     readonly tokenHash: string,
     private readonly release: (subscription: Subscription) => void,
+    /** Its lease among the token's streams (a fresh UUID). */
+    readonly leaseId: string = randomUUID(),
   ) {}
+
+  get lease(): Lease {
+    return { id: this.leaseId, userId: this.userId, tokenHash: this.tokenHash };
+  }
 
   get closed(): boolean {
     return this.#closed;
@@ -121,26 +138,53 @@ export class Subscription implements LiveSubscription {
 export interface EventHubOptions {
   /** The database to LISTEN on. */
   databaseUrl: string;
+  /** Where the streams' leases are kept; the app hands the ORM's in (`useLeases`) when omitted. */
+  leases?: StreamLeases;
   /** Milliseconds between a stream's idle ticks; 15 s by default. */
   idleMs?: number;
   /** Milliseconds a stream waits for a client to read what was written before it gives up; 30 s. */
   slowClientMs?: number;
+  /** Milliseconds between renewals of this process's leases: the idle tick, at most 5 s. */
+  leaseRenewMs?: number;
+  /** Milliseconds a lease lives after its last renewal: three renewals, at least 10 s. */
+  leaseMs?: number;
   log?: Logger;
 }
+
+/** Seconds a client refused for the number of its token's streams is told to wait. */
+const STREAMS_RETRY_AFTER = 5;
+/** How long a graceful stop waits for the leases of its streams to be deleted. */
+const RELEASE_ON_STOP_MS = 5_000;
 
 export class EventHub implements LiveEvents {
   readonly idleMs: number;
   readonly slowClientMs: number;
+  readonly leaseRenewMs: number;
+  readonly leaseMs: number;
   readonly #byUser = new Map<number, Set<Subscription>>();
-  readonly #byToken = new Map<string, number>();
+  #leases: StreamLeases | undefined;
   #client: pg.Client | undefined;
   #connecting: Promise<void> | undefined;
   #stopped = false;
   #retry: NodeJS.Timeout | undefined;
+  #renewTimer: NodeJS.Timeout | undefined;
+  #renewing = false;
+  /** Leases of closed streams not yet deleted, and the deletion under way. */
+  #toRelease: Lease[] = [];
+  #releasing: Promise<void> | undefined;
 
   constructor(private readonly options: EventHubOptions) {
     this.idleMs = options.idleMs ?? 15_000;
     this.slowClientMs = options.slowClientMs ?? 30_000;
+    this.leaseRenewMs = options.leaseRenewMs ?? Math.min(this.idleMs, 5_000);
+    // Never so short that a process stalled by load (a long GC, a busy machine) loses its leases.
+    this.leaseMs = options.leaseMs ?? Math.max(3 * this.leaseRenewMs, 10_000);
+    this.#leases = options.leases;
+  }
+
+  /** Keeps the streams' leases in `leases`, unless the hub was given a place already. */
+  useLeases(leases: StreamLeases): void {
+    this.#leases ??= leases;
   }
 
   /** Open streams in this process. */
@@ -150,28 +194,38 @@ export class EventHub implements LiveEvents {
     return n;
   }
 
-  /** Registers a stream of `userId` opened with the token `tokenHash`: 429 past the limit. */
+  /**
+   * Registers a stream of `userId` opened with the token `tokenHash`: 429 when the token holds
+   * MAX_STREAMS_PER_TOKEN streams already, on any process; 503 when that cannot be checked.
+   */
   async subscribe(userId: number, tokenHash: string): Promise<Subscription> {
-    if (this.#stopped) throw DomainError.of('service_unavailable', { detail: 'The server is stopping; reconnect.' }).withRetryAfter(1);
-    const open = this.#byToken.get(tokenHash) ?? 0;
-    if (open >= MAX_STREAMS_PER_TOKEN) {
+    if (this.#stopped) throw stopping();
+    const leases = this.#leases;
+    if (!leases) throw new Error('EventHub: no place to keep the streams\' leases (useLeases)');
+    const subscription = new Subscription(userId, tokenHash, (s) => this.#release(s));
+    let taken: boolean;
+    try {
+      taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
+    } catch (error) {
+      throw limitUnchecked(error);
+    }
+    if (!taken) {
       noteRateLimitRefusal('streams');
       throw DomainError.of('rate_limited', {
         detail: `At most ${MAX_STREAMS_PER_TOKEN} event streams may be open per access token; close one first.`,
-      }).withRetryAfter(5);
+      }).withRetryAfter(STREAMS_RETRY_AFTER);
     }
-    // The slot is taken before waiting for the listener, so parallel opens cannot pass the limit.
-    this.#byToken.set(tokenHash, open + 1);
     try {
       await this.#listen();
+      if (this.#stopped) throw stopping();
     } catch (error) {
-      this.#releaseSlot(tokenHash);
+      this.#releaseLease(subscription.lease);
       throw error;
     }
-    const subscription = new Subscription(userId, tokenHash, (s) => this.#release(s));
     let set = this.#byUser.get(userId);
     if (!set) this.#byUser.set(userId, (set = new Set()));
     set.add(subscription);
+    this.#renewTimer ??= setInterval(() => void this.#renew(), this.leaseRenewMs).unref();
     return subscription;
   }
 
@@ -188,19 +242,78 @@ export class EventHub implements LiveEvents {
     const client = this.#client;
     this.#client = undefined;
     await client?.end().catch(() => undefined);
+    // The leases go back now, not when they expire: clients reconnect elsewhere at once. A
+    // database that does not answer does not hold the stop up; the leases then expire.
+    const released = this.#flushReleases();
+    await Promise.race([released, new Promise((resolve) => setTimeout(resolve, RELEASE_ON_STOP_MS).unref())]);
   }
 
   #release(subscription: Subscription): void {
     const set = this.#byUser.get(subscription.userId);
     set?.delete(subscription);
     if (set?.size === 0) this.#byUser.delete(subscription.userId);
-    this.#releaseSlot(subscription.tokenHash);
+    if (this.#byUser.size === 0) {
+      clearInterval(this.#renewTimer);
+      this.#renewTimer = undefined;
+    }
+    this.#releaseLease(subscription.lease);
   }
 
-  #releaseSlot(tokenHash: string): void {
-    const open = (this.#byToken.get(tokenHash) ?? 1) - 1;
-    if (open > 0) this.#byToken.set(tokenHash, open);
-    else this.#byToken.delete(tokenHash);
+  /** Deletes a closed stream's lease soon, together with those of streams closed meanwhile. */
+  #releaseLease(lease: Lease): void {
+    this.#toRelease.push(lease);
+    if (this.#toRelease.length === 1 && !this.#releasing) setImmediate(() => void this.#flushReleases());
+  }
+
+  #flushReleases(): Promise<void> {
+    if (this.#releasing) return this.#releasing.then(() => this.#flushReleases());
+    const batch = this.#toRelease.splice(0);
+    if (batch.length === 0 || !this.#leases) return Promise.resolve();
+    this.#releasing = this.#leases
+      .release(batch)
+      .catch((error: unknown) => {
+        // They expire by themselves (leaseMs).
+        this.#logLeaseFailure(error, 'event stream leases not deleted; they will expire');
+      })
+      .finally(() => {
+        this.#releasing = undefined;
+        if (this.#toRelease.length > 0 && !this.#stopped) setImmediate(() => void this.#flushReleases());
+      });
+    return this.#releasing;
+  }
+
+  /**
+   * Renews the leases of this process's streams, all in one statement. A stream whose lease is
+   * gone (not renewed in time, then pruned) takes one again, or ends when its token has no room
+   * left (its client reconnects and is counted again); a renewal that fails (database down)
+   * waits for the next round, the streams meanwhile end by themselves when they cannot read
+   * the log.
+   */
+  async #renew(): Promise<void> {
+    if (this.#renewing || !this.#leases) return;
+    this.#renewing = true;
+    try {
+      const open = [...this.#byUser.values()].flatMap((set) => [...set]);
+      if (open.length === 0) return;
+      const kept = await this.#leases.renew(open.map((s) => s.lease), this.leaseMs);
+      for (const s of open) {
+        if (kept.has(s.leaseId) || s.closed) continue;
+        // Its lease lapsed and was pruned (this process stalled past leaseMs): it takes one
+        // again if its token has room, and ends otherwise (its slot is another stream's now).
+        const again = await this.#leases.take(s.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
+        if (!again && !s.closed) s.close(leaseLost());
+      }
+    } catch (error) {
+      this.#logLeaseFailure(error, 'event stream leases not renewed this round');
+    } finally {
+      this.#renewing = false;
+    }
+  }
+
+  /** An outage is the streams' own to report (they end); anything else is a fault to see. */
+  #logLeaseFailure(error: unknown, message: string): void {
+    if (isDatabaseUnavailable(error)) this.options.log?.debug({ err: error }, message);
+    else this.options.log?.warn({ err: error }, message);
   }
 
   #notify(notification: Notification): void {
@@ -260,4 +373,28 @@ export class EventHub implements LiveEvents {
     };
     attempt(100);
   }
+}
+
+function stopping(): DomainError {
+  return DomainError.of('service_unavailable', { detail: 'The server is stopping; reconnect.' }).withRetryAfter(1);
+}
+
+/** The limit could not be checked (database down, or the token's lock held too long): 503, never a 500. */
+function limitUnchecked(error: unknown): unknown {
+  let lockTimeout = false;
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++, e = (e as { cause?: unknown }).cause) {
+    if ((e as { code?: unknown }).code === '55P03') lockTimeout = true;
+  }
+  if (!lockTimeout && !isDatabaseUnavailable(error)) return error;
+  const refusal = DomainError.of('service_unavailable', {
+    detail: 'The number of your open event streams cannot be checked right now; try again shortly.',
+  }).withRetryAfter(5); // as every 503 of a database that cannot be reached
+  refusal.cause = error;
+  return refusal;
+}
+
+function leaseLost(): DomainError {
+  return DomainError.of('service_unavailable', {
+    detail: 'This stream lost its place among your token\'s open streams (its server could not renew it in time); reconnect with Last-Event-ID.',
+  }).withRetryAfter(1);
 }

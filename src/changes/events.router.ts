@@ -3,6 +3,11 @@
  * /api/users/me/events), the tRPC subscription `events.onChange`, and tickets that let a
  * browser's EventSource open the REST stream (src/http/event-stream.ts) without putting
  * its access token in a URL.
+ *
+ * Opening `events.onChange` is a request like any other (authedProcedure counts it against the
+ * token's RATE_LIMIT_PER_MINUTE) and takes one of the token's MAX_STREAMS_PER_TOKEN stream
+ * leases, shared by every process and instance (src/changes/event-hub.ts), before its answer
+ * starts.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { tracked } from '@trpc/server';
@@ -13,7 +18,7 @@ import { authedProcedure } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { followEvents, startCursor } from './event-feed.js';
 import { ChangeEvent, EVENTS_PAGE_SIZE, EventsInput, EventsPage, OnChangeInput, StreamTicketDocument } from './event.schema.js';
-import { readEvents, storeStreamTicket } from './event.store.js';
+import { readEvents, storeStreamTicket, type StoredEvent } from './event.store.js';
 import { isTokenValid } from '../users/authentication.js';
 
 const TAGS = ['events'];
@@ -22,6 +27,13 @@ export const EVENTS_PATH = '/api/users/me/events';
 export const TICKET_SECONDS = 60;
 
 export const hashTicket = (ticket: string) => createHash('sha256').update(ticket).digest('base64url');
+
+/** The feed's events as tRPC's tracked events (their id resumes the subscription); heartbeats are tRPC's own pings. */
+async function* trackedEvents(feed: AsyncGenerator<StoredEvent | null>) {
+  for await (const event of feed) {
+    if (event) yield tracked(event.id, event as ChangeEvent);
+  }
+}
 
 export const eventsRouter = router({
   list: authedProcedure
@@ -54,22 +66,29 @@ export const eventsRouter = router({
     }),
 
   // Its cursor is answered as `after` is: a malformed one is 400 on `lastEventId`.
-  onChange: authedProcedure.meta({ queryParameters: ['lastEventId'] }).input(OnChangeInput).subscription(async function* ({ ctx, input, signal }) {
+  onChange: authedProcedure.meta({ queryParameters: ['lastEventId'] }).input(OnChangeInput).subscription(async ({ ctx, input, signal }) => {
     const live = ctx.live;
     if (!live) throw DomainError.of('service_unavailable', { detail: 'Live changes are not served here.' });
     const after = await startCursor(ctx.em, ctx.user.id, input?.lastEventId);
-    const feed = followEvents({
-      em: () => ctx.em.fork(),
-      live,
-      subscription: await live.subscribe(ctx.user.id, ctx.tokenHash),
-      userId: ctx.user.id,
-      after,
-      signal: signal ?? new AbortController().signal,
-      stillAuthorized: () => isTokenValid(ctx.em.fork(), ctx.tokenHash, ctx.clock.now()),
-    });
-    for await (const event of feed) {
-      if (event) yield tracked(event.id, event as ChangeEvent);
-    }
+    // The stream's lease is taken before the answer starts (not in the feed, which runs once
+    // it has), so that a refusal (429, 503) carries its headers as every other one does.
+    const subscription = await live.subscribe(ctx.user.id, ctx.tokenHash);
+    const closed = signal ?? new AbortController().signal;
+    // A client gone before the feed starts (or while the lease was being taken): the feed's
+    // own ending never runs, this does.
+    if (closed.aborted) subscription.close();
+    else closed.addEventListener('abort', () => subscription.close(), { once: true });
+    return trackedEvents(
+      followEvents({
+        em: () => ctx.em.fork(),
+        live,
+        subscription,
+        userId: ctx.user.id,
+        after,
+        signal: closed,
+        stillAuthorized: () => isTokenValid(ctx.em.fork(), ctx.tokenHash, ctx.clock.now()),
+      }),
+    );
   }),
 
   ticket: authedProcedure

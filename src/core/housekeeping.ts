@@ -1,7 +1,7 @@
 /**
  * Rows that only grow unless someone deletes them (rate-limit counters of past windows,
  * access tokens past their expiry, change-log events past their retention, used or expired
- * stream tickets). Each owner supplies its job; they run once at start and then every
+ * stream tickets, the expired leases of event streams whose process died). Each owner supplies its job; they run once at start and then every
  * minute, off the request path; a failure (database down) waits for the next round.
  */
 import type { Clock } from './clock.js';

@@ -3,7 +3,7 @@
  * level of tRPC middleware copies the call's options and context, a cost every request pays):
  * - `publicProcedure`: one middleware (`door`) that counts the run, shapes its input as REST
  *   does, and turns zod input failures and database outages into domain errors, so both
- *   doors (REST and /trpc) report the same codes;
+ *   doors (REST and /trpc) report the same codes (and a Retry-After where one applies);
  * - `authedProcedure`: one more, for the token's user (authentication, the per-token rate
  *   limit, conditional headers refused in a batch, the call's path and meta for the write path);
  * - `rateLimited(...)` and `keepDroppedMembers(...)`, middlewares a router adds where it needs them.
@@ -12,8 +12,9 @@ import type { AppMeta, AuthedContext, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
 import { DomainError, QUERY_PARAMETERS, fromZodError } from './errors.js';
 import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
-import { hit, rateLimitHeaders, rateLimited as rateLimitedError, tightest } from './rate-limit.js';
-import { noteRateLimitRefusal, type RateLimitKind } from './request-scope.js';
+import { enforceRateLimit } from './rate-limit.js';
+import type { RateLimitKind } from './request-scope.js';
+import { TRPCError } from '@trpc/server';
 import { t, toTRPCError } from './trpc.js';
 
 /**
@@ -23,18 +24,37 @@ import { t, toTRPCError } from './trpc.js';
  *   stop waits for 0);
  * - the input it sees is built as REST builds it (`restShapedInput`, `restIntegers`);
  * - zod input failures and database outages become domain errors, so both doors report the
- *   same codes (`convertError`).
+ *   same codes (`convertError`), with a Retry-After header when the error has one.
  */
 const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
   const leave = ctx.enterProcedure?.();
   try {
     const shaped = async () => restIntegers(ctx, meta, restShapedInput(await getRawInput()));
     const result = await next({ getRawInput: shaped });
-    return result.ok ? result : await convertError(result, meta, getRawInput);
+    if (result.ok) return result;
+    let failure: unknown = result.error;
+    try {
+      return await convertError(result, meta, getRawInput);
+    } catch (converted) {
+      failure = converted;
+      throw converted;
+    } finally {
+      retryAfterHeader(ctx, failure);
+    }
   } finally {
     leave?.();
   }
 });
+
+/**
+ * A refusal that says when to retry (429, 503) says it in a Retry-After header on /trpc too,
+ * as REST does (src/http/rest.ts), while the answer has not started: also on a subscription
+ * refused before its stream (src/changes/events.router.ts).
+ */
+function retryAfterHeader(ctx: Context, error: unknown): void {
+  const cause = error instanceof TRPCError ? error.cause : error;
+  if (cause instanceof DomainError && cause.retryAfter !== undefined) ctx.setHeader('Retry-After', String(cause.retryAfter));
+}
 
 type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middleware>[0]>[0]['next']>>;
 
@@ -96,13 +116,10 @@ export type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) 
 
 /** Counts the request against every key that applies; refused when any limit is spent. */
 async function enforce(ctx: Context, keys: string[], limit: number, kind: RateLimitKind): Promise<void> {
-  const decisions = [];
-  for (const key of keys) decisions.push(await hit(ctx.em, key, limit, ctx.clock.now()));
-  const decision = tightest(decisions);
-  for (const [name, value] of Object.entries(rateLimitHeaders(decision))) ctx.setHeader(name, value);
-  if (!decision.allowed) {
-    noteRateLimitRefusal(kind);
-    throw toTRPCError(rateLimitedError(decision));
+  try {
+    await enforceRateLimit(ctx.em, keys, limit, ctx.clock.now(), kind, ctx.setHeader);
+  } catch (error) {
+    throw error instanceof DomainError ? toTRPCError(error) : error;
   }
 }
 

@@ -1,13 +1,17 @@
 /**
  * Rate limits of API-CONTRACT.md §9: per client address on registration and login, per
  * username on login, per client address on requests with an unknown token, per token on
- * everything else. Sliding one-minute windows counted in PostgreSQL (one statement a
- * counter), so the limits hold across all server processes. Answers carry the standard
- * RateLimit headers; a refused request is 429 `rate_limited` with Retry-After.
+ * everything else, the opening of an event stream included (on both doors). Sliding
+ * one-minute windows counted in PostgreSQL (one statement a counter), so the limits hold
+ * across all server processes and instances. Answers carry the standard RateLimit headers; a
+ * refused request is 429 `rate_limited` with Retry-After. `enforceRateLimit` is the one way a
+ * request is counted, by the procedures (src/core/procedures.ts) and by the REST event stream
+ * (src/http/event-stream.ts), which runs outside them.
  */
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from './errors.js';
+import { noteRateLimitRefusal, type RateLimitKind } from './request-scope.js';
 
 const WINDOW_SECONDS = 60;
 
@@ -91,6 +95,28 @@ export function rateLimitHeaders(decision: RateLimitDecision): Record<string, st
   };
   if (!decision.allowed) headers['Retry-After'] = String(Math.max(1, decision.reset));
   return headers;
+}
+
+/**
+ * Counts a request against every key that applies, at `limit` a minute, and sets the RateLimit
+ * headers of the tightest; throws 429 `rate_limited` (with Retry-After) when one is spent.
+ */
+export async function enforceRateLimit(
+  em: SqlEntityManager,
+  keys: readonly string[],
+  limit: number,
+  now: Date,
+  kind: RateLimitKind,
+  setHeader: (name: string, value: string) => void,
+): Promise<void> {
+  const decisions = [];
+  for (const key of keys) decisions.push(await hit(em, key, limit, now));
+  const decision = tightest(decisions);
+  for (const [name, value] of Object.entries(rateLimitHeaders(decision))) setHeader(name, value);
+  if (!decision.allowed) {
+    noteRateLimitRefusal(kind);
+    throw rateLimited(decision);
+  }
 }
 
 export function rateLimited(decision: RateLimitDecision): DomainError {

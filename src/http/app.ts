@@ -1,7 +1,8 @@
 /**
  * The Express application: request ids and logs, health, the OpenAPI document and its
- * docs page, the tRPC door at /trpc, the REST door under /api, and the error envelope for
- * everything that falls through.
+ * docs page, the tRPC door at /trpc, the REST event stream (whose limits, like the tRPC
+ * subscription's, are kept in the database: the hub's stream leases, the rate-limit rows), the
+ * REST door under /api, and the error envelope for everything that falls through.
  */
 import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
@@ -27,6 +28,7 @@ import { appRouter } from '../app/router.js';
 import { authenticate } from '../users/authentication.js';
 import { EventHub } from '../changes/event-hub.js';
 import { EVENTS_PATH } from '../changes/events.router.js';
+import { streamLeases } from '../changes/stream-leases.js';
 import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
@@ -125,6 +127,8 @@ export function createApp(deps: AppDependencies): express.Express {
   const logFailure = failureLog(logger, 'request failed', poolStateOf(orm));
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
   const events = deps.events ?? new EventHub({ databaseUrl: orm.config.get('clientUrl')!, log: logger });
+  // The streams' leases live in this database, shared with every other process on it.
+  events.useLeases(streamLeases(() => orm.em.fork()));
   app.locals.events = events;
   const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }): Context => {
     const em = orm.em.fork();
@@ -218,7 +222,13 @@ export function createApp(deps: AppDependencies): express.Express {
     }),
   );
 
-  app.get(EVENTS_PATH, eventStreamHandler({ orm, clock, live: events, logger, authenticate: (a) => authenticate(orm.em.fork(), a, clock.now()) }));
+  app.get(
+    EVENTS_PATH,
+    eventStreamHandler({
+      orm, clock, live: events, logger, rateLimits, clientAddress,
+      authenticate: (a) => authenticate(orm.em.fork(), a, clock.now()),
+    }),
+  );
 
   const api = express.Router();
   api.use(...restHandlers({ router: appRouter, createContext, logFailure }));

@@ -5,17 +5,25 @@
  *
  * - Authentication: the Authorization header, or `?ticket=` from POST .../events/tickets
  *   (single use, 60 s) for a browser's EventSource.
+ * - Limits, as on every other request and on the tRPC door: opening a stream counts against
+ *   the token's RATE_LIMIT_PER_MINUTE (an unknown token or ticket against the client
+ *   address's, like a login), with the same RateLimit headers and 429; then it takes one of
+ *   the token's 10 stream leases, shared by every process and instance (src/changes/
+ *   event-hub.ts; one more is 429). A limit that cannot be checked (database gone) is 503
+ *   with Retry-After, never a 500 or a wait.
  * - Resumption: `Last-Event-ID` (what EventSource sends when it reconnects), else `?after=`.
  * - `: heartbeat` comments every idle tick keep proxies from closing the stream; the same
  *   tick re-checks the token, so a revoked or expired one ends the stream within one tick.
  * - A client too slow to read: the server writes one page at a time and waits for the
  *   socket to drain; one that does not drain within 30 s (`slowClientMs`) is told why and
- *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that.
+ *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that. A
+ *   client that is gone ends its stream at once, whatever the stream was doing when it went.
  */
 import type { Request, RequestHandler, Response } from 'express';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../core/clock.js';
 import { DomainError, invalidQueryParameter, QUERY_PARAMETERS } from '../core/errors.js';
+import { enforceRateLimit } from '../core/rate-limit.js';
 import { errorBody, toErrorResponse } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { Authentication } from '../core/context.js';
@@ -32,13 +40,23 @@ export interface EventStreamOptions {
   live: EventHub;
   logger: Logger;
   authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
+  /** Requests a minute per token, and per client address for unknown tokens or tickets; 0: no limit. */
+  rateLimits: { authPerMinute: number; perMinute: number };
+  /** The client's address, as the rate limits of the other requests key it. */
+  clientAddress: (req: Request) => string;
 }
 
 function wantsEventStream(req: Request): boolean {
   return (req.headers.accept ?? '').toLowerCase().includes('text/event-stream');
 }
 
+/**
+ * Whether the socket drained within `ms`. A response whose client is gone answers false at
+ * once: its 'close' has been emitted already and would never come again, so the stream (and
+ * its lease among the token's streams) would otherwise stay until `ms` ran out.
+ */
 function drained(res: Response, ms: number): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
   return new Promise((resolve) => {
     const done = (ok: boolean) => {
       clearTimeout(timer);
@@ -55,7 +73,7 @@ function drained(res: Response, ms: number): Promise<boolean> {
 }
 
 export function eventStreamHandler(options: EventStreamOptions): RequestHandler {
-  const { orm, clock, live, logger } = options;
+  const { orm, clock, live, logger, rateLimits } = options;
 
   async function who(req: Request): Promise<{ userId: number; tokenHash: string } | null> {
     const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
@@ -75,6 +93,22 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
     const abort = new AbortController();
     res.on('close', () => abort.abort());
     (async () => {
+      const setHeader = (name: string, value: string) => {
+        if (!res.headersSent) res.setHeader(name, value);
+      };
+      const client = await who(req);
+      if (!client) {
+        // Each unknown token or ticket costs a lookup: they count per client address, like logins.
+        const presented = req.headers.authorization !== undefined || req.query.ticket !== undefined;
+        if (presented && rateLimits.authPerMinute > 0) {
+          await enforceRateLimit(orm.em.fork(), [`unknown-token:${options.clientAddress(req)}`], rateLimits.authPerMinute, clock.now(), 'unknown_token', setHeader);
+        }
+        throw DomainError.unauthorized();
+      }
+      // Opening a stream is a request of the token like any other.
+      if (rateLimits.perMinute > 0) {
+        await enforceRateLimit(orm.em.fork(), [`token:${client.tokenHash}`], rateLimits.perMinute, clock.now(), 'token', setHeader);
+      }
       const lastEventId = req.headers['last-event-id'];
       const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : req.query.after;
       if (after !== undefined && (typeof after !== 'string' || !QUERY_PARAMETERS.after!.pattern.test(after))) {
@@ -82,8 +116,6 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
         if (after === lastEventId) error.source = { parameter: 'Last-Event-ID' };
         throw new DomainError([error]);
       }
-      const client = await who(req);
-      if (!client) throw DomainError.unauthorized();
       const cursor = await startCursor(orm.em.fork(), client.userId, after);
 
       const subscription = await live.subscribe(client.userId, client.tokenHash);

@@ -9,6 +9,7 @@ import { Migration20261123000000_task_counts } from './Migration20261123000000_t
 import { Migration20261123100000_change_log } from './Migration20261123100000_change_log.js';
 import { Migration20261123200000_versions_and_idempotency } from './Migration20261123200000_versions_and_idempotency.js';
 import { Migration20261123300000_next_task_order } from './Migration20261123300000_next_task_order.js';
+import { Migration20261124000000_event_stream_leases } from './Migration20261124000000_event_stream_leases.js';
 import { Migration20261124100000_user_keyed_layout } from './Migration20261124100000_user_keyed_layout.js';
 
 export const migrationsList = [
@@ -18,5 +19,6 @@ export const migrationsList = [
   { name: 'Migration20261123100000_change_log', class: Migration20261123100000_change_log },
   { name: 'Migration20261123200000_versions_and_idempotency', class: Migration20261123200000_versions_and_idempotency },
   { name: 'Migration20261123300000_next_task_order', class: Migration20261123300000_next_task_order },
+  { name: 'Migration20261124000000_event_stream_leases', class: Migration20261124000000_event_stream_leases },
   { name: 'Migration20261124100000_user_keyed_layout', class: Migration20261124100000_user_keyed_layout },
 ];

@@ -1,0 +1,93 @@
+/**
+ * A stream's limits live in the database (the token's request budget, its 10 stream leases):
+ * when the database is gone they cannot be checked, and opening a stream is refused cleanly,
+ * on both doors: 503 `service_unavailable` with Retry-After, within a deadline (never a hang),
+ * never a 500 and never a stream let through unchecked. Once the database is back, streams
+ * open again without a restart.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { DomainError } from '../../src/core/errors.js';
+import { openStream, type SseStream } from '../helpers/sse.js';
+import { startOwnDatabase } from '../helpers/own-database.js';
+import { startTestApp, type TestApp } from '../helpers/test-app.js';
+
+let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
+let app: TestApp | undefined;
+const streams: SseStream[] = [];
+afterAll(async () => {
+  streams.forEach((s) => s.close());
+  await app?.close().catch(() => undefined);
+  await db?.remove();
+});
+
+/** The promise's value, or a failure saying what did not happen once `ms` have passed. */
+async function withinDeadline<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what)), ms);
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function restStream(token: string): Promise<SseStream> {
+  const s = await openStream(`${app!.baseUrl}/api/users/me/events`, { Authorization: token });
+  streams.push(s);
+  return s;
+}
+
+/** `events.onChange` on /trpc, as its SSE answer: the refusal it carries, or null once it is open (an event arrives). */
+async function trpcStream(token: string): Promise<{ stream: SseStream; refusal: any }> {
+  const input = encodeURIComponent(JSON.stringify({ json: { lastEventId: '0' } }));
+  const stream = await openStream(`${app!.baseUrl}/trpc/events.onChange?input=${input}`, { Authorization: token });
+  streams.push(stream);
+  expect(stream.status).toBe(200);
+  for (;;) {
+    const message = await stream.next(10_000);
+    if (message.event === 'serialized-error') return { stream, refusal: JSON.parse(message.data!).json };
+    if (message.event === undefined && message.data !== undefined) return { stream, refusal: null };
+  }
+}
+
+describe('opening a stream while the database is gone', () => {
+  it('is 503 with Retry-After on both doors, fast, and streams open again once it is back', async () => {
+    db = await startOwnDatabase('planning-stream-limits-outage-');
+    app = await startTestApp({ databaseUrl: db.url, eventsIdleMs: 200, rateLimits: { authPerMinute: 30, perMinute: 100 } });
+    const user = await app.register();
+    const { token } = user;
+    expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'first' } } })).status).toBe(201);
+    expect((await restStream(token)).status).toBe(200);
+
+    await db.stop();
+    const [rest, trpc] = await withinDeadline(
+      10_000,
+      'opening a stream while the database is down got no answer within 10 s',
+      Promise.all([restStream(token), trpcStream(token)]),
+    );
+    expect(rest.status, rest.text).toBe(503);
+    expect(JSON.parse(rest.text!)).toEqual({
+      errors: [{ status: '503', code: 'service_unavailable', title: 'Service unavailable', detail: expect.any(String) }],
+    });
+    expect(rest.headers.get('retry-after')).toBe('5');
+    expect(trpc.refusal.data).toMatchObject({ code: 'service_unavailable', httpStatus: 503 });
+    expect(trpc.stream.headers.get('retry-after')).toBe('5');
+
+    // The stream limit itself (the lease), past the request's own checks: refused the same way.
+    const refusal = await withinDeadline(10_000, 'taking a lease got no answer within 10 s', app.events.subscribe(user.id, 'any-token').catch((e: unknown) => e));
+    expect(refusal).toBeInstanceOf(DomainError);
+    expect(refusal).toMatchObject({ status: 503, code: 'service_unavailable', retryAfter: 5 });
+
+    await db.restart();
+    const deadline = Date.now() + 20_000;
+    let again = await restStream(token);
+    while (again.status === 503 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      again = await restStream(token);
+    }
+    expect(again.status, again.text).toBe(200);
+    expect((await trpcStream(token)).refusal).toBeNull();
+  }, 60_000);
+});
