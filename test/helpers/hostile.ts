@@ -1,5 +1,5 @@
 /**
- * The harness of the hostile-input tests (hostile-input-*.test.ts), property-based
+ * The harness of the hostile-input tests (test/hostile/*.test.ts), property-based
  * (fast-check), through both doors.
  *
  * For every write endpoint, the list endpoints' query strings and every path id, random and

@@ -16,10 +16,9 @@ import { createHttpServer } from '../../src/http/http-server.js';
 import { EventHub } from '../../src/changes/event-hub.js';
 import { request as sendRequest, type ApiResponse, type RequestOptions } from './http.js';
 
-/** 2026-06-15T12:00:00Z, a Monday. */
-export const T0 = Date.UTC(2026, 5, 15, 12, 0, 0);
-export const DAY = 86_400;
-export const seconds = (ms: number) => Math.floor(ms / 1000);
+import { DAY, T0, seconds } from './times.js';
+
+export { DAY, T0, seconds };
 
 export type { ApiResponse, RequestOptions } from './http.js';
 
