@@ -1,5 +1,6 @@
 /** Reading the Prometheus exposition of GET /metrics in tests. */
 import { expect } from 'vitest';
+import { eventually } from './eventually.js';
 
 /** One sample of the exposition: `name{labels} value`. */
 export function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -20,13 +21,15 @@ export async function scrape(url: string): Promise<string> {
   return res.text();
 }
 
-/** Scrapes until `check` holds (a stream's close reaches the server a little after the client's). */
+/**
+ * Scrapes until `check` holds (a stream's close reaches the server a little after the
+ * client's), and answers the last scrape either way: the caller's assertion on it says what
+ * differs.
+ */
 export async function scrapeUntil(url: string, check: (text: string) => boolean): Promise<string> {
-  for (let i = 0; ; i++) {
-    const text = await scrape(url);
-    if (check(text) || i >= 200) return text;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+  let text = '';
+  await eventually(async () => check((text = await scrape(url))), { timeout: 5_000, interval: 25 }).catch(() => undefined);
+  return text;
 }
 
 /** The labels of a task created over REST. */

@@ -13,7 +13,8 @@ import { createLogger, type Logger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/app/orm.js';
 import { createApp } from '../../src/http/app.js';
 import { createHttpServer } from '../../src/http/http-server.js';
-import { EventHub } from '../../src/changes/event-hub.js';
+import { EventHub, type Subscription } from '../../src/changes/event-hub.js';
+import { hashAccessToken } from '../../src/users/credentials.js';
 import { request as sendRequest, type ApiResponse, type RequestOptions } from './http.js';
 
 import { DAY, T0, seconds } from './times.js';
@@ -37,6 +38,31 @@ export async function createTestDatabase(): Promise<string> {
   return url.toString();
 }
 
+/**
+ * The app's change feed, which also says how many streams an access token has open in it:
+ * the count its limit of MAX_STREAMS_PER_TOKEN reads, which drops when a stream is released.
+ */
+export class TestEventHub extends EventHub {
+  readonly #open = new Set<Subscription>();
+
+  override async subscribe(userId: number, tokenHash: string): Promise<Subscription> {
+    const subscription = await super.subscribe(userId, tokenHash);
+    this.#open.add(subscription);
+    return subscription;
+  }
+
+  /** Streams of this access token open in this process (a closed one has given its slot back). */
+  streamsOf(token: string): number {
+    const hash = hashAccessToken(token);
+    let n = 0;
+    for (const s of this.#open) {
+      if (s.closed) this.#open.delete(s);
+      else if (s.tokenHash === hash) n += 1;
+    }
+    return n;
+  }
+}
+
 export interface TestAppOptions {
   /** A database to share (another instance, an outage test's own server); else a new one. */
   databaseUrl?: string;
@@ -57,7 +83,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
   const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
   const orm: MikroORM = await openOrm(databaseUrl, { migrate: true, poolSize: 20 });
   const clock = options.clock ?? new ManualClock(T0);
-  const events = new EventHub({ databaseUrl, idleMs: options.eventsIdleMs, slowClientMs: options.eventsSlowClientMs });
+  const events = new TestEventHub({ databaseUrl, idleMs: options.eventsIdleMs, slowClientMs: options.eventsSlowClientMs });
   const app = createApp({
     orm,
     clock,

@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { userWrite } from '../../src/writes/user-write.js';
 import type { AuthedContext } from '../../src/core/context.js';
+import { eventually } from '../helpers/eventually.js';
 import { mulberry32 } from '../helpers/prng.js';
 import { openStream } from '../helpers/sse.js';
 import { DAY, T0, seconds, startTestApp, type TestApp } from '../helpers/test-app.js';
@@ -64,8 +65,17 @@ describe('order and completeness', () => {
     const second = userWrite(contextOf(two, u.id), async ({ changes }) => {
       changes.updated('task', 2, { n: 'second' });
     });
-    // Nothing is visible while the first holds: no number has been taken by the second.
-    await new Promise((r) => setTimeout(r, 300));
+    // Nothing is visible while the first holds: the second waits for the owner's lock (as
+    // PostgreSQL shows) and has taken no number.
+    await eventually(
+      async () => {
+        const [row] = await one.orm.em.fork().execute<Array<{ n: number }>>(
+          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+        );
+        return row!.n > 0;
+      },
+      { message: "the second writer waits for the owner's lock" },
+    );
     const during = await one.request('GET', `${EVENTS}?after=0`, { token: u.token });
     expect(during.body.data).toEqual([]);
     releaseFirst();

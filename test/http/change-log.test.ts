@@ -8,8 +8,9 @@ import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client.js';
 import { MAX_STREAMS_PER_TOKEN } from '../../src/changes/event-hub.js';
-import { DAY, T0, seconds, startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';
+import { eventually } from '../helpers/eventually.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
+import { DAY, T0, seconds, startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';
 
 const app = useTestApp({ eventsIdleMs: 150, resetClock: true });
 
@@ -245,14 +246,15 @@ describe('the REST event stream', () => {
     const extra = await open(u.token);
     expect(extra.status).toBe(429);
     expect(JSON.parse(extra.text!).errors[0].code).toBe('rate_limited');
+    expect(app.events.streamsOf(u.token)).toBe(MAX_STREAMS_PER_TOKEN);
     mine[0]!.close();
-    // The closed one is released once the server sees the socket go.
-    const deadline = Date.now() + 5_000;
-    let again = await open(u.token);
-    while (again.status === 429 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-      again = await open(u.token);
-    }
+    // The closed one is released once the server sees the socket go: its slot is back when
+    // the hub counts one stream fewer for the token, and not before.
+    await eventually(() => app.events.streamsOf(u.token) < MAX_STREAMS_PER_TOKEN, {
+      message: 'the hub released the closed stream',
+      timeout: 10_000,
+    });
+    const again = await open(u.token);
     expect(again.status, 'a closed stream was never released').toBe(200);
   });
 
@@ -276,7 +278,8 @@ describe('revocation and tickets', () => {
     const s = await openStream(`${app.baseUrl}${EVENTS}`, { Authorization: u.token });
     expect(s.status).toBe(200);
     let writing = true;
-    // The user keeps writing from another device, more often than the idle tick.
+    // The user keeps writing from another device, more often than the idle tick. (The pause
+    // paces the writer, as a person typing would; nothing waits on it.)
     const writer = (async () => {
       while (writing) {
         await app.request('POST', '/api/users/me/tasks', { token: other, body: { task: { label: 'busy' } } });
@@ -286,9 +289,14 @@ describe('revocation and tickets', () => {
     try {
       await s.nextEvent();
       expect((await app.request('DELETE', '/api/users/me/authorizations/current', { token: u.token })).status).toBe(204);
-      const deadline = Date.now() + 5_000;
-      let last = await s.nextEvent();
-      while (last.event !== 'error' && Date.now() < deadline) last = await s.nextEvent();
+      // Events of the writes may still come first; the stream must end with the error.
+      const last = await eventually(
+        async () => {
+          const message = await s.nextEvent();
+          return message.event === 'error' && message;
+        },
+        { message: 'the stream of a revoked token ended with an error event', timeout: 5_000, interval: 0 },
+      );
       expect(last.event, 'the stream of a revoked token kept going').toBe('error');
       await s.ended;
     } finally {
@@ -341,14 +349,14 @@ describe('the tRPC subscription events.onChange', () => {
       { onData: (event) => received.push(event), onError: (error) => (failure = error) },
     );
     try {
-      const waitFor = async (n: number) => {
-        const deadline = Date.now() + 5_000;
-        while (received.length < n) {
-          if (failure) throw failure;
-          if (Date.now() > deadline) throw new Error(`received ${received.length} of ${n} events`);
-          await new Promise((r) => setTimeout(r, 20));
-        }
-      };
+      const waitFor = (n: number) =>
+        eventually(
+          () => {
+            if (failure) throw failure;
+            return received.length >= n;
+          },
+          { message: `${n} events received`, timeout: 5_000 },
+        );
       await waitFor(1);
       await api.tasks.create.mutate({ task: { label: 'after' } });
       await waitFor(2);
@@ -396,10 +404,9 @@ describe('a client that does not read', () => {
       socket.write(`GET ${EVENTS}?after=0 HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: ${u.token}\r\n\r\n`);
       socket.pause(); // and never read
       const hub = slow.events;
-      const deadline = Date.now() + 20_000;
-      while (hub.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await eventually(() => hub.size > 0, { message: 'the stream opened', timeout: 20_000 }).catch(() => undefined);
       expect(hub.size, 'the stream never opened').toBe(1);
-      while (hub.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await eventually(() => hub.size === 0, { message: 'the stream was let go', timeout: 20_000 }).catch(() => undefined);
       expect(hub.size, 'the stream of a client that does not read was never let go').toBe(0);
       // What the client finally reads ends with the reason.
       socket.resume();

@@ -6,6 +6,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
 let app: TestApp;
@@ -33,13 +34,13 @@ describe('request log', () => {
   it('keeps a well-formed incoming X-Request-Id, logs it with the path, and replaces a malformed one', async () => {
     const kept = await app.request('GET', '/api/users/me', { token, headers: { 'X-Request-Id': 'client-id.42' } });
     expect(kept.headers.get('x-request-id')).toBe('client-id.42');
-    await expect.poll(() => requestLines('client-id.42').length).toBe(1);
+    await eventually(() => requestLines('client-id.42').length === 1, { message: 'one request line for client-id.42' });
     expect(requestLines('client-id.42')[0]).toMatchObject({ req: { method: 'GET', path: '/api/users/me' }, res: { statusCode: 200 } });
 
     const replaced = await app.request('GET', '/api/users/me', { token, headers: { 'X-Request-Id': 'bad id with spaces' } });
     const id = replaced.headers.get('x-request-id')!;
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
-    await expect.poll(() => requestLines(id).length).toBe(1);
+    await eventually(() => requestLines(id).length === 1, { message: `one request line for ${id}` });
   });
 
   it('logs the path without the query: no tRPC input, no token in a URL', async () => {
@@ -49,7 +50,7 @@ describe('request log', () => {
     expect(viaQuery.status).toBe(404);
     const withToken = await app.request('GET', `/api/users/me/projects?page=1&token=${token}`, { token, headers: { 'X-Request-Id': 'query-2' } });
     expect(withToken.status).toBe(200);
-    await expect.poll(() => requestLines('query-1').length + requestLines('query-2').length).toBe(2);
+    await eventually(() => requestLines('query-1').length + requestLines('query-2').length === 2, { message: 'the request lines of query-1 and query-2' });
     expect(requestLines('query-1')[0].req.path).toBe('/trpc/users.authorize');
     expect(requestLines('query-2')[0].req.path).toBe('/api/users/me/projects');
     const text = JSON.stringify(lines);
@@ -69,7 +70,7 @@ describe('error lines carry the request id', () => {
       expect(trpc.status).toBe(500);
       expect(trpc.headers.get('x-request-id')).toBe('broken-trpc');
       for (const id of ['broken-rest', 'broken-trpc']) {
-        await expect.poll(() => lines.filter((l) => l.reqId === id && l.level >= 50 && l.err).length, { message: `an error line with reqId ${id}` }).toBeGreaterThanOrEqual(1);
+        await eventually(() => lines.some((l) => l.reqId === id && l.level >= 50 && l.err), { message: `an error line with reqId ${id}` });
       }
       // No error line of the service lacks a request id.
       expect(lines.filter((l) => l.level >= 50 && !l.reqId)).toEqual([]);

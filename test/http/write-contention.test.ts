@@ -89,6 +89,7 @@ describe('a noisy user does not starve a quiet one', () => {
     for (let i = 0; i < 25; i++) {
       quietStatuses.push((await one.request('GET', '/api/users/me', { token: quiet.token })).status);
       quietStatuses.push((await one.request('POST', '/api/users/me/tasks', { token: quiet.token, body: { task: { label: `q${i}` } } })).status);
+      // A person's pace: the quiet user's requests are spread over the flood. Nothing waits on it.
       await new Promise((r) => setTimeout(r, 20));
     }
     flooding = false;

@@ -6,11 +6,14 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BATCHED, batchPool, batchStatements, roundTrips } from '../../src/db/batching.js';
+import { eventually } from '../helpers/eventually.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
 let client: pg.Client;
 let observer: pg.Client;
 let url: string;
+/** The backend of `client`, to see in pg_locks what it waits for. */
+let clientPid: number;
 
 beforeAll(async () => {
   url = await createTestDatabase();
@@ -18,6 +21,7 @@ beforeAll(async () => {
   observer = new pg.Client({ connectionString: url });
   await Promise.all([client.connect(), observer.connect()]);
   batchStatements(client);
+  clientPid = (await client.query('select pg_backend_pid() as pid')).rows[0].pid;
   await client.query('create table items (id int primary key, note text)');
 });
 
@@ -111,7 +115,11 @@ describe('statements sent together', () => {
     await client.query('begin');
     await client.query(`${BATCHED}select id from items where id = 1 for update`);
     const read = client.query('select note from items where id = 1');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The message has arrived when the client's backend waits for the holder's row lock.
+    await eventually(
+      async () => (await holder.query('select count(*)::int as n from pg_locks where pid = $1 and not granted', [clientPid])).rows[0].n > 0,
+      { message: "the client's locking read waits for the holder's lock" },
+    );
     await holder.query(`update items set note = 'committed while waited for' where id = 1`);
     await holder.query('commit');
     expect((await read).rows).toEqual([{ note: 'committed while waited for' }]);

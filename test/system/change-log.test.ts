@@ -7,6 +7,7 @@
  */
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
@@ -102,7 +103,7 @@ describe('a writing service killed with SIGKILL', () => {
       }
     };
     const load = Promise.all(Array.from({ length: 6 }, (_, n) => worker(n)));
-    while (writes < 80) await new Promise((r) => setTimeout(r, 5));
+    await eventually(() => writes >= 80, { message: '80 writes went through', timeout: 30_000, interval: 5 });
     doomed.child.kill('SIGKILL');
     killed = true;
     await doomed.exited;

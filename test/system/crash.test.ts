@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
+import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { spawnService } from '../helpers/spawn-service.js';
 import { createTestDatabase } from '../helpers/test-app.js';
@@ -53,7 +54,7 @@ describe('a server killed during writes', () => {
     };
     const load = Promise.all(Array.from({ length: 8 }, (_, n) => worker(n).finally(() => (running -= 1))));
     // Kill once a good number of writes went through, while the load is still running.
-    while (writes < 120 && running > 0) await new Promise((r) => setImmediate(r));
+    await eventually(() => writes >= 120 || running === 0, { message: '120 writes went through', timeout: 30_000, interval: 5 });
     expect(failures).toEqual([]);
     first.child.kill('SIGKILL');
     killed = true;

@@ -12,6 +12,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -62,7 +63,7 @@ describe('the docs page in a browser', () => {
   /** Expands an operation, switches it to "Try it out", and returns its block. */
   async function tryOut(operationId: string): Promise<Locator> {
     const block = page.locator(`.opblock[id$="-${operationId}"]`);
-    await expect.poll(() => block.count(), { message: `operation ${operationId} on the page` }).toBe(1);
+    await eventually(async () => (await block.count()) === 1, { message: `operation ${operationId} on the page` });
     await block.locator('.opblock-summary').first().click();
     await block.locator('button.try-out__btn').click();
     return block;
@@ -89,14 +90,16 @@ describe('the docs page in a browser', () => {
     expect(response?.status()).toBe(200);
     await page.locator('.opblock').first().waitFor();
     expect(await page.title()).toBe('Planning service API');
-    await expect.poll(() => page.locator('.opblock').count()).toBe(18);
+    await eventually(async () => (await page.locator('.opblock').count()) === 18, { message: 'the 18 operations on the page' });
     const tags = await page.locator('.opblock-tag-section h3.opblock-tag').evaluateAll((els) => els.map((el) => el.getAttribute('data-tag')));
     expect(tags).toEqual(['users', 'projects', 'tasks', 'events']);
     for (const tag of tags) expect(await page.locator(`#operations-tag-${tag}`).count(), `#operations-tag-${tag}`).toBe(1);
     // The tag descriptions of openapi.json are shown with the sections.
-    await expect.poll(() => page.getByText('Registration, login (access tokens) and the current user', { exact: false }).count()).toBe(1);
+    await eventually(async () => (await page.getByText('Registration, login (access tokens) and the current user', { exact: false }).count()) === 1, {
+      message: 'the users tag description',
+    });
     for (const summary of ['Register a user', 'Log in', 'Create a project', 'List projects', 'Change the state of a project', 'Create a task', 'Move a task in the order']) {
-      await expect.poll(() => page.getByText(summary, { exact: true }).count(), { message: summary }).toBe(1);
+      await eventually(async () => (await page.getByText(summary, { exact: true }).count()) === 1, { message: summary });
     }
     const perTag = Object.fromEntries(
       await Promise.all(

@@ -13,6 +13,7 @@ import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { startService } from '../../src/server.js';
+import { eventually } from '../helpers/eventually.js';
 import { tempDataDirs } from '../helpers/own-database.js';
 import { spawnService } from '../helpers/spawn-service.js';
 
@@ -37,15 +38,6 @@ function isRunning(pid: number): boolean {
     return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return true;
-  }
-}
-
-/** Polls `check` until it returns true; fails with `what` if it never does. */
-async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`did not happen in ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -92,7 +84,7 @@ describe('the embedded PostgreSQL', () => {
       const pid = postmasterPid(dataDir)!;
       process.kill(pid, 'SIGKILL');
 
-      await eventually('/healthz answered 503 while PostgreSQL was down', async () => (await status(`${service.url}/healthz`)) === 503);
+      await eventually(async () => (await status(`${service.url}/healthz`)) === 503, { message: '/healthz answered 503 while PostgreSQL was down', timeout: 30_000 });
       const health = await fetch(`${service.url}/healthz`);
       expect(health.headers.get('retry-after')).toBe('5');
       expect(((await health.json()) as any).errors[0].code).toBe('service_unavailable');
@@ -102,23 +94,24 @@ describe('the embedded PostgreSQL', () => {
       expect(died!.level).toBe(50);
       expect(died!.signal).toBe('SIGKILL');
       expect(died!.lastLines.length).toBeGreaterThan(0);
-      await eventually('a failed restart was logged with its reason', () =>
-        lines.some((l) => l.level === 50 && /failed to restart/.test(l.msg) && /invalid value for parameter "work_mem"/.test(l.reason)),
+      await eventually(
+        () => lines.some((l) => l.level === 50 && /failed to restart/.test(l.msg) && /invalid value for parameter "work_mem"/.test(l.reason)),
+        { message: 'a failed restart was logged with its reason', timeout: 30_000 },
       );
 
       await fs.writeFile(conf, good);
-      await eventually('PostgreSQL was restarted and /healthz answered 200 again', async () => (await status(`${service.url}/healthz`)) === 200, 60_000);
+      await eventually(async () => (await status(`${service.url}/healthz`)) === 200, { message: 'PostgreSQL was restarted and /healthz answered 200 again', timeout: 60_000 });
       expect(lines.some((l) => l.level === 40 && /embedded PostgreSQL restarted/.test(l.msg))).toBe(true);
       expect(postmasterPid(dataDir)).not.toBe(pid);
       // The pool reconnects: the service works again without a restart of its own.
-      await eventually('a registration succeeded after the restart', async () => {
+      await eventually(async () => {
         const res = await fetch(`${service.url}/api/users`, {
           method: 'POST',
           headers: { 'Content-Type': 'application/json' },
           body: JSON.stringify({ user: { username: `back${Date.now()}`, password: 'password1' } }),
         });
         return res.status === 201;
-      });
+      }, { message: 'a registration succeeded after the restart', timeout: 30_000 });
     } finally {
       await service.stop();
     }
@@ -134,15 +127,15 @@ describe('the embedded PostgreSQL', () => {
       await fs.appendFile(conf, BROKEN_SETTING);
       process.kill(postmasterPid(dataDir)!, 'SIGKILL');
       // Connections are spread over both workers: eight 503s in a row means both say so.
-      await eventually('eight /healthz in a row answered 503', async () => {
+      await eventually(async () => {
         const answers = await Promise.all(Array.from({ length: 8 }, () => fetch(`${service.url}/healthz`, { headers: { Connection: 'close' } }).then((r) => r.status)));
         return answers.every((s) => s === 503);
-      });
+      }, { message: 'eight /healthz in a row answered 503', timeout: 30_000 });
       await fs.writeFile(conf, good);
-      await eventually('/healthz answered 200 again on every worker', async () => {
+      await eventually(async () => {
         const answers = await Promise.all(Array.from({ length: 8 }, () => fetch(`${service.url}/healthz`, { headers: { Connection: 'close' } }).then((r) => r.status)));
         return answers.every((s) => s === 200);
-      }, 60_000);
+      }, { message: '/healthz answered 200 again on every worker', timeout: 60_000 });
       expect(service.output()).toMatch(/embedded PostgreSQL exited; restarting it/);
     } finally {
       service.child.kill('SIGTERM');
@@ -170,14 +163,14 @@ describe('the embedded PostgreSQL', () => {
           body: JSON.stringify({ user: { username: `ctrl_c${i}`, password: 'password1' } }),
         }).then((r) => r.status),
       );
-      await eventually('4 requests waited on the lock', async () => {
+      await eventually(async () => {
         const { rows } = await admin.query("select count(*)::int as n from pg_locks where relation = 'users'::regclass and not granted");
         return rows[0].n >= 4;
-      });
+      }, { message: '4 requests waited on the lock', timeout: 30_000 });
 
       // What a terminal does on Ctrl-C: SIGINT to every process of the foreground group.
       process.kill(-service.child.pid!, 'SIGINT');
-      await eventually('the service logged that it is shutting down', () => /shutting down/.test(service.output()));
+      await eventually(() => /shutting down/.test(service.output()), { message: 'the service logged that it is shutting down', timeout: 30_000 });
       await admin.query('commit');
       expect(await Promise.all(inFlight)).toEqual([201, 201, 201, 201]);
       expect(await service.exited).toBe(0);
@@ -195,7 +188,7 @@ describe('the embedded PostgreSQL', () => {
     expect(isRunning(pid)).toBe(true);
     service.child.kill('SIGKILL');
     await service.exited;
-    await eventually(`the orphaned PostgreSQL (pid ${pid}) stopped`, () => !isRunning(pid), 20_000);
+    await eventually(() => !isRunning(pid), { message: `the orphaned PostgreSQL (pid ${pid}) stopped`, timeout: 20_000 });
     // It stopped cleanly: its pid file is gone, and the next start reuses the data at once.
     expect(postmasterPid(dataDir)).toBeNull();
   }, 60_000);

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/core/logger.js';
 import { startService } from '../../src/server.js';
+import { eventually } from '../helpers/eventually.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
 describe('graceful stop', () => {
@@ -23,7 +24,7 @@ describe('graceful stop', () => {
       }).then(async (r) => ({ status: r.status, body: await r.json() })),
     );
     const connections = () => new Promise<number>((resolve, reject) => service.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
-    while ((await connections()) < 16) await new Promise((r) => setImmediate(r));
+    await eventually(async () => (await connections()) >= 16, { message: 'all 16 registrations connected', timeout: 20_000, interval: 1 });
 
     const stopping = service.stop();
     const results = await Promise.all(inFlight);
@@ -58,11 +59,11 @@ describe('graceful stop', () => {
       return call.then((r) => r.text()).catch((error: Error) => error.name);
     });
     // Every request is in (8) and every procedure runs (8): the bodies have all been read.
-    while (service.inFlight.size < 16) await new Promise((r) => setTimeout(r, 1));
+    await eventually(() => service.inFlight.size >= 16, { message: 'all 8 requests and their 8 procedures in flight', timeout: 20_000, interval: 1 });
     for (const abort of aborts) abort.abort();
     expect(await Promise.all(sent)).toEqual(Array(8).fill('AbortError'));
     const connections = () => new Promise<number>((resolve, reject) => service.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
-    while ((await connections()) > 0) await new Promise((r) => setImmediate(r));
+    await eventually(async () => (await connections()) === 0, { message: 'every client connection closed', timeout: 20_000, interval: 1 });
 
     await service.stop();
     const failures = lines.filter((l) => l.level >= 50);

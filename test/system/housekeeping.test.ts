@@ -11,6 +11,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { createLogger } from '../../src/core/logger.js';
 import { startService } from '../../src/server.js';
 import { TOKEN_LIFETIME_SECONDS } from '../../src/users/credentials.js';
+import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
 
@@ -21,14 +22,6 @@ async function count(databaseUrl: string, table: string): Promise<number> {
     return (await client.query(`select count(*)::int as n from ${table}`)).rows[0].n;
   } finally {
     await client.end();
-  }
-}
-
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`did not happen in ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -55,8 +48,8 @@ describe('housekeeping', () => {
 
     const later = await startService({ config, logger, clock: new ManualClock(T0 + (TOKEN_LIFETIME_SECONDS + 60) * 1000) });
     try {
-      await eventually('the expired tokens were deleted', async () => (await count(databaseUrl, 'access_tokens')) === 0);
-      await eventually('the past rate-limit counters were deleted', async () => (await count(databaseUrl, 'rate_limit_hits')) === 0);
+      await eventually(async () => (await count(databaseUrl, 'access_tokens')) === 0, { message: 'the expired tokens were deleted', timeout: 20_000 });
+      await eventually(async () => (await count(databaseUrl, 'rate_limit_hits')) === 0, { message: 'the past rate-limit counters were deleted', timeout: 20_000 });
       const login = await call(later.url, 'POST', '/api/users/authorizations', { body: { username: 'old_a', password: 'password1' } });
       expect(login.status).toBe(201);
       expect((await call(later.url, 'GET', '/api/users/me', { token: login.body.meta.token })).status).toBe(200);

@@ -9,6 +9,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createHttpServer } from '../../src/http/http-server.js';
+import { eventually } from '../helpers/eventually.js';
 import { spawnService } from '../helpers/spawn-service.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
@@ -16,14 +17,6 @@ const sockets: net.Socket[] = [];
 afterAll(() => {
   for (const socket of sockets) socket.destroy();
 });
-
-async function eventually(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`did not happen in ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** Sends one request on an open socket and resolves with its status line's code. */
 function requestOn(socket: net.Socket, path: string): Promise<number> {
@@ -64,9 +57,9 @@ describe('HTTP server limits', () => {
         });
         sockets.push(socket);
       }
-      await eventually('every flood connection connected or failed', () => settled >= FLOOD);
+      await eventually(() => settled >= FLOOD, { message: 'every flood connection connected or failed', timeout: 30_000 });
       // The service can hold at most FD_LIMIT of them; it must have let go of the rest.
-      await eventually(`the service let go of at least ${FLOOD - FD_LIMIT} connections`, () => closed >= FLOOD - FD_LIMIT);
+      await eventually(() => closed >= FLOOD - FD_LIMIT, { message: `the service let go of at least ${FLOOD - FD_LIMIT} connections`, timeout: 30_000 });
 
       // The first connections were accepted; their requests need fresh pool connections.
       const answers = await Promise.all(sockets.slice(0, 5).map((socket) => requestOn(socket, '/readyz')));
@@ -93,7 +86,7 @@ describe('HTTP server limits', () => {
       // Half a request line, then nothing: a slowloris client.
       socket.write('GET / HTTP/1.1\r\nHost: local');
       // Node's default check runs every 30 s; with 1 s the cut comes about 1–2 s in.
-      await eventually('the server closed the slow connection', () => closed, 15_000);
+      await eventually(() => closed, { message: 'the server closed the slow connection', timeout: 15_000 });
       expect(answer).toMatch(/^HTTP\/1\.1 408 /);
     } finally {
       server.closeAllConnections();

@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { registerUser, request } from '../helpers/http.js';
 import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
 import { createTestDatabase } from '../helpers/test-app.js';
@@ -104,7 +105,7 @@ describe('a process killed under a load of keyed writes', () => {
         }
       };
       const load = Promise.all(Array.from({ length: 6 }, (_, n) => worker(n).finally(() => (running -= 1))));
-      while (acknowledged.size < 60 && running > 0) await new Promise((r) => setImmediate(r));
+      await eventually(() => acknowledged.size >= 60 || running === 0, { message: '60 keyed requests acknowledged', timeout: 30_000, interval: 5 });
       first.child.kill('SIGKILL');
       killed = true;
       await first.exited;

@@ -9,17 +9,10 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { startService } from '../../src/server.js';
+import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { spawnService } from '../helpers/spawn-service.js';
 import { createTestDatabase } from '../helpers/test-app.js';
-
-async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`did not happen in ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('operator logs', () => {
   it('says that a pool-wait timeout came from a full pool, at warn', async () => {
@@ -36,10 +29,10 @@ describe('operator logs', () => {
       await admin.query('begin');
       await admin.query('lock table access_tokens in access exclusive mode');
       const holder = call(service.url, 'GET', '/api/users/me', { token });
-      await eventually('a request waited on the lock', async () => {
+      await eventually(async () => {
         const { rows } = await admin.query("select count(*)::int as n from pg_locks where relation = 'access_tokens'::regclass and not granted");
         return rows[0].n >= 1;
-      });
+      }, { message: 'a request waited on the lock', timeout: 30_000 });
       const starved = await call(service.url, 'GET', '/api/users/me', { token });
       expect(starved.status).toBe(503);
       await admin.query('commit');
@@ -63,17 +56,17 @@ describe('operator logs', () => {
     try {
       expect((await call(service.url, 'GET', '/healthz')).status).toBe(200);
       let workerPid = 0;
-      await eventually('a worker logged a request', () => {
+      await eventually(() => {
         const line = service.output().split('\n').find((l) => l.includes('"msg":"request"'));
         workerPid = line ? JSON.parse(line).pid : 0;
         return workerPid > 0;
-      });
+      }, { message: 'a worker logged a request', timeout: 30_000 });
       process.kill(workerPid, 'SIGKILL');
       let died = '';
-      await eventually('the primary logged the dead worker', () => {
+      await eventually(() => {
         died = service.output().split('\n').find((l) => l.includes('worker died')) ?? '';
         return died !== '';
-      });
+      }, { message: 'the primary logged the dead worker', timeout: 30_000 });
       expect(died.match(/"pid":/g), died).toHaveLength(1);
       expect(JSON.parse(died)).toMatchObject({ level: 50, workerPid, signal: 'SIGKILL' });
       expect(JSON.parse(died).pid).not.toBe(workerPid);

@@ -6,6 +6,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { createClient } from '../../src/client.js';
 import { createClient as createRestClient } from '../../clients/rest/client/index.js';
 import { tasksCreate, tasksList, usersAuthorize } from '../../clients/rest/index.js';
+import { eventually } from '../helpers/eventually.js';
 import { startTestApp, useTestApp } from '../helpers/test-app.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -128,8 +129,7 @@ describe('README', () => {
     });
     await api.tasks.create.mutate({ task: { label: 'Steep' } });
     onTestFinished(() => subscription.unsubscribe());
-    const deadline = Date.now() + 5_000;
-    while (printed.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => printed.length > 0, { message: 'the subscription printed the change' });
     expect(printed).toEqual([['1', 'task.created', 1]]);
     expectCopiedHere('## Staying in sync', "const url = 'http://localhost:3000';");
 
