@@ -19,10 +19,11 @@
  */
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { MAX_JSON_DEPTH } from '../../src/core/limits.js';
 import { withDeadline } from '../helpers/hostile.js';
 import { useTestApp } from '../helpers/test-app.js';
 
-const MAX_DEPTH = 64;
+const MAX_DEPTH = MAX_JSON_DEPTH;
 const RUNS = Number(process.env.HOSTILE_RUNS ?? 40);
 
 interface Json {

@@ -5,13 +5,14 @@
  * nothing.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
+import { BODY_LIMIT_BYTES } from '../../src/core/limits.js';
 import { expectUnchanged, ID_ENDPOINTS, LISTS, newVictim, NOW, own, raw, snapshot, toJsonText, trpcError, trpcRaw, trpcRawQueryText, useHostileApp, type Victim } from '../helpers/hostile.js';
 import { DAY } from '../helpers/test-app.js';
 
 const app = useHostileApp();
 
 describe('limits', () => {
-  const LIMIT = 100 * 1024;
+  const LIMIT = BODY_LIMIT_BYTES;
   let victim: Victim;
   beforeAll(async () => {
     victim = await newVictim();

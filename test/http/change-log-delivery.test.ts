@@ -10,6 +10,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { userWrite } from '../../src/writes/user-write.js';
+import { EVENTS_PATH } from '../../src/changes/events.router.js';
 import type { AuthedContext } from '../../src/core/context.js';
 import { eventually } from '../helpers/eventually.js';
 import { mulberry32 } from '../helpers/prng.js';
@@ -27,7 +28,7 @@ afterAll(async () => {
   await one?.close();
 });
 
-const EVENTS = '/api/users/me/events';
+const EVENTS = EVENTS_PATH;
 
 function contextOf(app: TestApp, userId: number): AuthedContext {
   return {

@@ -8,6 +8,7 @@ import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client.js';
 import { MAX_STREAMS_PER_TOKEN } from '../../src/changes/event-hub.js';
+import { EVENTS_PATH } from '../../src/changes/events.router.js';
 import { eventually } from '../helpers/eventually.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
 import { DAY, T0, seconds, startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';
@@ -15,7 +16,7 @@ import { DAY, T0, seconds, startTestApp, useTestApp, type TestApp } from '../hel
 const app = useTestApp({ eventsIdleMs: 150, resetClock: true });
 
 const DUE = seconds(T0) + 7 * DAY;
-const EVENTS = '/api/users/me/events';
+const EVENTS = EVENTS_PATH;
 
 type User = Awaited<ReturnType<TestApp['register']>>;
 

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
+import { BODY_LIMIT_BYTES } from '../../src/core/limits.js';
 import { createLogger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/app/orm.js';
 import { createApp } from '../../src/http/app.js';
@@ -224,7 +225,7 @@ describe('a body that cannot be read: 400 invalid_json', () => {
 });
 
 describe('body size: 413 payload_too_large above 100 KiB', () => {
-  const LIMIT = 100 * 1024;
+  const LIMIT = BODY_LIMIT_BYTES;
   /** A create-project body of exactly `bytes` bytes, padded with an ignored member. */
   function bodyOfSize(name: string, bytes: number): string {
     const skeleton = JSON.stringify({ project: { name }, pad: '' });

@@ -7,13 +7,14 @@
  */
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { EVENTS_PATH } from '../../src/changes/events.router.js';
 import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
-const EVENTS = '/api/users/me/events';
+const EVENTS = EVENTS_PATH;
 const services: SpawnedService[] = [];
 const streams: SseStream[] = [];
 afterAll(async () => {
