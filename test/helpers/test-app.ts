@@ -23,13 +23,17 @@ export { DAY, T0, seconds };
 
 export type { ApiResponse, RequestOptions } from './http.js';
 
+/**
+ * A new database on the run's PostgreSQL, already migrated: a copy of the template the global
+ * setup migrated once (opening it with `migrate: true` then finds nothing to do).
+ */
 export async function createTestDatabase(): Promise<string> {
   const admin = inject('adminDatabaseUrl');
   const name = `t_${process.pid}_${randomBytes(5).toString('hex')}`;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
   try {
-    await client.query(`create database "${name}"`);
+    await client.query(`create database "${name}" template "${inject('templateDatabase')}"`);
   } finally {
     await client.end();
   }
