@@ -13,23 +13,28 @@ import { CREATED, sample, scrape, scrapeUntil } from '../helpers/metrics.js';
 import { openStream } from '../helpers/sse.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
+/** An in-process service with its metrics server, 10 logins or registrations a minute. */
+async function startMetricsService(): Promise<RunningService> {
+  const databaseUrl = await createTestDatabase();
+  const config = {
+    ...loadConfig({}),
+    databaseUrl,
+    port: 0,
+    host: '127.0.0.1',
+    passwordHashCost: 1024,
+    rateLimitAuthPerMinute: 10,
+    rateLimitPerMinute: 0,
+    metricsPort: 0,
+  };
+  return startService({ config, logger: createLogger('silent') });
+}
+
 describe('metrics of an in-process service', () => {
   let service: RunningService;
   let metricsUrl: string;
 
   beforeAll(async () => {
-    const databaseUrl = await createTestDatabase();
-    const config = {
-      ...loadConfig({}),
-      databaseUrl,
-      port: 0,
-      host: '127.0.0.1',
-      passwordHashCost: 1024,
-      rateLimitAuthPerMinute: 10,
-      rateLimitPerMinute: 0,
-      metricsPort: 0,
-    };
-    service = await startService({ config, logger: createLogger('silent') });
+    service = await startMetricsService();
     metricsUrl = service.metricsUrl!;
   });
 
@@ -147,12 +152,26 @@ describe('metrics of an in-process service', () => {
     }
     if (token) expect(text).not.toContain(token.replace(/^Bearer /, ''));
   });
+});
+
+describe('metrics of an in-process service whose limit is spent', () => {
+  // A service of its own: the refusals it counts would refuse the other tests' registrations.
+  let service: RunningService;
+  let metricsUrl: string;
+
+  beforeAll(async () => {
+    service = await startMetricsService();
+    metricsUrl = service.metricsUrl!;
+  });
+
+  afterAll(async () => {
+    await service?.stop();
+  });
 
   it('counts a rate-limit refusal (429)', async () => {
     const before = sample(await scrape(metricsUrl), 'planning_rate_limit_refusals_total', { limit: 'auth' });
     expect(before).toBe(0);
-    // RATE_LIMIT_AUTH_PER_MINUTE is 10 here: the attempts of this test and the earlier
-    // registrations from this address run into it (so this test comes last).
+    // RATE_LIMIT_AUTH_PER_MINUTE is 10 here: the attempts of this test run into it.
     let refused = 0;
     for (let i = 0; i < 20 && refused === 0; i++) {
       const res = await call(service.url, 'POST', '/api/users/authorizations', { body: { username: 'nobody', password: 'wrong-password' } });

@@ -4,7 +4,7 @@
  * statement's failures; nothing is lost, reordered or left open.
  */
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BATCHED, batchPool, batchStatements, roundTrips } from '../../src/db/batching.js';
 import { eventually } from '../helpers/eventually.js';
 import { createTestDatabase } from '../helpers/test-app.js';
@@ -38,6 +38,12 @@ async function trips(run: () => Promise<unknown>): Promise<number> {
 
 const rows = async (sql: string) => (await observer.query(sql)).rows;
 
+// Each test starts from an empty table and puts in what it needs, so they run in any order.
+beforeEach(async () => {
+  await observer.query('truncate items');
+});
+const insertRowOne = () => observer.query(`insert into items values (1, 'one')`);
+
 describe('statements sent together', () => {
   it('begin, a batched insert and a select are one message; the select sees the insert; commit is a second', async () => {
     let selected: pg.QueryResult | undefined;
@@ -66,6 +72,7 @@ describe('statements sent together', () => {
   });
 
   it('a failing batched statement fails the statement it travels with; the rollback leaves nothing', async () => {
+    await insertRowOne();
     await client.query('begin');
     await client.query(`insert into items values (3, 'three')`);
     await client.query(`${BATCHED}insert into items values (1, 'duplicate key')`);
@@ -109,6 +116,7 @@ describe('statements sent together', () => {
   it('each statement of a message reads a snapshot taken after the one before it ran (a lock, then a read)', async () => {
     // The owner's lock and the write's first statement share a message: the read must see
     // what the lock's holder committed while the lock was waited for.
+    await insertRowOne();
     const holder = observer;
     await holder.query('begin');
     await holder.query(`update items set note = 'held' where id = 1`);

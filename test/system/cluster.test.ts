@@ -11,6 +11,8 @@ import { createTestDatabase } from '../helpers/test-app.js';
 const DUE = Math.floor(Date.now() / 1000) + 30 * 86_400;
 let service: SpawnedService;
 let databaseUrl: string;
+/** The users of the tests, registered before any test spends the login limit (in any order). */
+let users: Record<'limits' | 'orders' | 'limited', { id: number; token: string }>;
 
 async function sql<T>(query: string, params: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -42,6 +44,11 @@ beforeAll(async () => {
     RATE_LIMIT_AUTH_PER_MINUTE: '6',
     RATE_LIMIT_PER_MINUTE: '0',
   });
+  users = {
+    limits: await registerUser(service.url, 'limits'),
+    orders: await registerUser(service.url, 'orders'),
+    limited: await registerUser(service.url, 'limited'),
+  };
 }, 60_000);
 
 afterAll(async () => {
@@ -52,7 +59,7 @@ afterAll(async () => {
 
 describe('two worker processes on one database', () => {
   it('starts at most 3 of 8 projects started in parallel', async () => {
-    const { token } = await registerUser(service.url, 'limits');
+    const { token } = users.limits;
     const ids: number[] = [];
     for (let i = 0; i < 8; i++) {
       ids.push((await call(service.url, 'POST', '/api/users/me/projects', { token, body: { project: { name: `p${i}` } } })).body.data.id);
@@ -70,7 +77,7 @@ describe('two worker processes on one database', () => {
   });
 
   it('gives 30 tasks created in parallel the orders 1..30, and keeps them a permutation under parallel reorders', async () => {
-    const { id: userId, token } = await registerUser(service.url, 'orders');
+    const { id: userId, token } = users.orders;
     const created = await Promise.all(
       Array.from({ length: 30 }, (_, i) => call(service.url, 'POST', '/api/users/me/tasks', { token, body: { task: { label: `t${i}` } } })),
     );
@@ -87,7 +94,6 @@ describe('two worker processes on one database', () => {
   });
 
   it('counts the login rate limit across both workers', async () => {
-    await registerUser(service.url, 'limited');
     const attempts = await Promise.all(
       Array.from({ length: 20 }, () => call(service.url, 'POST', '/api/users/authorizations', { body: { username: 'limited', password: 'password1' } })),
     );

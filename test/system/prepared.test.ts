@@ -3,7 +3,7 @@
  * per connection under its name and then only run; inside one it goes through the ORM; `?` in
  * quoted text stays text; errors are the ORM's, as for every other statement.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { UniqueConstraintViolationException, type MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
 import { execute, prepared } from '../../src/db/prepared.js';
@@ -18,6 +18,13 @@ beforeAll(async () => {
   await orm.em.fork().execute('create table items (id int primary key, note text)');
 });
 afterAll(() => orm?.close(true));
+
+// Each test starts from an empty table and puts in what it needs (through the ORM, not
+// prepared), so they run in any order.
+beforeEach(async () => {
+  await orm.em.fork().execute('truncate items');
+});
+const insertRowOne = () => orm.em.fork().execute(`insert into items (id, note) values (1, 'one')`);
 
 const preparedNames = async () =>
   (await execute<{ name: string }>(orm.em.fork(), `select name from pg_prepared_statements where name like 's\\_%' order by name`)).map((r) => r.name);
@@ -37,6 +44,7 @@ describe('prepared statements', () => {
   });
 
   it('inside a transaction goes through the ORM (the transaction\'s connection), unprepared', async () => {
+    await insertRowOne();
     const sql = `select note from items where id = ? and note is not null`;
     await orm.em.fork().transactional(async (em) => {
       expect(await execute(em, sql, [1])).toEqual([{ note: 'one' }]);
@@ -45,6 +53,7 @@ describe('prepared statements', () => {
   });
 
   it('fails with the ORM\'s exceptions, and keeps its connection (and what it prepared) when the server answered', async () => {
+    await insertRowOne();
     const pid = async () => (await execute<{ pid: number }>(orm.em.fork(), 'select pg_backend_pid() as pid'))[0]!.pid;
     const before = await pid();
     const names = await preparedNames();
