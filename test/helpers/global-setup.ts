@@ -1,13 +1,19 @@
 /**
- * Starts one real PostgreSQL for the whole run (embedded, in a temporary folder), or uses
- * DATABASE_URL when given, and migrates one template database on it. Each test file then
- * creates its own databases as copies of that template (test-app.ts, createTestDatabase),
- * which costs a file copy instead of running every migration again.
+ * Once per run, before any test file:
+ *
+ * - Starts one real PostgreSQL (embedded, in a temporary folder), or uses DATABASE_URL when
+ *   given, and migrates one template database on it. Each test file then creates its own
+ *   databases as copies of that template (test-app.ts, createTestDatabase), which costs a
+ *   file copy instead of running every migration again.
+ * - Compiles src/ to JavaScript as `npm run build` does (TypeScript, file by file), for the
+ *   services the system tests spawn (spawn-service.ts): each process then starts from
+ *   JavaScript, as `npm start` runs it, instead of compiling every module again through tsx.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import ts from 'typescript';
 import type { TestProject } from 'vitest/node';
 import { openOrm } from '../../src/app/orm.js';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
@@ -18,6 +24,8 @@ declare module 'vitest' {
     adminDatabaseUrl: string;
     /** The migrated database that test databases are copied from (CREATE DATABASE … TEMPLATE). */
     templateDatabase: string;
+    /** src/main.ts compiled to JavaScript, for the services the tests spawn. */
+    serviceEntry: string;
   }
 }
 
@@ -47,13 +55,46 @@ async function createTemplate(adminUrl: string, name: string): Promise<() => Pro
     });
 }
 
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/**
+ * src/ compiled into a temporary folder, with the package's package.json (its module type)
+ * and a link to its node_modules beside it; returns the folder.
+ */
+async function compileSources(): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-build-'));
+  const { config } = ts.readConfigFile(path.join(ROOT, 'tsconfig.json'), ts.sys.readFile);
+  const { options } = ts.parseJsonConfigFileContent(config, ts.sys, ROOT);
+  // What tsc emits for this ES module package (isolatedModules: each file on its own).
+  const compilerOptions = { ...options, module: ts.ModuleKind.ESNext, sourceMap: false, inlineSourceMap: false, declaration: false };
+  const src = path.join(ROOT, 'src');
+  for (const file of await fs.readdir(src, { recursive: true })) {
+    if (!file.endsWith('.ts')) continue;
+    const { outputText } = ts.transpileModule(await fs.readFile(path.join(src, file), 'utf8'), { compilerOptions, fileName: file });
+    const out = path.join(dir, 'src', file.replace(/\.ts$/, '.js'));
+    await fs.mkdir(path.dirname(out), { recursive: true });
+    await fs.writeFile(out, outputText);
+  }
+  await fs.copyFile(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+  await fs.symlink(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+  return dir;
+}
+
 export default async function setup(project: TestProject) {
+  const built = await compileSources();
+  project.provide('serviceEntry', path.join(built, 'src', 'main.js'));
+  const removeBuild = () => fs.rm(built, { recursive: true, force: true });
+
   // Per run, so that runs against one DATABASE_URL do not share (or drop) each other's.
   const template = `t_template_${process.pid}`;
   project.provide('templateDatabase', template);
   if (process.env.DATABASE_URL) {
     project.provide('adminDatabaseUrl', process.env.DATABASE_URL);
-    return createTemplate(process.env.DATABASE_URL, template);
+    const dropTemplate = await createTemplate(process.env.DATABASE_URL, template);
+    return async () => {
+      await dropTemplate();
+      await removeBuild();
+    };
   }
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-test-'));
   const db = await startEmbeddedDatabase({
@@ -66,5 +107,6 @@ export default async function setup(project: TestProject) {
   return async () => {
     await db.stop();
     await fs.rm(dataDir, { recursive: true, force: true });
+    await removeBuild();
   };
 }
