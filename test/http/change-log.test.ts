@@ -402,7 +402,9 @@ describe('a client that does not read', () => {
       const { port } = new URL(slow.baseUrl);
       const socket = net.connect(Number(port), '127.0.0.1');
       await new Promise<void>((resolve) => socket.once('connect', resolve));
-      socket.write(`GET ${EVENTS}?after=0 HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: ${u.token}\r\n\r\n`);
+      // Connection: close, so that the socket closes once the answer is read, not after the
+      // server's keep-alive timeout (5 s of waiting on nothing).
+      socket.write(`GET ${EVENTS}?after=0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAccept: text/event-stream\r\nAuthorization: ${u.token}\r\n\r\n`);
       socket.pause(); // and never read
       const hub = slow.events;
       await eventually(() => hub.size > 0, { message: 'the stream opened', timeout: 20_000 }).catch(() => undefined);
