@@ -14,14 +14,15 @@ import { stat } from 'node:fs/promises';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { mulberry32 } from './prng.js';
 
-const SPREAD_PROJECT = 'system';
+/** Files spread among the others: those under test/system/. */
+const SPREAD = /[\\/]test[\\/]system[\\/]/;
 
 export class TieredSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const { sequence } = this.ctx.config;
     if (sequence.shuffle) return shuffled(files, sequence.seed);
-    const spread = await this.#longestFirst(files.filter((spec) => spec.project.name === SPREAD_PROJECT));
-    const rest = await this.#longestFirst(files.filter((spec) => spec.project.name !== SPREAD_PROJECT));
+    const spread = await this.#longestFirst(files.filter((spec) => SPREAD.test(spec.moduleId)));
+    const rest = await this.#longestFirst(files.filter((spec) => !SPREAD.test(spec.moduleId)));
     const order: TestSpecification[] = [];
     const every = spread.length ? (spread.length + rest.length) / spread.length : Infinity;
     for (let i = 0; spread.length || rest.length; i++) {
