@@ -1,5 +1,6 @@
 import { defineConfig } from 'vitest/config';
 import { pooledTierSkip } from './test/helpers/pooled-database.js';
+import { TieredSequencer } from './test/helpers/sequencer.js';
 
 /**
  * The pooled tier: these tests (about 480, 21 files) run a second time with every database
@@ -7,34 +8,58 @@ import { pooledTierSkip } from './test/helpers/pooled-database.js';
  * per database (4) smaller than the apps' pools (20), LISTEN and the migration lock going to
  * PostgreSQL directly: every kind of write and read over HTTP, both doors, the change log's
  * delivery, idempotency, If-Match, and statements batched into one message. Left out for
- * time: access.test.ts and change-log.test.ts (they wait on clocks and idle ticks, not on the
- * database). README.md "Behind a pooler" names them too.
+ * time: http/access.test.ts and http/change-log.test.ts (they wait on clocks and idle ticks,
+ * not on the database). README.md "Behind a pooler" names them too.
  */
 export const POOLED_TIER = [
-  'test/projects-*.test.ts',
-  'test/tasks-*.test.ts',
-  'test/parity.test.ts',
-  'test/conditional.test.ts',
-  'test/idempotency.test.ts',
-  'test/users.test.ts',
-  'test/change-log-delivery.test.ts',
-  'test/http-errors.test.ts',
-  'test/trpc-door.test.ts',
-  'test/batching.test.ts',
+  'test/http/projects-*.test.ts',
+  'test/http/tasks-*.test.ts',
+  'test/http/parity.test.ts',
+  'test/http/conditional.test.ts',
+  'test/http/idempotency.test.ts',
+  'test/http/users.test.ts',
+  'test/http/change-log-delivery.test.ts',
+  'test/http/http-errors.test.ts',
+  'test/http/trpc-door.test.ts',
+  'test/system/batching.test.ts',
 ];
 
+/**
+ * Three projects share one pool of workers (same groupOrder, so they run side by side):
+ *
+ * - `system` (test/system/): spawned processes, crashes, outages, memory. Each file gets a
+ *   fresh worker (isolate), as they measure or signal their own process.
+ * - `in-process` (rules, procedures, http, hostile): a worker runs file after file and keeps
+ *   the modules it has evaluated (isolate: false), so src/ and its libraries are loaded once
+ *   per worker instead of once per file. Each file still gets its own app and database.
+ *
+ * - `pooled`: the pooled tier above, each file in a fresh worker, behind PgBouncer.
+ *
+ * maxWorkers is explicit: vitest's default (available cores - 1) is a single worker on a
+ * 2-core machine, while most of a file's time is spent waiting on PostgreSQL or on a
+ * spawned process.
+ */
 export default defineConfig({
   test: {
+    maxWorkers: 3,
     globalSetup: ['test/helpers/global-setup.ts'],
     setupFiles: ['test/helpers/fast-check-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
     env: { LOG_LEVEL: 'silent' },
+    sequence: { sequencer: TieredSequencer },
     projects: [
-      { extends: true, test: { name: 'direct', include: ['test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: { name: 'system', include: ['test/system/**/*.test.ts'], isolate: true },
+      },
+      {
+        extends: true,
+        test: { name: 'in-process', include: ['test/{rules,procedures,http,hostile}/**/*.test.ts'], isolate: false },
+      },
       // Skipped only on a machine without PostgreSQL 15 and PgBouncer that is not CI.
-      ...(pooledTierSkip ? [] : [{ extends: true, test: { name: 'pooled', include: POOLED_TIER } }]),
+      ...(pooledTierSkip ? [] : [{ extends: true, test: { name: 'pooled', include: POOLED_TIER, isolate: true } }]),
     ],
   },
 });

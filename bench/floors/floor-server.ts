@@ -25,7 +25,7 @@ const DAY_MS = 86_400_000;
 const META = { stability: 'unstable', notice: 'This output may change soon.' };
 const LIST_PATH = '/api/users/me/tasks';
 
-// The service's statements, as its ORM logs them (test/query-count.test.ts, bench/README.md).
+// The service's statements, as its ORM logs them (test/http/query-count.test.ts, bench/README.md).
 const SQL = {
   token: `select u.id, u.username from access_tokens t join users u on u.id = t.user_id
       where t.token_hash = $1 and t.expires_at > $2`,

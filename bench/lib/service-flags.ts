@@ -1,6 +1,6 @@
 /**
  * The Node flags `npm start` runs the service with (package.json), so that the bench measures
- * what production runs. test/start-flags.test.ts keeps the two equal.
+ * what production runs. test/rules/start-flags.test.ts keeps the two equal.
  *
  * `--max-semi-space-size=16`: V8 sizes the young generation from the heap limit, which on a
  * machine with 24 GiB is far more than this service's short-lived garbage needs; capped at

@@ -25,7 +25,7 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 
 /** Seconds; prom-client's defaults, which cover a 5 ms read to a 10 s pool timeout. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-/** Statements; the heaviest write sends 11 (test/query-count.test.ts). */
+/** Statements; the heaviest write sends 11 (test/http/query-count.test.ts). */
 const STATEMENT_BUCKETS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 30, 50];
 /** Seconds; an idle connection is handed over in well under a millisecond, a new one takes a few. */
 const ACQUIRE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];

@@ -114,7 +114,7 @@ const STATUS_TEXT: Record<number, string> = {
 };
 
 // ---------------------------------------------------------------------------------------
-// Examples. Illustrative values, valid against the schemas they accompany (test/contract.test.ts
+// Examples. Illustrative values, valid against the schemas they accompany (test/rules/contract.test.ts
 // checks that); the times are whole Unix seconds around 2026-06-15T12:00:00Z.
 
 const NOW = 1_781_524_800;

@@ -14,7 +14,7 @@
  *   5. the project being deleted: `PROJECT_DELETED_ACTION`, also in SQL.
  * - `applyTaskAction` runs an action on an object, `taskActionSql` (one action, many rows) and
  *   `taskTransitionSql` (a requested change, in the one statement that writes it) on rows:
- *   all read the same effects, so they cannot disagree (test/task-rules.test.ts runs them
+ *   all read the same effects, so they cannot disagree (test/rules/tasks-state-sql.test.ts runs them
  *   and compares).
  */
 export const TASK_STATES = ['newed', 'started', 'planned', 'finished', 'abandoned'] as const;

@@ -2,7 +2,7 @@
  * The task rules that statements repeat, each written once as a named SQL fragment over a
  * `tasks` row aliased by the caller. The stores, the projects' statements and the one-statement
  * writes build on these; a rule changed here changes in every statement
- * (test/write-sql/ shows each write's statements whole).
+ * (test/procedures/write-sql/ shows each write's statements whole).
  */
 import { secondsOf } from '../db/sql-fragments.js';
 

@@ -3,9 +3,11 @@
  * and the project and task resources of SPEC.md 2.1–2.2 (API-CONTRACT.md §6).
  */
 import { expect } from 'vitest';
+import { STABILITY_META } from '../../src/core/envelope.js';
+import { TASK_STATES, type TaskState } from '../../src/tasks/task.lifecycle.js';
 import type { ApiResponse } from './http.js';
 
-export const META = { stability: 'unstable', notice: 'This output may change soon.' };
+export const META = STABILITY_META;
 export const JSON_CT = 'application/json; charset=utf-8';
 
 export interface Source {
@@ -93,8 +95,7 @@ export function projectDoc(p: ProjectExpectation) {
   return { data: projectJson(p), meta: META };
 }
 
-export const TASK_STATES = ['newed', 'started', 'planned', 'finished', 'abandoned'] as const;
-export type TaskState = (typeof TASK_STATES)[number];
+export { TASK_STATES, type TaskState };
 
 export interface TaskExpectation {
   id: number;

@@ -1,16 +1,25 @@
 /**
- * Starts one real PostgreSQL for the whole run (embedded, in a temporary folder), or uses
- * DATABASE_URL when given. Each test file then creates its own database on it.
+ * Once per run of a project, before any of its test files:
  *
- * The pooled tier (the vitest project `pooled`, or TEST_POOLED=1) runs the same tests behind
- * a pooler instead: PostgreSQL 15 with PgBouncer in transaction mode in front of it
- * (test/helpers/pooled-database.ts), its pool smaller than the apps' pools. Its URLs then
- * lead through PgBouncer, and `directAdminDatabaseUrl` past it (test-app.ts `directUrlOf`).
+ * - Starts one real PostgreSQL (embedded, in a temporary folder), or uses DATABASE_URL when
+ *   given, and migrates one template database on it. Each test file then creates its own
+ *   databases as copies of that template (test-app.ts, createTestDatabase), which costs a
+ *   file copy instead of running every migration again.
+ * - The pooled tier (the vitest project `pooled`, or TEST_POOLED=1) runs its tests behind a
+ *   pooler instead: PostgreSQL 15 with PgBouncer in transaction mode in front of it
+ *   (test/helpers/pooled-database.ts), its pool smaller than the apps' pools. Its URLs then
+ *   lead through PgBouncer, and `directAdminDatabaseUrl` past it (test-app.ts `directUrlOf`).
+ * - Compiles src/ to JavaScript as `npm run build` does (TypeScript, file by file), for the
+ *   services the system tests spawn (spawn-service.ts): each process then starts from
+ *   JavaScript, as `npm start` runs it, instead of compiling every module again through tsx.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
+import ts from 'typescript';
 import type { TestProject } from 'vitest/node';
+import { openOrm } from '../../src/app/orm.js';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { startPooledDatabase } from './pooled-database.js';
 
@@ -20,23 +29,93 @@ declare module 'vitest' {
     adminDatabaseUrl: string;
     /** The same server without the pooler (the pooled tier); else the same URL. */
     directAdminDatabaseUrl: string;
+    /** The migrated database that test databases are copied from (CREATE DATABASE … TEMPLATE). */
+    templateDatabase: string;
+    /** src/main.ts compiled to JavaScript, for the services the tests spawn. */
+    serviceEntry: string;
   }
+}
+
+async function admin<T>(url: string, run: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await run(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Creates and migrates the template; returns how to drop it. */
+async function createTemplate(adminUrl: string, name: string): Promise<() => Promise<void>> {
+  await admin(adminUrl, (c) => c.query(`create database "${name}"`));
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const orm = await openOrm(url.toString(), { migrate: true, poolSize: 1 });
+  await orm.close(true);
+  // No session may stay on a template while it is copied: refuse them all from now on.
+  await admin(adminUrl, (c) => c.query(`alter database "${name}" with is_template true allow_connections false`));
+  return () =>
+    admin(adminUrl, async (c) => {
+      await c.query(`alter database "${name}" with is_template false`);
+      await c.query(`drop database if exists "${name}"`);
+    });
+}
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/**
+ * src/ compiled into a temporary folder, with the package's package.json (its module type)
+ * and a link to its node_modules beside it; returns the folder.
+ */
+async function compileSources(): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-build-'));
+  const { config } = ts.readConfigFile(path.join(ROOT, 'tsconfig.json'), ts.sys.readFile);
+  const { options } = ts.parseJsonConfigFileContent(config, ts.sys, ROOT);
+  // What tsc emits for this ES module package (isolatedModules: each file on its own).
+  const compilerOptions = { ...options, module: ts.ModuleKind.ESNext, sourceMap: false, inlineSourceMap: false, declaration: false };
+  const src = path.join(ROOT, 'src');
+  for (const file of await fs.readdir(src, { recursive: true })) {
+    if (!file.endsWith('.ts')) continue;
+    const { outputText } = ts.transpileModule(await fs.readFile(path.join(src, file), 'utf8'), { compilerOptions, fileName: file });
+    const out = path.join(dir, 'src', file.replace(/\.ts$/, '.js'));
+    await fs.mkdir(path.dirname(out), { recursive: true });
+    await fs.writeFile(out, outputText);
+  }
+  await fs.copyFile(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+  await fs.symlink(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+  return dir;
 }
 
 /** The pooler's server connections per database: fewer than a test app's pool (20). */
 export const POOLED_TIER_POOL_SIZE = 4;
 
 export default async function setup(project: TestProject) {
+  const built = await compileSources();
+  project.provide('serviceEntry', path.join(built, 'src', 'main.js'));
+  const removeBuild = () => fs.rm(built, { recursive: true, force: true });
+
+  // Per run, so that runs against one DATABASE_URL do not share (or drop) each other's.
+  const template = `t_template_${process.pid}`;
+  project.provide('templateDatabase', template);
   if (project.name === 'pooled' || process.env.TEST_POOLED === '1') {
     const pooled = await startPooledDatabase({ bouncer: { default_pool_size: POOLED_TIER_POOL_SIZE } });
     project.provide('adminDatabaseUrl', pooled.pooledUrl());
     project.provide('directAdminDatabaseUrl', pooled.directUrl());
-    return () => pooled.stop();
+    await createTemplate(pooled.directUrl(), template);
+    return async () => {
+      await pooled.stop();
+      await removeBuild();
+    };
   }
   if (process.env.DATABASE_URL) {
     project.provide('adminDatabaseUrl', process.env.DATABASE_URL);
     project.provide('directAdminDatabaseUrl', process.env.DATABASE_URL);
-    return;
+    const dropTemplate = await createTemplate(process.env.DATABASE_URL, template);
+    return async () => {
+      await dropTemplate();
+      await removeBuild();
+    };
   }
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-test-'));
   const db = await startEmbeddedDatabase({
@@ -46,8 +125,10 @@ export default async function setup(project: TestProject) {
   });
   project.provide('adminDatabaseUrl', db.url);
   project.provide('directAdminDatabaseUrl', db.url);
+  await createTemplate(db.url, template);
   return async () => {
     await db.stop();
     await fs.rm(dataDir, { recursive: true, force: true });
+    await removeBuild();
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The harness of the hostile-input tests (hostile-input-*.test.ts), property-based
+ * The harness of the hostile-input tests (test/hostile/*.test.ts), property-based
  * (fast-check), through both doors.
  *
  * For every write endpoint, the list endpoints' query strings and every path id, random and
@@ -33,6 +33,9 @@
 import fc from 'fast-check';
 import { TRPCClientError } from '@trpc/client';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { MAX_TIMESTAMP } from '../../src/core/fields.js';
+import { PROJECT_PAGE_SIZE } from '../../src/projects/project.schema.js';
+import { TASK_PAGE_SIZE } from '../../src/tasks/task.schema.js';
 import { DAY, T0, seconds, useTestApp, type ApiResponse, type TestApp } from './test-app.js';
 
 /** Runs per property; the whole file stays well under a minute. */
@@ -40,7 +43,7 @@ export const RUNS = Number(process.env.HOSTILE_RUNS ?? 60);
 /** A response slower than this counts as a hang. */
 export const DEADLINE_MS = 10_000;
 export const PROPERTY_TIMEOUT = 50_000;
-export const MAX_TIMESTAMP = 253_402_300_799;
+export { MAX_TIMESTAMP };
 export const NOW = seconds(T0);
 export const JSON_UTF8 = 'application/json; charset=utf-8';
 
@@ -609,8 +612,8 @@ export function safeEncode(segment: string): string {
 }
 
 export const LISTS = [
-  { procedure: 'projects.list', path: '/api/users/me/projects', size: 25 },
-  { procedure: 'tasks.list', path: '/api/users/me/tasks', size: 50 },
+  { procedure: 'projects.list', path: '/api/users/me/projects', size: PROJECT_PAGE_SIZE },
+  { procedure: 'tasks.list', path: '/api/users/me/tasks', size: TASK_PAGE_SIZE },
 ];
 
 /** Node's limit on the request line and headers together (--max-http-header-size). */

@@ -1,6 +1,11 @@
-/** Runs `src/main.ts` as a separate process, as a user would, for restart/crash/cluster tests. */
+/**
+ * Runs the service as a separate process, as a user would, for restart/crash/cluster tests:
+ * src/main.ts as the global setup compiled it (as `npm start` runs the build), or, in another
+ * checkout (`cwd`), that checkout's src/main.ts through tsx.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { inject } from 'vitest';
 
 export interface SpawnedService {
   child: ChildProcess;
@@ -15,7 +20,7 @@ export function spawnService(
   env: Record<string, string>,
   options: { detached?: boolean; cwd?: string; /** Soft and hard limit on open files. */ fdLimit?: number } = {},
 ): Promise<SpawnedService> {
-  const args = ['--import', 'tsx', 'src/main.ts'];
+  const args = options.cwd ? ['--import', 'tsx', 'src/main.ts'] : [inject('serviceEntry')];
   // The shell lowers the limit and then becomes the service (exec), keeping its pid.
   const [command, argv] = options.fdLimit
     ? ['/bin/sh', ['-c', `ulimit -n ${options.fdLimit} && exec "$0" "$@"`, process.execPath, ...args]]

@@ -13,13 +13,13 @@ import { createLogger, type Logger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/app/orm.js';
 import { createApp } from '../../src/http/app.js';
 import { createHttpServer } from '../../src/http/http-server.js';
-import { EventHub } from '../../src/changes/event-hub.js';
+import { EventHub, type Subscription } from '../../src/changes/event-hub.js';
+import { hashAccessToken } from '../../src/users/credentials.js';
 import { request as sendRequest, type ApiResponse, type RequestOptions } from './http.js';
 
-/** 2026-06-15T12:00:00Z, a Monday. */
-export const T0 = Date.UTC(2026, 5, 15, 12, 0, 0);
-export const DAY = 86_400;
-export const seconds = (ms: number) => Math.floor(ms / 1000);
+import { DAY, T0, seconds } from './times.js';
+
+export { DAY, T0, seconds };
 
 export type { ApiResponse, RequestOptions } from './http.js';
 
@@ -37,19 +37,48 @@ export function directUrlOf(databaseUrl: string): string {
   return url.toString();
 }
 
+/**
+ * A new database on the run's PostgreSQL, already migrated: a copy of the template the global
+ * setup migrated once (opening it with `migrate: true` then finds nothing to do).
+ */
 export async function createTestDatabase(): Promise<string> {
   const admin = inject('adminDatabaseUrl');
   const name = `t_${process.pid}_${randomBytes(5).toString('hex')}`;
   const client = new pg.Client({ connectionString: directUrlOf(admin) });
   await client.connect();
   try {
-    await client.query(`create database "${name}"`);
+    await client.query(`create database "${name}" template "${inject('templateDatabase')}"`);
   } finally {
     await client.end();
   }
   const url = new URL(admin);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+/**
+ * The app's change feed, which also says how many streams an access token has open in it:
+ * the count its limit of MAX_STREAMS_PER_TOKEN reads, which drops when a stream is released.
+ */
+export class TestEventHub extends EventHub {
+  readonly #open = new Set<Subscription>();
+
+  override async subscribe(userId: number, tokenHash: string): Promise<Subscription> {
+    const subscription = await super.subscribe(userId, tokenHash);
+    this.#open.add(subscription);
+    return subscription;
+  }
+
+  /** Streams of this access token open in this process (a closed one has given its slot back). */
+  streamsOf(token: string): number {
+    const hash = hashAccessToken(token);
+    let n = 0;
+    for (const s of this.#open) {
+      if (s.closed) this.#open.delete(s);
+      else if (s.tokenHash === hash) n += 1;
+    }
+    return n;
+  }
 }
 
 export interface TestAppOptions {
@@ -73,7 +102,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
   const directUrl = directUrlOf(databaseUrl);
   const orm: MikroORM = await openOrm(databaseUrl, { migrate: true, poolSize: 20, directUrl });
   const clock = options.clock ?? new ManualClock(T0);
-  const events = new EventHub({ databaseUrl: directUrl, idleMs: options.eventsIdleMs, slowClientMs: options.eventsSlowClientMs });
+  const events = new TestEventHub({ databaseUrl: directUrl, idleMs: options.eventsIdleMs, slowClientMs: options.eventsSlowClientMs });
   const app = createApp({
     orm,
     clock,

@@ -1,8 +1,10 @@
 /** The instants the tests set their clocks to. T0 is 2026-06-15T12:00:00Z, a Monday. */
-import { DAY, T0, seconds } from './test-app.js';
 
-export { DAY, T0, seconds };
+/** 2026-06-15T12:00:00Z, a Monday (milliseconds). */
+export const T0 = Date.UTC(2026, 5, 15, 12, 0, 0);
+export const DAY = 86_400;
 export const HOUR = 3600;
+export const seconds = (ms: number) => Math.floor(ms / 1000);
 /** T0 in Unix seconds. */
 export const T0S = seconds(T0);
 /** 2026-06-16T00:00:00Z: the first instant that is "after today" at T0. */

@@ -1,0 +1,518 @@
+/**
+ * openapi.json as a contract: every documented operation is driven over HTTP against the
+ * real app, for its success and for every error status it documents (500 and 503 aside:
+ * test/system/outage.test.ts owns those), and every response is validated with ajv against the
+ * schema the document declares for that method, path and status. A status the document
+ * does not declare fails; an error code outside the status's `x-error-codes` fails; a
+ * declared required header that is missing fails. What the document says of itself (its
+ * operations, examples and parameters) is checked in test/rules/contract.test.ts.
+ */
+import fc from 'fast-check';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyedRequest } from '../../src/writes/idempotency.js';
+import { rawRequest } from '../helpers/http.js';
+import { operationById, operations, resolveHeader, schemaErrors, type Json, type Operation } from '../helpers/openapi-document.js';
+import { DAY, T0, seconds, startTestApp, type ApiResponse, type TestApp } from '../helpers/test-app.js';
+
+// --- Calls through the document. ----------------------------------------------------------
+/** `${operationId} ${status}` of every response seen. */
+const seen = new Set<string>();
+
+interface CallOptions {
+  id?: number | string;
+  query?: string;
+  token?: string;
+  body?: unknown;
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+function urlOf(operation: Operation, options: CallOptions): string {
+  let url = operation.path;
+  if (url.includes('{id}')) {
+    if (options.id === undefined) throw new Error(`${operation.id} needs an id`);
+    url = url.replace('{id}', encodeURIComponent(String(options.id)));
+  }
+  return options.query ? `${url}?${options.query}` : url;
+}
+
+/** Checks one response against what the document declares for its operation and status. */
+function checkAgainstDocument(operation: Operation, res: { status: number; headers: Headers; text: string; body: any }, what: string) {
+  const declared = operation.op.responses[String(res.status)];
+  if (!declared) {
+    throw new Error(
+      `${what}: status ${res.status} is not documented for ${operation.method.toUpperCase()} ${operation.path} ` +
+        `(documented: ${Object.keys(operation.op.responses).join(', ')}); body ${res.text}`,
+    );
+  }
+  seen.add(`${operation.id} ${res.status}`);
+  for (const [name, header] of Object.entries((declared.headers ?? {}) as Json)) {
+    if (resolveHeader(header).required) expect(res.headers.get(name), `${what}: header ${name}`).toBeTruthy();
+  }
+  const schema = declared.content?.['application/json']?.schema;
+  if (!schema) {
+    expect(res.text, `${what}: ${res.status} declares no body`).toBe('');
+    return;
+  }
+  expect(res.headers.get('content-type'), what).toBe('application/json; charset=utf-8');
+  const problems = schemaErrors(`${operation.id} ${res.status}`, schema, res.body);
+  expect(problems, `${what}: ${res.status} body ${res.text}`).toBeNull();
+  if (res.status >= 400) {
+    const codes: string[] = declared['x-error-codes'];
+    for (const error of res.body.errors) {
+      expect(error.status, what).toBe(String(res.status));
+      expect(codes, `${what}: code ${error.code} documented for ${res.status}`).toContain(error.code);
+    }
+  }
+}
+
+function codesOf(res: ApiResponse): string[] {
+  return (res.body?.errors ?? []).map((e: Json) => e.code);
+}
+
+const BIG_BODY = JSON.stringify({ padding: 'x'.repeat(101 * 1024) });
+const json = () => 'application/json';
+
+// One walk through the document, in its order: each operation's test uses what the ones
+// before it created (users, tokens, projects, tasks, a revoked token), and the last one checks
+// that together they met every documented status. So its order is kept under
+// --sequence.shuffle; the file's other block and the files around it are shuffled.
+describe('openapi.json describes what the service answers', { shuffle: false }, () => {
+  let app: TestApp;
+  let token: string;
+  let username: string;
+  let otherToken: string;
+  let revokedToken: string;
+  const ids: Record<string, number> = {};
+
+  async function call(operationId: string, options: CallOptions = {}, what = operationId): Promise<ApiResponse> {
+    const operation = operationById.get(operationId);
+    if (!operation) throw new Error(`no operation ${operationId} in openapi.json`);
+    const res = await app.request(operation.method.toUpperCase(), urlOf(operation, options), {
+      token: options.token,
+      body: options.body,
+      rawBody: options.rawBody,
+      headers: options.headers,
+    });
+    checkAgainstDocument(operation, res, what);
+    // What the service accepted, the document accepts too.
+    const requestSchema = operation.op.requestBody?.content?.['application/json']?.schema;
+    if (res.status < 300 && requestSchema && options.body !== undefined) {
+      expect(schemaErrors(`${operationId} request`, requestSchema, options.body), `${what}: accepted body ${JSON.stringify(options.body)}`).toBeNull();
+    }
+    return res;
+  }
+
+  /** A call with a body as written (fetch refuses a body on a GET). */
+  async function rawCall(operation: Operation, options: CallOptions, body: string, contentType: string | undefined, what: string) {
+    const url = new URL(urlOf(operation, options), app.baseUrl);
+    const headers: Record<string, string> = {};
+    if (options.token) headers.Authorization = options.token;
+    if (contentType) headers['Content-Type'] = contentType;
+    const res = await rawRequest(url, operation.method.toUpperCase(), headers, body);
+    checkAgainstDocument(operation, res, what);
+    return res;
+  }
+
+  /** A call that must answer `status`, with exactly these codes when given. */
+  async function expectStatus(operationId: string, status: number, options: CallOptions, codes?: string[], what = operationId) {
+    const res = await call(operationId, options, what);
+    expect(res.status, `${what}: ${res.text}`).toBe(status);
+    if (codes) expect(codesOf(res), what).toEqual(codes);
+    return res;
+  }
+
+  beforeAll(async () => {
+    app = await startTestApp();
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('users-register: 201, and 422 with its codes', async () => {
+    username = `alice_${Date.now().toString(36)}`;
+    const res = await expectStatus('users-register', 201, { body: { user: { username, password: 'correct horse battery staple' } } });
+    token = res.body.meta.token;
+    expect(res.body.data.attributes.username).toBe(username);
+    await expectStatus('users-register', 422, { body: { user: { username, password: 'correct horse battery staple' } } }, ['taken']);
+    await expectStatus('users-register', 422, { body: { user: { username: `Bad Name${'x'.repeat(50)}`, password: 'short' } } }, [
+      'invalid',
+      'too_long',
+      'too_short',
+    ]);
+    await expectStatus('users-register', 422, { body: { username: 'bob' } }, ['parameter_missing']);
+    otherToken = (await app.register()).token;
+  });
+
+  it('users-authorize: 201, 401 login_failed, 422', async () => {
+    const res = await expectStatus('users-authorize', 201, { body: { username, password: 'correct horse battery staple' } });
+    expect(res.body.meta.token).not.toBe(token);
+    revokedToken = res.body.meta.token;
+    await expectStatus('users-authorize', 401, { body: { username, password: 'wrong password' } }, ['login_failed']);
+    await expectStatus('users-authorize', 401, { body: { username: 'nobody_at_all', password: 'whatever1' } }, ['login_failed']);
+    await expectStatus('users-authorize', 422, { body: { username } }, ['parameter_missing']);
+    await expectStatus('users-authorize', 422, { body: { username: 42, password: 'x' } }, ['invalid']);
+  });
+
+  it('users-me: 200 with either header form', async () => {
+    const res = await expectStatus('users-me', 200, { token });
+    expect(res.body.data.attributes.username).toBe(username);
+    await expectStatus('users-me', 200, { token: `Bearer ${token}` });
+  });
+
+  it('users-revoke: 204, then the token is 401', async () => {
+    const res = await expectStatus('users-revoke', 204, { token: revokedToken });
+    expect(res.text).toBe('');
+    await expectStatus('users-me', 401, { token: revokedToken }, ['unauthorized'], 'users-me with a revoked token');
+    await expectStatus('users-revoke', 401, { token: revokedToken }, ['unauthorized']);
+  });
+
+  it('projects-create: 201 and 422', async () => {
+    const res = await expectStatus('projects-create', 201, { token, body: { project: { name: 'Coffee' } } });
+    expect(res.body.data.attributes).toMatchObject({ name: 'Coffee', slug: 'coffee', state: 'newed', description: '' });
+    expect(res.body.meta).toEqual({ stability: 'unstable', notice: 'This output may change soon.' });
+    ids.project = res.body.data.id;
+    ids.otherProject = (await call('projects-create', { token: otherToken, body: { project: { name: 'Theirs' } } })).body.data.id;
+    await expectStatus('projects-create', 422, { token, body: { project: { name: 'coffee' } } }, ['taken']);
+    await expectStatus('projects-create', 422, { token, body: { project: { name: `a b${'c'.repeat(120)}` } } }, ['invalid', 'too_long']);
+    await expectStatus('projects-create', 422, { token, body: { project: {} } }, ['parameter_missing']);
+    await expectStatus('projects-create', 422, { token, body: { name: 'Coffee' } }, ['parameter_missing']);
+  });
+
+  it('projects-list: 200 with links on every page, and 400 for a bad page', async () => {
+    for (let i = 1; i <= 25; i++) await call('projects-create', { token, body: { project: { name: `p${i}` } } });
+    const first = await expectStatus('projects-list', 200, { token });
+    expect(first.body.data).toHaveLength(25);
+    expect(first.body.links).toEqual({
+      first: `${app.baseUrl}/api/users/me/projects?page=1`,
+      last: `${app.baseUrl}/api/users/me/projects?page=2`,
+      next: `${app.baseUrl}/api/users/me/projects?page=2`,
+    });
+    const second = await expectStatus('projects-list', 200, { token, query: 'page=2' });
+    expect(second.body.data).toHaveLength(1);
+    expect(second.body.links.prev).toBe(`${app.baseUrl}/api/users/me/projects?page=1`);
+    expect(second.body.links.next).toBeUndefined();
+    const beyond = await expectStatus('projects-list', 200, { token, query: 'page=9' });
+    expect(beyond.body.data).toEqual([]);
+    for (const page of ['0', '-1', 'abc', '1.5', '']) {
+      const res = await expectStatus('projects-list', 400, { token, query: `page=${page}` }, ['invalid'], `projects-list page=${page}`);
+      expect(res.body.errors[0].source).toEqual({ parameter: 'page' });
+    }
+  });
+
+  it('projects-get: 200', async () => {
+    const res = await expectStatus('projects-get', 200, { token, id: ids.project });
+    expect(res.body.data.relationships.tasks.data).toEqual([]);
+  });
+
+  it('projects-update: 200 and 422', async () => {
+    const res = await expectStatus('projects-update', 200, { token, id: ids.project, body: { project: { description: 'Beans' } } });
+    expect(res.body.data.attributes.description).toBe('Beans');
+    await expectStatus('projects-update', 422, { token, id: ids.project, body: { project: { name: 'P1' } } }, ['taken']);
+    await expectStatus('projects-update', 422, { token, id: ids.project, body: { project: { due_at: seconds(T0) + 9 * DAY } } }, ['cannot_be_set']);
+    await expectStatus('projects-update', 422, { token, id: ids.project, body: { project: { description: 'x'.repeat(10_001) } } }, ['too_long']);
+    await expectStatus('projects-update', 422, { token, id: ids.project, body: { project: { name: 'no spaces' } } }, ['invalid']);
+    await expectStatus('projects-update', 422, { token, id: ids.project, body: {} }, ['parameter_missing']);
+  });
+
+  it('projects-changeState: every move answers 200, every refused one 422 with its code', async () => {
+    const due = seconds(T0) + 30 * DAY;
+    const id = ids.project;
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: {} } }, ['must_be_set']);
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: { state: 7 } } }, ['invalid']);
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: { state: 'paused' } } }, ['invalid_transition']);
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: { state: 'started' } } }, ['must_be_set']);
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: { state: 'started', due_at: due, finished_at: due } } }, ['cannot_be_set']);
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: { state: 'started', due_at: seconds(T0) } } }, ['cannot_be_before_started_at']);
+    const started = await expectStatus('projects-changeState', 200, { token, id, body: { project: { state: 'started', due_at: due } } });
+    expect(started.body.data.attributes).toMatchObject({ state: 'started', dueAt: due, isInProgress: true });
+    await expectStatus('projects-update', 422, { token, id, body: { project: { due_at: seconds(T0) - DAY } } }, ['cannot_be_before_started_at']);
+    await expectStatus('projects-update', 200, { token, id, body: { project: { due_at: due + DAY } } });
+    await expectStatus('projects-changeState', 200, { token, id, body: { project: { state: 'paused' } } });
+    await expectStatus('projects-changeState', 200, { token, id, body: { project: { state: 'started' } } });
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: { state: 'finished', finished_at: seconds(T0) + 2 * DAY } } }, ['cannot_be_after_today']);
+    await expectStatus('projects-changeState', 422, { token, id, body: { project: { state: 'finished', finished_at: seconds(T0) - DAY } } }, ['cannot_be_before_started_at']);
+    const list = (await call('projects-list', { token })).body.data as Json[];
+    const others = list.filter((p) => p.id !== id).slice(0, 3).map((p) => p.id as number);
+    for (const other of others.slice(0, 2)) await expectStatus('projects-changeState', 200, { token, id: other, body: { project: { state: 'started', due_at: due } } });
+    await expectStatus('projects-changeState', 422, { token, id: others[2], body: { project: { state: 'started', due_at: due } } }, ['reached_max_started']);
+    const finished = await expectStatus('projects-changeState', 200, { token, id, body: { project: { state: 'finished' } } });
+    expect(finished.body.data.attributes).toMatchObject({ state: 'finished', finishedAt: seconds(T0) });
+    ids.startedProject = others[0]!;
+  });
+
+  it('tasks-create: 201 in each initial state, and 422', async () => {
+    const started = await expectStatus('tasks-create', 201, { token, body: { task: { label: 'Buy beans', project_id: ids.startedProject } } });
+    expect(started.body.data.attributes.state).toBe('started');
+    ids.task = started.body.data.id;
+    const planned = await expectStatus('tasks-create', 201, { token, body: { task: { label: 'Plan', planned_at: seconds(T0) + DAY } } });
+    expect(planned.body.data.attributes).toMatchObject({ state: 'planned', plannedCount: 1 });
+    const newed = await expectStatus('tasks-create', 201, { token, body: { task: { label: 'Later', project_id: ids.project } } });
+    expect(newed.body.data.attributes.state).toBe('newed');
+    ids.newedTask = newed.body.data.id;
+    ids.otherTask = (await call('tasks-create', { token: otherToken, body: { task: { label: 'Theirs' } } })).body.data.id;
+    await expectStatus('tasks-create', 422, { token, body: { task: { label: 'x', project_id: ids.otherProject } } }, ['record_not_found']);
+    await expectStatus('tasks-create', 422, { token, body: { task: {} } }, ['parameter_missing']);
+    await expectStatus('tasks-create', 422, { token, body: { task: { label: 'x', planned_at: 'tomorrow' } } }, ['invalid']);
+    await expectStatus('tasks-create', 422, { token, body: { task: { label: 'x'.repeat(1001) } } }, ['too_long']);
+  });
+
+  it('tasks-list: 200 with links, and 400 for a bad page', async () => {
+    const res = await expectStatus('tasks-list', 200, { token });
+    expect(res.body.data.map((t: Json) => t.id)).toContain(ids.task);
+    expect(res.body.links).toEqual({ first: `${app.baseUrl}/api/users/me/tasks?page=1`, last: `${app.baseUrl}/api/users/me/tasks?page=1` });
+    expect((await expectStatus('tasks-list', 200, { token, query: 'page=2' })).body.data).toEqual([]);
+    await expectStatus('tasks-list', 400, { token, query: 'page=0' }, ['invalid']);
+  });
+
+  it('events-list: 200 with the newest id, a page after a cursor, 400 for a bad cursor, 410 for an expired one', async () => {
+    const start = await expectStatus('events-list', 200, { token });
+    expect(start.body.data).toEqual([]);
+    const newest = start.body.meta.last_event_id;
+    expect(Number(newest)).toBeGreaterThan(0);
+    const page = await expectStatus('events-list', 200, { token, query: 'after=0' });
+    expect(page.body.data.length).toBeGreaterThan(0);
+    await expectStatus('events-list', 400, { token, query: 'after=-1' }, ['invalid']);
+    const expired = await expectStatus('events-list', 410, { token, query: `after=${Number(newest) + 1000}` }, ['cursor_expired']);
+    expect(expired.body.meta).toEqual({ last_event_id: newest });
+  });
+
+  it('events-ticket: 201 with a ticket', async () => {
+    const res = await expectStatus('events-ticket', 201, { token });
+    expect(res.body.data.attributes.ticket).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+  });
+
+  it('tasks-get: 200', async () => {
+    const res = await expectStatus('tasks-get', 200, { token, id: ids.task });
+    expect(res.body.data.relationships.project.data).toEqual({ type: 'project', id: ids.startedProject });
+  });
+
+  it('tasks-update: 200 and 422', async () => {
+    const res = await expectStatus('tasks-update', 200, { token, id: ids.task, body: { task: { label: 'Buy green beans', project_id: null } } });
+    expect(res.body.data.relationships.project.data).toBeNull();
+    await expectStatus('tasks-update', 422, { token, id: ids.task, body: { task: { project_id: ids.otherProject } } }, ['record_not_found']);
+    await expectStatus('tasks-update', 422, { token, id: ids.task, body: { task: { label: '' } } }, ['invalid']);
+    await expectStatus('tasks-update', 422, { token, id: ids.task, body: { task: { label: 'x'.repeat(1001) } } }, ['too_long']);
+    await expectStatus('tasks-update', 422, { token, id: ids.task, body: { label: 'x' } }, ['parameter_missing']);
+  });
+
+  it('tasks-changeState: 200 and 422', async () => {
+    const res = await expectStatus('tasks-changeState', 200, { token, id: ids.task, body: { task: { state: 'planned' } } });
+    expect(res.body.data.attributes).toMatchObject({ state: 'planned', plannedCount: 1 });
+    await expectStatus('tasks-changeState', 422, { token, id: ids.newedTask, body: { task: { state: 'finished' } } }, ['invalid_transition']);
+    await expectStatus('tasks-changeState', 422, { token, id: ids.newedTask, body: { task: {} } }, ['must_be_set']);
+    await expectStatus('tasks-changeState', 422, { token, id: ids.newedTask, body: { task: { state: 'started', planned_at: 1 } } }, ['cannot_be_set']);
+    await expectStatus('tasks-changeState', 422, { token, id: ids.newedTask, body: { task: { state: false } } }, ['invalid']);
+    await expectStatus('tasks-changeState', 422, { token, id: ids.newedTask, body: {} }, ['parameter_missing']);
+  });
+
+  it('tasks-reorder: 200 and 422', async () => {
+    const res = await expectStatus('tasks-reorder', 200, { token, id: ids.newedTask, body: { task: { order: 1 } } });
+    expect(res.body.data.map((t: Json) => t.attributes.order)).toEqual([1, 2, 3]);
+    expect(res.body.data[0]).toEqual({ type: 'task', id: ids.newedTask, attributes: { order: 1 } });
+    await expectStatus('tasks-reorder', 422, { token, id: ids.newedTask, body: { task: {} } }, ['parameter_missing']);
+    await expectStatus('tasks-reorder', 422, { token, id: ids.newedTask, body: { task: { order: 0 } } }, ['invalid']);
+    await expectStatus('tasks-reorder', 422, { token, id: ids.newedTask, body: { task: { order: '2' } } }, ['invalid']);
+  });
+
+  it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
+    const secured = operations.filter((o) => o.op.security?.length);
+    expect(secured).toHaveLength(16);
+    for (const operation of secured) {
+      for (const bad of [undefined, 'not-a-token', revokedToken]) {
+        await expectStatus(
+          operation.id, 401,
+          { token: bad, id: ids.project, body: operation.op.requestBody ? {} : undefined },
+          ['unauthorized'], `${operation.id} with token ${bad}`,
+        );
+      }
+    }
+  });
+
+  it('every operation on a path id is 404 for an unknown, malformed or foreign id', async () => {
+    const withId = operations.filter((o) => o.path.includes('{id}'));
+    expect(withId).toHaveLength(8);
+    for (const operation of withId) {
+      const resource = operation.path.split('/')[2] === 'projects' ? 'project' : 'task';
+      const foreign = resource === 'project' ? ids.otherProject : ids.otherTask;
+      const body = operation.method === 'patch' ? { [resource]: { label: 'x' } } : operation.op.requestBody ? { [resource]: { state: 'started', order: 1 } } : undefined;
+      for (const id of [2_147_483_647, 99_999_999_999, foreign, 'abc', '0', '01', '1.0', '-1']) {
+        const res = await expectStatus(operation.id, 404, { token, id, body }, ['record_not_found'], `${operation.id} id ${id}`);
+        expect(res.body.errors[0].source).toEqual({ pointer: `/${resource}` });
+      }
+    }
+  });
+
+  it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {
+    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(9);
+    for (const operation of operations) {
+      if (operation.id === 'users-revoke') continue; // its success would end the session; covered below
+      const id = operation.path.startsWith('/api/projects') ? ids.startedProject : ids.task;
+      const send = (body: string, contentType: string | undefined, what: string) => rawCall(operation, { token, id }, body, contentType, what);
+      const json = 'application/json';
+      expect((await send('{"project": ', json, `${operation.id} broken JSON`)).status).toBe(400);
+      expect((await send(BIG_BODY, json, `${operation.id} big body`)).status).toBe(413);
+      for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx', undefined]) {
+        const res = await send('{}', type, `${operation.id} ${type ?? 'no content type'}`);
+        expect(res.status, `${operation.id} ${type}: ${res.text}`).toBe(415);
+        expect(codesOf(res)).toEqual(['unsupported_media_type']);
+      }
+      if (!operation.op.requestBody) {
+        // A valid JSON body on a GET or DELETE is read and ignored.
+        const res = await send('{"ignored": true}', 'application/json; charset=utf-8', `${operation.id} with an ignored body`);
+        expect(res.status, `${operation.id}: ${res.text}`).toBeLessThan(300);
+      }
+      if (operation.id.endsWith('-list')) {
+        // Ignored means ignored: a body naming another page does not change the answer.
+        const plain = await call(operation.id, { token }, `${operation.id} without a body`);
+        const withBody = await send('{"page": 2, "id": 1}', 'application/json', `${operation.id} with a page in its body`);
+        expect(withBody.body).toEqual(plain.body);
+      }
+    }
+    for (const [body, type, status] of [['nope', json(), 400], [BIG_BODY, json(), 413], ['{}', 'text/plain', 415]] as const) {
+      const res = await rawCall(operationById.get('users-revoke')!, { token }, body, type, `users-revoke with body ${body.slice(0, 10)}`);
+      expect(res.status).toBe(status);
+    }
+    await expectStatus('users-me', 200, { token }, undefined, 'users-me after the refused revokes');
+  });
+
+  it('projects-delete: 204, then 404', async () => {
+    const res = await expectStatus('projects-delete', 204, { token, id: ids.project });
+    expect(res.text).toBe('');
+    await expectStatus('projects-delete', 404, { token, id: ids.project }, ['record_not_found']);
+    const task = await expectStatus('tasks-get', 200, { token, id: ids.newedTask });
+    expect(task.body.data.attributes.state).toBe('abandoned');
+  });
+
+  it('answers random requests only with documented statuses and codes (never a 5xx)', async () => {
+    const value = fc.oneof(
+      fc.integer({ min: -3, max: 3 }),
+      fc.constantFrom(seconds(T0) - DAY, seconds(T0) + 30 * DAY, 2 ** 31, 2 ** 53, 1.5, -0),
+      fc.string({ maxLength: 12 }),
+      fc.constantFrom('started', 'paused', 'finished', 'planned', 'newed', 'abandoned', 'x'.repeat(120), 'a b', '\u0000', ''),
+      fc.constantFrom(null, true, false, [], {}, [1], { a: 1 }),
+    );
+    const members = fc.dictionary(
+      fc.oneof(fc.constantFrom('name', 'description', 'due_at', 'finished_at', 'state', 'label', 'planned_at', 'project_id', 'order', 'username', 'password'), fc.string({ maxLength: 6 })),
+      value,
+      { maxKeys: 4 },
+    );
+    const body = fc.oneof(
+      { weight: 4, arbitrary: fc.tuple(fc.constantFrom('project', 'task', 'user'), members).map(([wrapper, m]) => ({ [wrapper]: m })) },
+      { weight: 1, arbitrary: members },
+      { weight: 1, arbitrary: value },
+    );
+    const id = fc.oneof(fc.constantFrom(ids.startedProject, ids.task, ids.otherProject, ids.otherTask, 1), fc.string({ maxLength: 5 }));
+    const page = fc.oneof(fc.integer({ min: -2, max: 4 }).map(String), fc.string({ maxLength: 5 }));
+    for (const operation of operations) {
+      if (operation.id === 'users-revoke') continue; // would end the session the other calls use
+      await fc.assert(
+        fc.asyncProperty(body, id, page, async (b, i, p) => {
+          const options: CallOptions = { token, id: operation.path.includes('{id}') ? i : undefined };
+          if (operation.op.requestBody) options.body = b;
+          if (operation.id.endsWith('-list')) options.query = `page=${encodeURIComponent(p)}`;
+          if (typeof options.id === 'string' && (options.id === '' || options.id.includes('/') || options.id === '.' || options.id === '..')) return;
+          const res = await call(operation.id, options, `${operation.id} ${JSON.stringify(options)}`);
+          expect(res.status, `${operation.id} ${JSON.stringify(options)}: ${res.text}`).toBeLessThan(500);
+        }),
+        { numRuns: 40 },
+      );
+    }
+  });
+
+  it('304 for a current If-None-Match, 412 for a stale If-Match, 409 while a key runs, 422 for a bad key or a reused one', async () => {
+    const userId = (await app.request('GET', '/api/users/me', { token })).body.data.id as number;
+    const project = (await expectStatus('projects-create', 201, { token, body: { project: { name: 'Conditional' } } })).body.data.id;
+    const task = (await expectStatus('tasks-create', 201, { token, body: { task: { label: 'conditional', project_id: project } } })).body.data.id;
+    const bodies: Record<string, unknown> = {
+      'projects-create': { project: { name: 'Conditional2' } },
+      'projects-update': { project: { description: 'c' } },
+      'projects-changeState': { project: { state: 'paused' } },
+      'tasks-create': { task: { label: 'c' } },
+      'tasks-update': { task: { label: 'c' } },
+      'tasks-changeState': { task: { state: 'planned' } },
+      'tasks-reorder': { task: { order: 1 } },
+    };
+    const idFor = (operation: Operation) => (operation.path.startsWith('/api/projects') ? project : task);
+    const headersOf = (operation: Operation) => (operation.op.parameters ?? []).filter((p: Json) => p.in === 'header').map((p: Json) => p.name);
+    const db = new pg.Client({ connectionString: app.databaseUrl });
+    await db.connect();
+    try {
+      // Deletes last: they end the project the others use.
+      for (const operation of [...operations].sort((a, b) => Number(a.method === 'delete') - Number(b.method === 'delete'))) {
+        const headers = headersOf(operation);
+        const base = { token, id: operation.path.includes('{id}') ? idFor(operation) : undefined, body: bodies[operation.id] };
+        if (headers.includes('If-None-Match')) {
+          const first = await expectStatus(operation.id, 200, base);
+          const etag = first.headers.get('etag')!;
+          await expectStatus(operation.id, 304, { ...base, headers: { 'If-None-Match': etag } });
+        }
+        if (headers.includes('If-Match')) {
+          await expectStatus(operation.id, 412, { ...base, headers: { 'If-Match': '"stale"' } }, ['precondition_failed']);
+        }
+        if (headers.includes('Idempotency-Key')) {
+          await expectStatus(operation.id, 422, { ...base, headers: { 'Idempotency-Key': '' } }, ['invalid']);
+          const key = `contract-${operation.id}`;
+          const { lock } = keyedRequest(userId, key, '');
+          await db.query('select pg_advisory_lock($1::bigint)', [lock]);
+          try {
+            await expectStatus(operation.id, 409, { ...base, headers: { 'Idempotency-Key': key } }, ['request_in_progress']);
+          } finally {
+            await db.query('select pg_advisory_unlock($1::bigint)', [lock]);
+          }
+          const ran = await call(operation.id, { ...base, headers: { 'Idempotency-Key': key } });
+          const replayed = await call(operation.id, { ...base, headers: { 'Idempotency-Key': key } });
+          expect([replayed.status, replayed.text], operation.id).toEqual([ran.status, ran.text]);
+          expect(replayed.headers.get('idempotent-replayed'), operation.id).toBe('true');
+          // Another body, or for a delete (which ignores bodies) another path.
+          const other = operation.method === 'delete' ? { ...base, id: idFor(operation) + 1000 } : { ...base, body: { ...(base.body as object), other: true } };
+          await expectStatus(operation.id, 422, { ...other, headers: { 'Idempotency-Key': key } }, ['idempotency_key_reused']);
+        }
+      }
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('covered the success and every documented error status of every operation (but 429, 500, 503)', () => {
+    const missing: string[] = [];
+    for (const { id, op } of operations) {
+      for (const status of Object.keys(op.responses)) {
+        if (['429', '500', '503'].includes(status)) continue;
+        if (!seen.has(`${id} ${status}`)) missing.push(`${id} ${status}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+});
+
+describe('429 rate_limited, as documented on every operation', () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startTestApp({ rateLimits: { authPerMinute: 2, perMinute: 1 } });
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('answers 429 with Retry-After and the envelope once the limit is spent', async () => {
+    const registered = await app.request('POST', '/api/users', { body: { user: { username: 'limited', password: 'correct horse' } } });
+    expect(registered.status).toBe(201);
+    const token = registered.body.meta.token as string;
+    const login = await app.request('POST', '/api/users/authorizations', { body: { username: 'limited', password: 'correct horse' } });
+    expect(login.status).toBe(201);
+    expect((await app.request('GET', '/api/users/me', { token })).status).toBe(200);
+    for (const operation of operations) {
+      const resource = operation.path.startsWith('/api/projects') ? 'project' : 'task';
+      const res = await app.request(operation.method.toUpperCase(), urlOf(operation, { id: 1 }), {
+        token,
+        body: operation.op.requestBody ? { [resource]: {}, user: {} } : undefined,
+      });
+      checkAgainstDocument(operation, res, `${operation.id} over the limit`);
+      expect(res.status, `${operation.id}: ${res.text}`).toBe(429);
+      expect(codesOf(res)).toEqual(['rate_limited']);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    }
+  });
+});

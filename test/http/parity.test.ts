@@ -1,0 +1,266 @@
+/**
+ * The two doors give the same answers (API-CONTRACT.md §8). One scenario, written once as
+ * procedure calls, runs for one user through tRPC (superjson, the typed client of
+ * src/client.ts) and for another through REST (the operation openapi.json documents for
+ * the procedure: path id, query or body from the same input). Every step must give the
+ * same output (`data`, `links`, `meta`) once ids, usernames and tokens are normalised, or
+ * the same HTTP status and the same `errors` (tRPC carries them in error.data).
+ */
+import { readFileSync } from 'node:fs';
+import { TRPCClientError } from '@trpc/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DAY, T0, seconds, startTestApp, type TestApp } from '../helpers/test-app.js';
+
+type Json = Record<string, any>;
+const doc: Json = JSON.parse(readFileSync(new URL('../../openapi.json', import.meta.url), 'utf8'));
+
+interface RestOperation {
+  method: string;
+  path: string;
+  hasBody: boolean;
+}
+const restOperations = new Map<string, RestOperation>();
+for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+  for (const [method, op] of Object.entries(item)) {
+    restOperations.set(op.operationId, { method: method.toUpperCase(), path, hasBody: op.requestBody !== undefined });
+  }
+}
+
+const PROCEDURES = [
+  'users.register', 'users.authorize', 'users.me', 'users.revoke',
+  'projects.create', 'projects.list', 'projects.get', 'projects.update', 'projects.changeState', 'projects.delete',
+  'tasks.create', 'tasks.list', 'tasks.get', 'tasks.update', 'tasks.changeState', 'tasks.reorder',
+  'events.list', 'events.ticket',
+] as const;
+type Procedure = (typeof PROCEDURES)[number];
+
+/** What one door remembers between steps. */
+interface DoorState {
+  username: string;
+  token: string;
+  refs: Record<string, number>;
+}
+
+type Auth = 'token' | 'none' | 'second' | 'unknown';
+
+interface Step {
+  name: string;
+  procedure: Procedure;
+  input?: (s: DoorState) => unknown;
+  auth?: Auth;
+  /** Remembers ids (or tokens) from a successful output. */
+  keep?: (output: Json, s: DoorState & { second?: string }) => void;
+  /** The step must fail with these codes (else it must succeed). */
+  fails?: string[];
+}
+
+type Outcome = { ok: true; output: unknown } | { ok: false; status: number; errors: unknown };
+
+const DUE = seconds(T0) + 30 * DAY;
+
+describe('tRPC and REST give the same data and the same errors', () => {
+  let app: TestApp;
+  /** A third user whose records both doors try to reach. */
+  const foreign: Record<string, number> = {};
+
+  beforeAll(async () => {
+    app = await startTestApp();
+    const stranger = await app.register();
+    const project = await app.request('POST', '/api/users/me/projects', { token: stranger.token, body: { project: { name: 'Theirs' } } });
+    const task = await app.request('POST', '/api/users/me/tasks', { token: stranger.token, body: { task: { label: 'Theirs' } } });
+    foreign.project = project.body.data.id;
+    foreign.task = task.body.data.id;
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  const password = 'correct horse battery staple';
+  const steps: Step[] = [
+    { name: 'register', procedure: 'users.register', auth: 'none', input: (s) => ({ user: { username: s.username, password } }), keep: (o, s) => void (s.token = o.meta.token) },
+    { name: 'register taken', procedure: 'users.register', auth: 'none', input: (s) => ({ user: { username: s.username, password } }), fails: ['taken'] },
+    { name: 'register invalid', procedure: 'users.register', auth: 'none', input: () => ({ user: { username: 'Bad Name', password: 'short' } }), fails: ['invalid', 'too_short'] },
+    { name: 'register without user', procedure: 'users.register', auth: 'none', input: () => ({}), fails: ['parameter_missing'] },
+    { name: 'login', procedure: 'users.authorize', auth: 'none', input: (s) => ({ username: s.username, password }), keep: (o, s) => void (s.second = o.meta.token) },
+    { name: 'login wrong password', procedure: 'users.authorize', auth: 'none', input: (s) => ({ username: s.username, password: 'wrong password' }), fails: ['login_failed'] },
+    { name: 'login without password', procedure: 'users.authorize', auth: 'none', input: (s) => ({ username: s.username }), fails: ['parameter_missing'] },
+    { name: 'me', procedure: 'users.me' },
+    { name: 'me without token', procedure: 'users.me', auth: 'none', fails: ['unauthorized'] },
+    { name: 'me with an unknown token', procedure: 'users.me', auth: 'unknown', fails: ['unauthorized'] },
+    { name: 'revoke the second token', procedure: 'users.revoke', auth: 'second' },
+    { name: 'revoke it again', procedure: 'users.revoke', auth: 'second', fails: ['unauthorized'] },
+
+    { name: 'create Coffee', procedure: 'projects.create', input: () => ({ project: { name: 'Coffee' } }), keep: (o, s) => void (s.refs.coffee = o.data.id) },
+    { name: 'create Garden', procedure: 'projects.create', input: () => ({ project: { name: 'Garden' } }), keep: (o, s) => void (s.refs.garden = o.data.id) },
+    { name: 'create taken', procedure: 'projects.create', input: () => ({ project: { name: 'COFFEE' } }), fails: ['taken'] },
+    { name: 'create invalid and too long', procedure: 'projects.create', input: () => ({ project: { name: `a b${'c'.repeat(120)}` } }), fails: ['invalid', 'too_long'] },
+    { name: 'create without name', procedure: 'projects.create', input: () => ({ project: {} }), fails: ['parameter_missing'] },
+    { name: 'create without token', procedure: 'projects.create', auth: 'none', input: () => ({ project: { name: 'Nope' } }), fails: ['unauthorized'] },
+    { name: 'list projects', procedure: 'projects.list', input: () => ({}) },
+    { name: 'list projects page 2', procedure: 'projects.list', input: () => ({ page: 2 }) },
+    { name: 'list projects page 0', procedure: 'projects.list', input: () => ({ page: 0 }), fails: ['invalid'] },
+    { name: 'get Coffee', procedure: 'projects.get', input: (s) => ({ id: s.refs.coffee }) },
+    { name: 'get a foreign project', procedure: 'projects.get', input: () => ({ id: foreign.project }), fails: ['record_not_found'] },
+    { name: 'get an unknown project', procedure: 'projects.get', input: () => ({ id: 2_147_483_647 }), fails: ['record_not_found'] },
+    { name: 'describe Coffee', procedure: 'projects.update', input: (s) => ({ id: s.refs.coffee, project: { description: 'Beans' } }) },
+    { name: 'rename Coffee to Garden', procedure: 'projects.update', input: (s) => ({ id: s.refs.coffee, project: { name: 'garden' } }), fails: ['taken'] },
+    { name: 'due date of a newed project', procedure: 'projects.update', input: (s) => ({ id: s.refs.coffee, project: { due_at: DUE } }), fails: ['cannot_be_set'] },
+    { name: 'update a foreign project', procedure: 'projects.update', input: () => ({ id: foreign.project, project: { description: 'x' } }), fails: ['record_not_found'] },
+    { name: 'start Coffee without due date', procedure: 'projects.changeState', input: (s) => ({ id: s.refs.coffee, project: { state: 'started' } }), fails: ['must_be_set'] },
+    { name: 'pause a newed project', procedure: 'projects.changeState', input: (s) => ({ id: s.refs.garden, project: { state: 'paused' } }), fails: ['invalid_transition'] },
+    { name: 'start with a past due date', procedure: 'projects.changeState', input: (s) => ({ id: s.refs.coffee, project: { state: 'started', due_at: seconds(T0) } }), fails: ['cannot_be_before_started_at'] },
+    { name: 'start with an extra member', procedure: 'projects.changeState', input: (s) => ({ id: s.refs.coffee, project: { state: 'started', due_at: DUE, name: 'x' } }), fails: ['cannot_be_set'] },
+    { name: 'start Coffee', procedure: 'projects.changeState', input: (s) => ({ id: s.refs.coffee, project: { state: 'started', due_at: DUE } }) },
+
+    { name: 'task in Coffee', procedure: 'tasks.create', input: (s) => ({ task: { label: 'Buy beans', project_id: s.refs.coffee } }), keep: (o, s) => void (s.refs.beans = o.data.id) },
+    { name: 'task in Garden', procedure: 'tasks.create', input: (s) => ({ task: { label: 'Dig', project_id: s.refs.garden } }), keep: (o, s) => void (s.refs.dig = o.data.id) },
+    { name: 'planned task', procedure: 'tasks.create', input: () => ({ task: { label: 'Descale', planned_at: seconds(T0) + DAY } }), keep: (o, s) => void (s.refs.descale = o.data.id) },
+    { name: 'task in a foreign project', procedure: 'tasks.create', input: () => ({ task: { label: 'x', project_id: foreign.project } }), fails: ['record_not_found'] },
+    { name: 'task without label', procedure: 'tasks.create', input: () => ({ task: { planned_at: 'soon' } }), fails: ['parameter_missing', 'invalid'] },
+    { name: 'list tasks', procedure: 'tasks.list', input: () => ({}) },
+    { name: 'list tasks page 1', procedure: 'tasks.list', input: () => ({ page: 1 }) },
+    { name: 'list tasks page -1', procedure: 'tasks.list', input: () => ({ page: -1 }), fails: ['invalid'] },
+    { name: 'get a task', procedure: 'tasks.get', input: (s) => ({ id: s.refs.beans }) },
+    { name: 'get a foreign task', procedure: 'tasks.get', input: () => ({ id: foreign.task }), fails: ['record_not_found'] },
+    { name: 'relabel a task', procedure: 'tasks.update', input: (s) => ({ id: s.refs.dig, task: { label: 'Dig deeper' } }) },
+    { name: 'move a newed task to Coffee', procedure: 'tasks.update', input: (s) => ({ id: s.refs.dig, task: { project_id: s.refs.coffee } }) },
+    { name: 'detach a task', procedure: 'tasks.update', input: (s) => ({ id: s.refs.beans, task: { project_id: null } }) },
+    { name: 'empty label', procedure: 'tasks.update', input: (s) => ({ id: s.refs.beans, task: { label: '' } }), fails: ['invalid'] },
+    { name: 'task into a foreign project', procedure: 'tasks.update', input: (s) => ({ id: s.refs.beans, task: { project_id: foreign.project } }), fails: ['record_not_found'] },
+    { name: 'plan a task', procedure: 'tasks.changeState', input: (s) => ({ id: s.refs.beans, task: { state: 'planned' } }) },
+    { name: 'finish it', procedure: 'tasks.changeState', input: (s) => ({ id: s.refs.beans, task: { state: 'finished' } }) },
+    { name: 'finish it again', procedure: 'tasks.changeState', input: (s) => ({ id: s.refs.beans, task: { state: 'finished' } }), fails: ['invalid_transition'] },
+    { name: 'state with planned_at', procedure: 'tasks.changeState', input: (s) => ({ id: s.refs.dig, task: { state: 'planned', planned_at: 1 } }), fails: ['cannot_be_set'] },
+    { name: 'state missing', procedure: 'tasks.changeState', input: (s) => ({ id: s.refs.dig, task: {} }), fails: ['must_be_set'] },
+    { name: 'move the last task first', procedure: 'tasks.reorder', input: (s) => ({ id: s.refs.descale, task: { order: 1 } }) },
+    { name: 'move a task beyond the end', procedure: 'tasks.reorder', input: (s) => ({ id: s.refs.beans, task: { order: 99 } }) },
+    { name: 'order missing', procedure: 'tasks.reorder', input: (s) => ({ id: s.refs.beans, task: {} }), fails: ['parameter_missing'] },
+    { name: 'order of a foreign task', procedure: 'tasks.reorder', input: () => ({ id: foreign.task, task: { order: 1 } }), fails: ['record_not_found'] },
+
+    { name: 'pause Coffee', procedure: 'projects.changeState', input: (s) => ({ id: s.refs.coffee, project: { state: 'paused' } }) },
+    { name: 'Coffee after the pause', procedure: 'projects.get', input: (s) => ({ id: s.refs.coffee }) },
+    { name: 'delete Garden', procedure: 'projects.delete', input: (s) => ({ id: s.refs.garden }) },
+    { name: 'delete Garden again', procedure: 'projects.delete', input: (s) => ({ id: s.refs.garden }), fails: ['record_not_found'] },
+    { name: 'delete without token', procedure: 'projects.delete', auth: 'none', input: (s) => ({ id: s.refs.coffee }), fails: ['unauthorized'] },
+    { name: 'tasks at the end', procedure: 'tasks.list', input: () => ({}) },
+    { name: 'projects at the end', procedure: 'projects.list', input: () => ({}) },
+
+    { name: 'the change log from its start', procedure: 'events.list', input: () => ({ after: '0' }) },
+    { name: 'the newest event id', procedure: 'events.list', input: () => ({}) },
+    { name: 'changes after a malformed id', procedure: 'events.list', input: () => ({ after: '01' }), fails: ['invalid'] },
+    { name: 'changes after an id beyond the log', procedure: 'events.list', input: () => ({ after: '999999' }), fails: ['cursor_expired'] },
+    { name: 'a stream ticket', procedure: 'events.ticket' },
+    { name: 'a stream ticket without token', procedure: 'events.ticket', auth: 'none', fails: ['unauthorized'] },
+  ];
+
+  function tokenFor(step: Step, s: DoorState & { second?: string }): string | undefined {
+    switch (step.auth ?? 'token') {
+      case 'none': return undefined;
+      case 'unknown': return 'unknown-token';
+      case 'second': return s.second;
+      case 'token': return s.token;
+    }
+  }
+
+  async function viaTrpc(step: Step, s: DoorState & { second?: string }): Promise<Outcome> {
+    const [routerName, procedureName] = step.procedure.split('.') as [string, string];
+    const isQuery = restOperations.get(step.procedure.replace('.', '-'))!.method === 'GET';
+    // The client is typed per procedure; the scenario is generic over them.
+    const client = app.trpc(tokenFor(step, s)) as any;
+    const callable = client[routerName][procedureName];
+    const input = step.input?.(s);
+    try {
+      const output = isQuery ? await callable.query(input) : await callable.mutate(input);
+      return { ok: true, output };
+    } catch (error) {
+      if (!(error instanceof TRPCClientError)) throw error;
+      const data = error.data as { code: string; httpStatus: number; errors: Json[] };
+      expect(data.code, `${step.name}: error.data.code is the first error's`).toBe(data.errors[0]!.code);
+      return { ok: false, status: data.httpStatus, errors: data.errors };
+    }
+  }
+
+  async function viaRest(step: Step, s: DoorState & { second?: string }): Promise<Outcome> {
+    const operation = restOperations.get(step.procedure.replace('.', '-'));
+    if (!operation) throw new Error(`openapi.json has no operation for ${step.procedure}`);
+    const input = (step.input?.(s) ?? undefined) as Json | undefined;
+    const { id, ...rest } = input ?? {};
+    let url = operation.path.replace('{id}', String(id));
+    let body: unknown;
+    if (operation.method === 'GET') {
+      const query = new URLSearchParams(Object.entries(rest).map(([k, v]): [string, string] => [k, String(v)])).toString();
+      if (query) url += `?${query}`;
+    } else if (operation.hasBody) {
+      body = rest;
+    }
+    const res = await app.request(operation.method, url, { token: tokenFor(step, s), body });
+    if (res.status >= 400) return { ok: false, status: res.status, errors: res.body?.errors };
+    expect([200, 201, 204], `${step.name}: ${res.status}`).toContain(res.status);
+    return { ok: true, output: res.status === 204 ? undefined : res.body };
+  }
+
+  /** Replaces ids by their order of first appearance per type, and the user's name and tokens. */
+  function normaliser(s: DoorState) {
+    const seen = new Map<string, number>();
+    const idOf = (type: string, id: number) => {
+      const key = `${type}:${id}`;
+      if (!seen.has(key)) seen.set(key, [...seen.keys()].filter((k) => k.startsWith(`${type}:`)).length + 1);
+      return `${type}#${seen.get(key)}`;
+    };
+    const walk = (value: unknown): unknown => {
+      if (Array.isArray(value)) return value.map(walk);
+      if (value && typeof value === 'object') {
+        const out: Json = {};
+        for (const [k, v] of Object.entries(value)) out[k] = walk(v);
+        if (typeof out.type === 'string' && typeof out.id === 'number') out.id = idOf(out.type, out.id);
+        if (out.meta && typeof out.meta.token === 'string') out.meta.token = '<token>';
+        if (out.attributes && typeof out.attributes.ticket === 'string') out.attributes.ticket = '<ticket>';
+        return out;
+      }
+      if (value === s.username) return '<username>';
+      return value;
+    };
+    return walk;
+  }
+
+  it('walks the same scenario through both doors', async () => {
+    const stamp = Date.now().toString(36);
+    const trpcState: DoorState & { second?: string } = { username: `trpc_${stamp}`, token: '', refs: {} };
+    const restState: DoorState & { second?: string } = { username: `rest_${stamp}`, token: '', refs: {} };
+    const normaliseTrpc = normaliser(trpcState);
+    const normaliseRest = normaliser(restState);
+    const covered = new Map<Procedure, { ok: boolean; failed: boolean }>();
+
+    for (const step of steps) {
+      const viaT = await viaTrpc(step, trpcState);
+      const viaR = await viaRest(step, restState);
+      const label = `${step.name} (${step.procedure})`;
+      if (step.fails) {
+        expect(viaT.ok, `${label} via tRPC: ${JSON.stringify(viaT)}`).toBe(false);
+        expect(viaR.ok, `${label} via REST: ${JSON.stringify(viaR)}`).toBe(false);
+        if (!viaT.ok && !viaR.ok) {
+          expect((viaR.errors as Json[]).map((e) => e.code), `${label} codes`).toEqual(step.fails);
+          expect({ status: viaT.status, errors: viaT.errors }, `${label}: tRPC error vs REST error`).toEqual({ status: viaR.status, errors: viaR.errors });
+        }
+      } else {
+        expect(viaT.ok, `${label} via tRPC: ${JSON.stringify(viaT)}`).toBe(true);
+        expect(viaR.ok, `${label} via REST: ${JSON.stringify(viaR)}`).toBe(true);
+        if (viaT.ok && viaR.ok) {
+          expect(normaliseTrpc(viaT.output), `${label}: tRPC output vs REST body`).toEqual(normaliseRest(viaR.output));
+          step.keep?.(viaT.output as Json, trpcState);
+          step.keep?.(viaR.output as Json, restState);
+        }
+      }
+      const entry = covered.get(step.procedure) ?? { ok: false, failed: false };
+      if (step.fails) entry.failed = true;
+      else entry.ok = true;
+      covered.set(step.procedure, entry);
+    }
+
+    // Every procedure, and only those of the router, ran through both doors, with a success and an error.
+    expect([...restOperations.keys()].sort()).toEqual(PROCEDURES.map((p) => p.replace('.', '-')).sort());
+    for (const procedure of PROCEDURES) {
+      expect(covered.get(procedure), procedure).toEqual({ ok: true, failed: true });
+    }
+  });
+});

@@ -1,0 +1,377 @@
+/**
+ * SQL statements per request, for every endpoint: an exact, small number that does not
+ * grow with the page size of a list, with the tasks of a project, or with how many tasks a
+ * reorder shifts (no N+1, no per-row statements). Counted through openOrm's onQuery hook:
+ * every statement the ORM sends is logged once as a line starting with "[query]"
+ * (`begin` and `commit` of write transactions included).
+ *
+ * The numbers are the ones observed with MikroORM 7.2.1 on the current schema; when a
+ * change makes an endpoint cheaper, lower them here. A failure prints the statements.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { ManualClock } from '../../src/core/clock.js';
+import { createLogger } from '../../src/core/logger.js';
+import { openOrm } from '../../src/app/orm.js';
+import { roundTrips } from '../../src/db/batching.js';
+import { createApp } from '../../src/http/app.js';
+import { T0, createTestDatabase } from '../helpers/test-app.js';
+
+/** Statements per request. */
+// Every write of projects and tasks runs in src/writes/user-write.ts: begin, the owner's lock
+// (with its lock timeout, one statement), the work, one statement appending the change log's
+// events (with their numbers and the NOTIFY), commit. A document an event needs and the work
+// did not already have is read before that (a project: the row and its task ids).
+const EXPECTED = {
+  register: 5, // username check; begin, insert user, insert token, commit
+  authorize: 4, // user by name; begin, insert token, commit
+  me: 1, // token lookup
+  revoke: 2, // token lookup; delete token
+  projectCreate: 7, // token; begin, lock owner, slug check, insert, events, commit
+  projectList: 2, // token; the page with its total and each project's task ids
+  projectGet: 2, // token; the project with its task ids
+  projectUpdate: 8, // token; begin, lock owner, project, update, task ids, events, commit
+  projectRename: 9, // projectUpdate + slug check
+  projectStart: 11, // token; begin, lock owner, project, count started, update project, update tasks, task ids, tasks' documents, events, commit
+  projectPause: 10, // projectStart without the count of started projects
+  projectFinish: 8, // token; begin, lock owner, project, update project, task ids, events, commit
+  projectDelete: 9, // token; begin, lock owner, project, release tasks, delete, released tasks' documents, events, commit
+  taskCreate: 2, // token; one statement: lock owner, insert at the end of the order, event, NOTIFY
+  taskCreateInProject: 8, // token; begin, lock owner, the project's state, insert, the project's document (row with task ids), events, commit
+  taskList: 2, // token; the page with its total
+  taskGet: 2, // token; task
+  taskUpdateLabel: 7, // token; begin, lock owner, task, update, events, commit
+  taskUpdateProject: 9, // token; begin, lock owner, task, project, update, the project's document (row with task ids), events, commit
+  taskDetach: 8, // taskUpdateProject without the project's state
+  taskChangeState: 2, // token; one statement: lock owner, update (if the state allows), event, NOTIFY
+  taskChangeStateRefused: 6, // token; the one statement (no row); begin, lock owner, task (to say why), rollback
+  taskAbandon: 6, // token; begin, lock owner, update, events (the task's and its project's, if any), commit
+  taskReorder: 6, // token; begin, lock owner, one statement (task, highest order, update of the span, the moved documents), events, commit
+  taskReorderInPlace: 5, // the same statement, which finds nothing to update; no event
+  rateLimiter: 1, // one upsert per request when the per-token limit is on
+} as const;
+type Endpoint = keyof typeof EXPECTED;
+
+/**
+ * Messages to PostgreSQL per request: a transaction's `begin` and the owner's lock go with
+ * the write's first statement, the change log's append with the commit (src/db/batching.ts).
+ * A write whose work is one statement costs the token's lookup plus two.
+ */
+const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
+  register: 4, // username check; begin + insert user, insert token, commit
+  authorize: 3,
+  me: 1,
+  revoke: 2,
+  projectCreate: 4, // token; begin + lock + slug check, insert, events + commit
+  projectList: 2,
+  projectGet: 2,
+  projectUpdate: 5,
+  projectRename: 6,
+  projectStart: 8,
+  projectPause: 7,
+  projectFinish: 5,
+  projectDelete: 6,
+  taskCreate: 2, // token; the one statement
+  taskCreateInProject: 5,
+  taskList: 2,
+  taskGet: 2,
+  taskUpdateLabel: 4,
+  taskUpdateProject: 6,
+  taskDetach: 5,
+  taskChangeState: 2, // token; the one statement (src/writes/user-write.ts OneStatement)
+  taskChangeStateRefused: 4, // token; the one statement; begin + lock + task; rollback
+  taskAbandon: 3,
+  taskReorder: 3, // token; begin + lock + the reorder statement; events + commit
+  taskReorderInPlace: 3, // token; begin + lock + the reorder statement; commit
+};
+
+const DUE = Math.floor(T0 / 1000) + 7 * 86_400;
+
+interface Counted {
+  status: number;
+  body: any;
+  sql: string[];
+  /** Messages sent to PostgreSQL (src/db/batching.ts sends some statements together). */
+  roundTrips: number;
+}
+
+let orm: MikroORM;
+const servers: Server[] = [];
+let baseUrl = '';
+let limitedUrl = '';
+let databaseUrl = '';
+/** Statements of the request in flight; requests are sent one at a time. */
+let log: string[] | null = null;
+const observed: Partial<Record<Endpoint, number>> = {};
+const observedTrips: Partial<Record<Endpoint, number>> = {};
+
+async function listen(app: ReturnType<typeof createApp>): Promise<string> {
+  const server = createServer(app);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+beforeAll(async () => {
+  databaseUrl = await createTestDatabase();
+  orm = await openOrm(databaseUrl, {
+    migrate: true,
+    poolSize: 5,
+    onQuery: (line) => {
+      if (log && line.startsWith('[query]')) log.push(line);
+    },
+  });
+  const deps = { orm, clock: new ManualClock(T0), logger: createLogger('silent'), trustProxy: false, passwordHashCost: 1024 };
+  baseUrl = await listen(createApp(deps));
+  limitedUrl = await listen(createApp({ ...deps, rateLimits: { authPerMinute: 0, perMinute: 1_000_000 } }));
+});
+
+afterAll(async () => {
+  if (Object.keys(observed).length) console.log('SQL statements per request:', JSON.stringify(observed));
+  if (Object.keys(observedTrips).length) console.log('Round trips per request:', JSON.stringify(observedTrips));
+  for (const server of servers) {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+  await orm?.close(true);
+});
+
+/** One request; returns its status, parsed body and the statements it issued. */
+async function call(method: string, path: string, token?: string, body?: unknown, base = baseUrl): Promise<Counted> {
+  const headers: Record<string, string> = {};
+  if (token) headers.Authorization = token;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  log = [];
+  const before = roundTrips.count;
+  const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  const sql = log;
+  log = null;
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, sql, roundTrips: roundTrips.count - before };
+}
+
+function expectStatements(name: Endpoint, status: number, res: Counted): Counted {
+  observed[name] = res.sql.length;
+  observedTrips[name] = res.roundTrips;
+  expect(res.status, `${name}: ${JSON.stringify(res.body)?.slice(0, 300)}`).toBe(status);
+  expect(res.sql.length, `${name} issued:\n${res.sql.join('\n')}`).toBe(EXPECTED[name]);
+  if (name !== 'rateLimiter') expect(res.roundTrips, `${name}: round trips for\n${res.sql.join('\n')}`).toBe(ROUND_TRIPS[name]);
+  return res;
+}
+
+/** Same statements count as `reference`, with the statements in the message when not. */
+function expectSameCost(res: Counted, reference: Counted, what: string) {
+  expect(res.sql.length, `${what} issued:\n${res.sql.join('\n')}\nreference:\n${reference.sql.join('\n')}`).toBe(reference.sql.length);
+}
+
+async function sql<T extends pg.QueryResultRow = any>(text: string, params: unknown[] = []) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+let userSeq = 0;
+async function register() {
+  const username = `qc_user_${++userSeq}`;
+  const res = await call('POST', '/api/users', undefined, { user: { username, password: 'correct horse' } });
+  return { res, username, id: res.body.data.id as number, token: res.body.meta.token as string };
+}
+
+/** `n` tasks of `userId` with orders after its current highest, spread over `projectIds`. */
+async function seedTasks(userId: number, n: number, projectIds: number[] = [], state = 'newed') {
+  await sql(
+    `insert into tasks (user_id, project_id, label, "order", state, started_at, created_at)
+     select $1, case when cardinality($3::int[]) = 0 then null else ($3::int[])[1 + (g % cardinality($3::int[]))] end,
+            'task ' || g, (select coalesce(max("order"), 0) from tasks where user_id = $1) + g, $4,
+            case when $4 = 'newed' then null else now() end, now()
+     from generate_series(1, $2::int) g`,
+    [userId, n, `{${projectIds.join(',')}}`, state],
+  );
+}
+
+async function seedProjects(userId: number, n: number): Promise<number[]> {
+  const rows = await sql<{ id: number }>(
+    `insert into projects (user_id, name, slug, created_at)
+     select $1, 'Bulk-' || g, 'bulk-' || g, now() from generate_series(1, $2::int) g returning id`,
+    [userId, n],
+  );
+  return rows.map((r) => r.id);
+}
+
+async function taskAtOrder(userId: number, order: number): Promise<number> {
+  const [row] = await sql<{ id: number }>('select id from tasks where user_id = $1 and "order" = $2', [userId, order]);
+  return row!.id;
+}
+
+describe('users', () => {
+  it('register, authorize, me and revoke', async () => {
+    const u = await register();
+    expectStatements('register', 201, u.res);
+    const auth = expectStatements(
+      'authorize',
+      201,
+      await call('POST', '/api/users/authorizations', undefined, { username: u.username, password: 'correct horse' }),
+    );
+    expectStatements('me', 200, await call('GET', '/api/users/me', u.token));
+    expectStatements('revoke', 204, await call('DELETE', '/api/users/me/authorizations/current', auth.body.meta.token));
+  });
+});
+
+describe('projects', () => {
+  it('create, get, update, start, pause, restart, finish and delete', async () => {
+    const u = await register();
+    const created = expectStatements('projectCreate', 201, await call('POST', '/api/users/me/projects', u.token, { project: { name: 'Alpha' } }));
+    const id = created.body.data.id as number;
+    await seedTasks(u.id, 5, [id]);
+    expectStatements('projectGet', 200, await call('GET', `/api/projects/${id}`, u.token));
+    expectStatements('projectUpdate', 200, await call('PATCH', `/api/projects/${id}`, u.token, { project: { description: 'd' } }));
+    expectStatements('projectRename', 200, await call('PATCH', `/api/projects/${id}`, u.token, { project: { name: 'Beta' } }));
+    const state = (body: object) => call('PUT', `/api/projects/${id}/state`, u.token, { project: body });
+    expectStatements('projectStart', 200, await state({ state: 'started', due_at: DUE }));
+    expectStatements('projectPause', 200, await state({ state: 'paused' }));
+    expectStatements('projectStart', 200, await state({ state: 'started' })); // restart
+    expectStatements('projectFinish', 200, await state({ state: 'finished' }));
+    expectStatements('projectDelete', 204, await call('DELETE', `/api/projects/${id}`, u.token));
+  });
+
+  it('a list page of 1 project and a full page of 25 projects with 20 tasks each cost the same', async () => {
+    const one = await register();
+    const [p1] = await seedProjects(one.id, 1);
+    await seedTasks(one.id, 1, [p1!]);
+    const small = await call('GET', '/api/users/me/projects', one.token);
+    expect(small.body.data).toHaveLength(1);
+    expectStatements('projectList', 200, small);
+
+    const full = await register();
+    const ids = await seedProjects(full.id, 30);
+    await seedTasks(full.id, 600, ids);
+    const big = await call('GET', '/api/users/me/projects', full.token);
+    expect(big.status).toBe(200);
+    expect(big.body.data).toHaveLength(25);
+    expect(big.body.data[0].relationships.tasks.data).toHaveLength(20);
+    expectSameCost(big, small, 'a page of 25 projects');
+    expectSameCost(await call('GET', '/api/users/me/projects?page=2', full.token), small, 'the last page of projects');
+  });
+
+  it('get, start, pause and delete cost the same for a project with 1 task and with 400', async () => {
+    const u = await register();
+    const [small, busy] = await seedProjects(u.id, 2);
+    await seedTasks(u.id, 1, [small!]);
+    await seedTasks(u.id, 400, [busy!]);
+    const cost = async (project: number) => {
+      const get = await call('GET', `/api/projects/${project}`, u.token);
+      const start = await call('PUT', `/api/projects/${project}/state`, u.token, { project: { state: 'started', due_at: DUE } });
+      const pause = await call('PUT', `/api/projects/${project}/state`, u.token, { project: { state: 'paused' } });
+      const del = await call('DELETE', `/api/projects/${project}`, u.token);
+      for (const res of [get, start, pause]) expect(res.status).toBe(200);
+      expect(del.status).toBe(204);
+      return { get, start, pause, del };
+    };
+    const a = await cost(small!);
+    const b = await cost(busy!);
+    expect(b.get.body.data.relationships.tasks.data).toHaveLength(400);
+    expect(a.get.sql).toHaveLength(EXPECTED.projectGet);
+    expect(a.start.sql).toHaveLength(EXPECTED.projectStart);
+    expect(a.pause.sql).toHaveLength(EXPECTED.projectPause);
+    expect(a.del.sql).toHaveLength(EXPECTED.projectDelete);
+    expectSameCost(b.get, a.get, 'get of a project with 400 tasks');
+    expectSameCost(b.start, a.start, 'start of a project with 400 tasks');
+    expectSameCost(b.pause, a.pause, 'pause of a project with 400 tasks');
+    expectSameCost(b.del, a.del, 'delete of a project with 400 tasks');
+    const [row] = await sql<{ n: string }>(`select count(*) as n from tasks where user_id = $1 and state = 'abandoned'`, [u.id]);
+    expect(Number(row!.n)).toBe(401);
+  });
+});
+
+describe('tasks', () => {
+  it('create, get, update and change state', async () => {
+    const u = await register();
+    const created = expectStatements('taskCreate', 201, await call('POST', '/api/users/me/tasks', u.token, { task: { label: 'one' } }));
+    const id = created.body.data.id as number;
+    const project = (await call('POST', '/api/users/me/projects', u.token, { project: { name: 'Home' } })).body.data.id as number;
+    expectStatements('taskCreateInProject', 201, await call('POST', '/api/users/me/tasks', u.token, { task: { label: 'two', project_id: project } }));
+    expectStatements('taskGet', 200, await call('GET', `/api/tasks/${id}`, u.token));
+    expectStatements('taskUpdateLabel', 200, await call('PATCH', `/api/tasks/${id}`, u.token, { task: { label: 'uno' } }));
+    expectStatements('taskUpdateProject', 200, await call('PATCH', `/api/tasks/${id}`, u.token, { task: { project_id: project } }));
+    expectStatements('taskDetach', 200, await call('PATCH', `/api/tasks/${id}`, u.token, { task: { project_id: null } }));
+    for (const state of ['planned', 'finished', 'planned', 'newed', 'started']) {
+      expectStatements('taskChangeState', 200, await call('PUT', `/api/tasks/${id}/state`, u.token, { task: { state } }));
+    }
+    // A refused change reads the task under the lock to say why, in the write's transaction.
+    expectStatements('taskChangeStateRefused', 422, await call('PUT', `/api/tasks/${id}/state`, u.token, { task: { state: 'finished' } }));
+    expectStatements('taskAbandon', 200, await call('PUT', `/api/tasks/${id}/state`, u.token, { task: { state: 'abandoned' } }));
+  });
+
+  it('a list page of 1 task and full pages of 50 cost the same', async () => {
+    const one = await register();
+    await seedTasks(one.id, 1);
+    const small = await call('GET', '/api/users/me/tasks', one.token);
+    expect(small.body.data).toHaveLength(1);
+    expectStatements('taskList', 200, small);
+
+    const full = await register();
+    await seedTasks(full.id, 1_000);
+    for (const page of [1, 2, 20, 21]) {
+      const res = await call('GET', `/api/users/me/tasks?page=${page}`, full.token);
+      expect(res.status).toBe(200);
+      expect(res.body.data).toHaveLength(page <= 20 ? 50 : 0);
+      expectSameCost(res, small, `page ${page} of 1,000 tasks`);
+    }
+  });
+
+  it('a reorder over 10 tasks and over 300 tasks cost the same, in both directions', async () => {
+    const small = await register();
+    await seedTasks(small.id, 10);
+    const r10 = await call('PUT', `/api/tasks/${await taskAtOrder(small.id, 10)}/order`, small.token, { task: { order: 1 } });
+    expectStatements('taskReorder', 200, r10);
+    expect(r10.body.data).toHaveLength(10);
+
+    const big = await register();
+    await seedTasks(big.id, 300);
+    const up = await call('PUT', `/api/tasks/${await taskAtOrder(big.id, 300)}/order`, big.token, { task: { order: 1 } });
+    expect(up.status).toBe(200);
+    expect(up.body.data).toHaveLength(300);
+    expectSameCost(up, r10, 'moving a task up over 300 tasks');
+    const down = await call('PUT', `/api/tasks/${await taskAtOrder(big.id, 1)}/order`, big.token, { task: { order: 10_000 } });
+    expect(down.status).toBe(200);
+    expect(down.body.data).toHaveLength(300); // clamped to the highest order
+    expectSameCost(down, r10, 'moving a task down over 300 tasks');
+    expectStatements('taskReorderInPlace', 200, await call('PUT', `/api/tasks/${await taskAtOrder(big.id, 7)}/order`, big.token, { task: { order: 7 } }));
+
+    const orders = await sql<{ order: number }>('select "order" from tasks where user_id = $1 order by "order"', [big.id]);
+    expect(orders.map((o) => o.order)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+  });
+});
+
+describe('the tRPC door and the rate limiter', () => {
+  it('tRPC calls cost what their REST routes cost', async () => {
+    const u = await register();
+    await seedTasks(u.id, 60);
+    const trpcList = await call('GET', `/trpc/tasks.list?input=${encodeURIComponent(JSON.stringify({ json: { page: 1 } }))}`, u.token);
+    expect(trpcList.status).toBe(200);
+    expect(trpcList.body.result.data.json.data).toHaveLength(50);
+    expect(trpcList.sql).toHaveLength(EXPECTED.taskList);
+    const trpcCreate = await call('POST', '/trpc/tasks.create', u.token, { json: { task: { label: 'via trpc' } } });
+    expect(trpcCreate.status).toBe(200);
+    expect(trpcCreate.sql).toHaveLength(EXPECTED.taskCreate);
+  });
+
+  it('the per-token rate limit adds one statement to each request', async () => {
+    const u = await register();
+    await seedTasks(u.id, 3);
+    const list = await call('GET', '/api/users/me/tasks', u.token, undefined, limitedUrl);
+    expect(list.status).toBe(200);
+    expect(list.sql.length - EXPECTED.taskList, list.sql.join('\n')).toBe(EXPECTED.rateLimiter);
+    const me = await call('GET', '/api/users/me', u.token, undefined, limitedUrl);
+    expect(me.status).toBe(200);
+    observed.rateLimiter = me.sql.length - EXPECTED.me;
+    expect(me.sql.length - EXPECTED.me, me.sql.join('\n')).toBe(EXPECTED.rateLimiter);
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * Tasks under concurrent requests, on one app and on two app instances sharing a database:
+ * orders stay exactly 1..n under parallel creation and a permutation under parallel moves,
+ * parallel plans never lose an update, and a task's change racing its project's pause leaves
+ * it consistent.
+ */
+import { describe, expect, it } from 'vitest';
+import { apiSteps, range, TASKS } from '../helpers/api-steps.js';
+import { mulberry32 } from '../helpers/prng.js';
+import { type ApiResponse, type TestApp, useTestApp } from '../helpers/test-app.js';
+
+const app = useTestApp({ resetClock: true });
+const { createTask, getTask, putTaskState: putState, listedTaskOrders: listedOrders, projectIn } = apiSteps(app);
+
+describe('concurrency', () => {
+  async function parallelCreate(doors: TestApp[], token: string, n: number): Promise<ApiResponse[]> {
+    return Promise.all(
+      range(n).map((i) => doors[i % doors.length]!.request('POST', TASKS, { token, body: { task: { label: `c${i}` } } })),
+    );
+  }
+
+  async function parallelReorder(doors: TestApp[], token: string, ids: number[], count: number, seed: number) {
+    const random = mulberry32(seed);
+    const moves = range(count).map(() => ({
+      id: ids[Math.floor(random() * ids.length)]!,
+      order: 1 + Math.floor(random() * (ids.length + 3)),
+    }));
+    return Promise.all(
+      moves.map((m, i) => doors[i % doors.length]!.request('PUT', `/api/tasks/${m.id}/order`, { token, body: { task: { order: m.order } } })),
+    );
+  }
+
+  function expectPermutation(orders: Array<[number, number]>, ids: number[]) {
+    expect(orders.map(([, o]) => o)).toEqual(range(ids.length));
+    expect(orders.map(([id]) => id).sort((x, y) => x - y)).toEqual([...ids].sort((x, y) => x - y));
+  }
+
+  it('30 parallel creations get orders exactly 1..30; 20 parallel reorders keep a permutation of 1..30', async () => {
+    const user = await app.register();
+    const created = await parallelCreate([app], user.token, 30);
+    expect(created.map((r) => r.status)).toEqual(Array(30).fill(201));
+    const orders = created.map((r) => r.body.data.attributes.order as number).sort((x, y) => x - y);
+    expect(orders).toEqual(range(30));
+    const ids = created.map((r) => r.body.data.id as number);
+    expect(new Set(ids).size).toBe(30);
+
+    const moved = await parallelReorder([app], user.token, ids, 20, 12345);
+    expect(moved.map((r) => r.status)).toEqual(Array(20).fill(200));
+    for (const r of moved) {
+      const responseOrders = r.body.data.map((d: any) => d.attributes.order);
+      expect(responseOrders).toEqual([...responseOrders].sort((x: number, y: number) => x - y));
+      expect(new Set(responseOrders).size).toBe(responseOrders.length);
+    }
+    expectPermutation(await listedOrders(user.token), ids);
+    // Still gap-free for the next task.
+    expect((await createTask(user.token, { label: 'next' })).attributes.order).toBe(31);
+  });
+
+  it('20 parallel plans of one task each count: plannedCount 20, never a lost update', async () => {
+    const user = await app.register();
+    const id = (await createTask(user.token, { label: 'busy' })).id as number;
+    const answers = await Promise.all(range(20).map(() => putState(user.token, id, { state: 'planned' })));
+    expect(answers.map((r) => r.status)).toEqual(Array(20).fill(200));
+    const counts = answers.map((r) => r.body.data.attributes.plannedCount as number).sort((x, y) => x - y);
+    expect(counts).toEqual(range(20)); // each answer saw the one before it
+    expect((await getTask(user.token, id)).data.attributes.plannedCount).toBe(20);
+  });
+
+  it('a task state change and its project\'s pause in parallel leave the task consistent', async () => {
+    const user = await app.register();
+    for (let round = 0; round < 8; round++) {
+      const project = await projectIn(user.token, 'started');
+      const ids = await Promise.all(range(6).map(async (i) => (await createTask(user.token, { label: `r${round}-${i}`, project_id: project })).id as number));
+      await Promise.all([
+        ...ids.map((id) => putState(user.token, id, { state: 'planned' })),
+        app.request('PUT', `/api/projects/${project}/state`, { token: user.token, body: { project: { state: 'paused' } } }),
+      ]);
+      for (const id of ids) {
+        const task = (await getTask(user.token, id)).data;
+        // Planned before or after the pause: a planned task has been started either way.
+        if (task.attributes.state === 'planned') expect(task.attributes.startedAt, `task ${id}`).toBeGreaterThan(0);
+        if (task.attributes.state === 'newed') expect(task.attributes).toMatchObject({ startedAt: 0, plannedAt: 0 });
+      }
+      await app.request('DELETE', `/api/projects/${project}`, { token: user.token });
+    }
+  });
+
+  it('parallel creations of two users keep each user\'s orders 1..n', async () => {
+    const a = await app.register();
+    const b = await app.register();
+    const [ra, rb] = await Promise.all([parallelCreate([app], a.token, 15), parallelCreate([app], b.token, 15)]);
+    expect(ra!.map((r) => r.body.data.attributes.order).sort((x, y) => x - y)).toEqual(range(15));
+    expect(rb!.map((r) => r.body.data.attributes.order).sort((x, y) => x - y)).toEqual(range(15));
+  });
+
+  describe('two app instances on one database', () => {
+    const second = useTestApp(() => ({ databaseUrl: app.databaseUrl, clock: app.clock }));
+
+    it('30 parallel creations spread over both get orders exactly 1..30, and reorders keep a permutation', async () => {
+      const user = await app.register();
+      const created = await parallelCreate([app, second], user.token, 30);
+      expect(created.map((r) => r.status)).toEqual(Array(30).fill(201));
+      const ids = created.map((r) => r.body.data.id as number);
+      expect(created.map((r) => r.body.data.attributes.order).sort((x, y) => x - y)).toEqual(range(30));
+      expect(new Set(ids).size).toBe(30);
+      expectPermutation(await listedOrders(user.token), ids);
+
+      const moved = await parallelReorder([app, second], user.token, ids, 20, 777);
+      expect(moved.map((r) => r.status)).toEqual(Array(20).fill(200));
+      const viaFirst = await listedOrders(user.token);
+      expectPermutation(viaFirst, ids);
+      const viaSecond = await second.request('GET', TASKS, { token: user.token });
+      expect(viaSecond.body.data.map((t: any) => [t.id, t.attributes.order])).toEqual(viaFirst);
+
+      // Creations and reorders mixed, over both instances.
+      const mixed = await Promise.all([
+        parallelCreate([second, app], user.token, 10),
+        parallelReorder([second, app], user.token, ids, 10, 4242),
+      ]);
+      expect(mixed[0].map((r) => r.status)).toEqual(Array(10).fill(201));
+      expect(mixed[1].map((r) => r.status)).toEqual(Array(10).fill(200));
+      const all = [...ids, ...mixed[0].map((r) => r.body.data.id as number)];
+      expectPermutation(await listedOrders(user.token), all);
+    });
+  });
+});

@@ -1,0 +1,140 @@
+/**
+ * The SQL every write sends, committed as one file per write under test/procedures/write-sql/ (the way
+ * Immich commits its query snapshots): a change to a write's statements shows in review as a
+ * diff of those files. Each write runs through its procedure (createCaller, no HTTP) on a
+ * database of its own, with a clock that does not move, and the statements the ORM sends are
+ * written out in order, one per paragraph, their parameters as `?`.
+ *
+ * A one-statement write's statement is also printed by one call, `oneStatementSql`
+ * (src/writes/user-write.ts): the test checks that the statement sent is exactly that.
+ *
+ * After a deliberate change: `npx vitest run test/procedures/write-sql.test.ts -u` rewrites the files.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { openOrm } from '../../src/app/orm.js';
+import { resources } from '../../src/app/resources.js';
+import { createCaller } from '../../src/app/router.js';
+import { ManualClock } from '../../src/core/clock.js';
+import { createContextInner } from '../../src/core/context.js';
+import { changeTaskState } from '../../src/tasks/change-task-state.js';
+import { createTask } from '../../src/tasks/create-task.js';
+import { authenticate } from '../../src/users/authentication.js';
+import { oneStatementSql } from '../../src/writes/user-write.js';
+import { T0, createTestDatabase } from '../helpers/test-app.js';
+
+const clock = new ManualClock(T0);
+const DUE = Math.floor(T0 / 1000) + 7 * 86_400;
+let orm: MikroORM;
+let log: string[] | null = null;
+
+beforeAll(async () => {
+  orm = await openOrm(await createTestDatabase(), {
+    migrate: true,
+    poolSize: 4,
+    onQuery: (line) => {
+      // The idempotency records' prune starts after a keyed write, detached from every request
+      // (src/writes/idempotency.ts `pruneNowAndThen`): when its statement arrives is not the write's.
+      if (log && line.startsWith('[query]') && !line.includes('delete from idempotency_keys k using doomed')) log.push(line);
+    },
+  });
+});
+afterAll(async () => {
+  await orm?.close(true);
+});
+
+function caller(token?: string, headers: Record<string, string> = {}) {
+  return createCaller(() => {
+    const em = orm.em.fork();
+    return createContextInner({
+      em, clock, resources, passwordHashCost: 1024,
+      authenticate: (a) => authenticate(em, a, clock.now()),
+      headers: { ...headers, authorization: token },
+    });
+  });
+}
+
+/** A statement as logged, without the log's prefix and timing, its white space folded. */
+const statementOf = (line: string) => line.replace(/^\[query\] /, '').replace(/ \[took \d+ ms(, [^\]]*)?\]$/, '').replace(/\s+/g, ' ').trim();
+
+/** Runs `write` and returns the statements it sent. */
+async function sqlOf(write: () => Promise<unknown>): Promise<string[]> {
+  log = [];
+  try {
+    await write().catch(() => undefined); // refusals are writes too: their statements count
+    return log.map(statementOf);
+  } finally {
+    log = null;
+  }
+}
+
+const snapshot = (name: string, statements: string[]) =>
+  expect(`-- ${name}\n\n${statements.join('\n\n')}\n`).toMatchFileSnapshot(`./write-sql/${name}.sql`);
+
+let users = 0;
+async function user() {
+  const doc = await caller().users.register({ user: { username: `writer${++users}`, password: 'correct horse' } });
+  return { token: doc.meta.token as string, api: caller(doc.meta.token as string) };
+}
+
+describe('the SQL of every write', () => {
+  it('users: register, authorize, revoke', async () => {
+    await snapshot('users.register', await sqlOf(() => caller().users.register({ user: { username: 'someone', password: 'correct horse' } })));
+    await snapshot('users.authorize', await sqlOf(() => caller().users.authorize({ username: 'someone', password: 'correct horse' })));
+    const { token } = await user();
+    await snapshot('users.revoke', await sqlOf(() => caller(token).users.revoke()));
+  });
+
+  it('projects: create, update, rename, start, pause, restart, finish, refused start, delete', async () => {
+    const { api } = await user();
+    await snapshot('projects.create', await sqlOf(() => api.projects.create({ project: { name: 'Coffee' } })));
+    const { data: { id } } = await api.projects.create({ project: { name: 'Tea' } });
+    await api.tasks.create({ task: { label: 'Boil', project_id: id } });
+    await snapshot('projects.update', await sqlOf(() => api.projects.update({ id, project: { description: 'Green' } })));
+    await snapshot('projects.update-name', await sqlOf(() => api.projects.update({ id, project: { name: 'Oolong' } })));
+    await snapshot('projects.changeState-start', await sqlOf(() => api.projects.changeState({ id, project: { state: 'started', due_at: DUE } })));
+    await snapshot('projects.changeState-pause', await sqlOf(() => api.projects.changeState({ id, project: { state: 'paused' } })));
+    await snapshot('projects.changeState-restart', await sqlOf(() => api.projects.changeState({ id, project: { state: 'started' } })));
+    await snapshot('projects.changeState-finish', await sqlOf(() => api.projects.changeState({ id, project: { state: 'finished' } })));
+    await snapshot('projects.changeState-refused', await sqlOf(() => api.projects.changeState({ id, project: { state: 'paused' } })));
+    await snapshot('projects.delete', await sqlOf(() => api.projects.delete({ id })));
+  });
+
+  it('tasks: create alone and in a project, update, move, detach, change state, refused, abandon, reorder', async () => {
+    const { api } = await user();
+    const { data: project } = await api.projects.create({ project: { name: 'Garden' } });
+    await snapshot('tasks.create', await sqlOf(() => api.tasks.create({ task: { label: 'Dig' } })));
+    await snapshot('tasks.create-in-project', await sqlOf(() => api.tasks.create({ task: { label: 'Sow', project_id: project.id } })));
+    const { data: task } = await api.tasks.create({ task: { label: 'Water' } });
+    await snapshot('tasks.update', await sqlOf(() => api.tasks.update({ id: task.id, task: { label: 'Water well' } })));
+    await snapshot('tasks.update-project', await sqlOf(() => api.tasks.update({ id: task.id, task: { project_id: project.id } })));
+    await snapshot('tasks.update-detach', await sqlOf(() => api.tasks.update({ id: task.id, task: { project_id: null } })));
+    await snapshot('tasks.changeState', await sqlOf(() => api.tasks.changeState({ id: task.id, task: { state: 'planned' } })));
+    await snapshot('tasks.changeState-refused', await sqlOf(() => api.tasks.changeState({ id: task.id, task: { state: 'started' } })));
+    await snapshot('tasks.changeState-abandon', await sqlOf(() => api.tasks.changeState({ id: task.id, task: { state: 'abandoned' } })));
+    await snapshot('tasks.reorder', await sqlOf(() => api.tasks.reorder({ id: 1, task: { order: 2 } })));
+  });
+
+  it('with an Idempotency-Key or If-Match every write runs as its transaction', async () => {
+    const { token, api } = await user();
+    const keyed = caller(token, { 'Idempotency-Key': 'plant-1' });
+    await snapshot('keyed.tasks.create', await sqlOf(() => keyed.tasks.create({ task: { label: 'Plant' } })));
+    await snapshot('keyed.tasks.create-replay', await sqlOf(() => keyed.tasks.create({ task: { label: 'Plant' } })));
+    const { data: task } = await api.tasks.create({ task: { label: 'Prune' } });
+    const ifMatch = caller(token, { 'If-Match': '"t0.0"' });
+    await snapshot('if-match.tasks.changeState-stale', await sqlOf(() => ifMatch.tasks.changeState({ id: task.id, task: { state: 'planned' } })));
+  });
+});
+
+describe('oneStatementSql prints what a one-statement write sends', () => {
+  it('for a task created alone and a state change', async () => {
+    const { api } = await user();
+    const now = clock.now();
+    const create = createTask.oneStatement!({ task: { label: 'Rake' } }, now)!;
+    const [, sent] = await sqlOf(() => api.tasks.create({ task: { label: 'Rake' } })); // after the token's lookup
+    expect(sent).toBe(statementOf(oneStatementSql(0, create, now).sql));
+    const change = changeTaskState.oneStatement!({ id: 1, task: { state: 'planned' } }, now)!;
+    const [, sentChange] = await sqlOf(() => api.tasks.changeState({ id: 1, task: { state: 'planned' } }));
+    expect(sentChange).toBe(statementOf(oneStatementSql(0, change, now).sql));
+  });
+});

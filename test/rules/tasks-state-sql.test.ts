@@ -1,0 +1,122 @@
+/**
+ * The task rules of task.lifecycle.ts are applied two ways: to an object (a requested change,
+ * creation, a move between projects) and as SQL to many rows at once (a project's start,
+ * pause and deletion). Both read the same table of effects; this test runs every action both
+ * ways, from every state it may start in and with dates set and unset, on the real database,
+ * and requires the same result.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  TASK_ACTIONS,
+  TASK_DATE_COLUMNS,
+  TASK_STATES,
+  applyTaskAction,
+  findTaskAction,
+  taskActionSql,
+  taskTransitionSql,
+  type TaskDate,
+  type TaskDates,
+  type TaskState,
+} from '../../src/tasks/task.lifecycle.js';
+import { useProcedures } from '../helpers/procedures.js';
+
+// The database only (no HTTP): a user to own the rows, and the ORM to send the SQL.
+const app = useProcedures();
+let userId: number;
+beforeAll(async () => {
+  userId = (await app.register()).id;
+});
+
+const EARLIER = new Date(Date.UTC(2026, 5, 1, 8, 0, 0));
+const NOW = new Date(Date.UTC(2026, 5, 15, 12, 0, 0));
+const DATES = Object.keys(TASK_DATE_COLUMNS) as TaskDate[];
+
+/** A task in `state` with every date set, or none. */
+function taskIn(state: TaskState, datesSet: boolean): TaskDates {
+  const task: TaskDates = { state, plannedCount: 2 };
+  for (const date of DATES) task[date] = datesSet ? EARLIER : null;
+  return task;
+}
+
+async function insert(task: TaskDates): Promise<number> {
+  const [row] = await app.orm.em.fork().execute<Array<{ id: number }>>(
+    `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
+     values (?, null, 'rule', (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?, ?, ?) returning id`,
+    [userId, userId, task.plannedCount, task.state, task.startedAt, task.plannedAt, task.finishedAt, task.abandonedAt, EARLIER],
+  );
+  return row!.id;
+}
+
+async function read(id: number): Promise<TaskDates> {
+  const [row] = await app.orm.em.fork().execute<Array<Record<string, unknown>>>(
+    'select state, planned_count, started_at, planned_at, finished_at, abandoned_at from tasks where id = ?',
+    [id],
+  );
+  const task: TaskDates = { state: row!.state as TaskState, plannedCount: row!.planned_count as number };
+  for (const date of DATES) {
+    const value = row![TASK_DATE_COLUMNS[date]] as Date | null;
+    task[date] = value ? new Date(value) : null;
+  }
+  return task;
+}
+
+const cases = TASK_ACTIONS.flatMap((action) =>
+  action.from.flatMap((from) => [true, false].map((datesSet) => [action.action, from, datesSet] as const)),
+);
+
+describe('every task action gives the same task in TypeScript and in SQL', () => {
+  it('has the eleven (action, from) rows of SPEC.md 3.2', () => {
+    expect(TASK_ACTIONS.flatMap((a) => a.from.map((from) => `${a.action} ${from}`)).sort()).toEqual([
+      'abandon newed', 'abandon planned', 'abandon started', 'cancel planned', 'cancel started', 'finish planned',
+      'plan newed', 'plan started', 'replan finished', 'replan planned', 'start newed',
+    ]);
+  });
+
+  it.each(cases)('%s from %s (dates set: %s)', async (name, from, datesSet) => {
+    const action = TASK_ACTIONS.find((a) => a.action === name)!;
+    const expected = taskIn(from, datesSet);
+    applyTaskAction(expected, action, NOW);
+
+    const id = await insert(taskIn(from, datesSet));
+    const { set, params } = taskActionSql(action, NOW);
+    await app.orm.em.fork().execute(`update tasks set ${set} where id = ?`, [...params, id]);
+    expect(await read(id)).toEqual(expected);
+  });
+
+  it.each(TASK_ACTIONS.map((a) => [a.action, a] as const))('%s in SQL leaves a task in any other state alone', async (_name, action) => {
+    for (const state of (['newed', 'started', 'planned', 'finished', 'abandoned'] as const).filter((s) => !action.from.includes(s))) {
+      const before = taskIn(state, true);
+      const id = await insert(before);
+      const { set, params } = taskActionSql(action, NOW);
+      await app.orm.em.fork().execute(`update tasks set ${set} where id = ?`, [...params, id]);
+      expect(await read(id)).toEqual(before);
+    }
+  });
+});
+
+describe('a requested state change gives the same task in TypeScript and in its one SQL statement', () => {
+  // Every current state against every requested one (abandoned and unknown targets included),
+  // with dates set and unset: the statement changes exactly the rows findTaskAction allows,
+  // and those exactly as applyTaskAction does.
+  const requests = TASK_STATES.flatMap((from) =>
+    [...TASK_STATES, 'unknown'].flatMap((to) => [true, false].map((datesSet) => [from, to, datesSet] as const)),
+  );
+
+  it.each(requests)('%s → %s (dates set: %s)', async (from, to, datesSet) => {
+    const expected = taskIn(from, datesSet);
+    const action = findTaskAction(from, to);
+    if (action) applyTaskAction(expected, action, NOW);
+
+    const id = await insert(taskIn(from, datesSet));
+    const transition = taskTransitionSql(to, NOW);
+    expect(transition === null).toBe(!TASK_ACTIONS.some((a) => a.to === to));
+    const changed = transition
+      ? await app.orm.em.fork().execute<unknown[]>(
+          `update tasks set ${transition.set} where id = ? and state in (${transition.from.map((s) => `'${s}'`).join(', ')}) returning id`,
+          [...transition.params, id],
+        )
+      : [];
+    expect(changed.length).toBe(action ? 1 : 0);
+    expect(await read(id)).toEqual(expected);
+  });
+});

@@ -1,0 +1,81 @@
+/** Stopping under load: requests in flight complete, nothing new is accepted. */
+import pg from 'pg';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/core/logger.js';
+import { startService } from '../../src/server.js';
+import { eventually } from '../helpers/eventually.js';
+import { createTestDatabase } from '../helpers/test-app.js';
+
+describe('graceful stop', () => {
+  it('finishes in-flight requests and refuses new connections', async () => {
+    const databaseUrl = await createTestDatabase();
+    const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', rateLimitAuthPerMinute: 0 };
+    const service = await startService({ config, logger: createLogger('silent') });
+
+    // Registrations hash passwords with the production cost, so they are still running
+    // when the stop begins.
+    const inFlight = Array.from({ length: 16 }, (_, i) =>
+      fetch(`${service.url}/api/users`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Connection: 'close' },
+        body: JSON.stringify({ user: { username: `graceful${i}`, password: 'password1' } }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() })),
+    );
+    const connections = () => new Promise<number>((resolve, reject) => service.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+    await eventually(async () => (await connections()) >= 16, { message: 'all 16 registrations connected', timeout: 20_000, interval: 1 });
+
+    const stopping = service.stop();
+    const results = await Promise.all(inFlight);
+    expect(results.map((r) => r.status)).toEqual(Array(16).fill(201));
+    await stopping;
+    expect(service.server.listening).toBe(false);
+    await expect(fetch(`${service.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('lets the handlers of clients that hung up finish before it closes the database', async () => {
+    const databaseUrl = await createTestDatabase();
+    const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', rateLimitAuthPerMinute: 0 };
+    const lines: any[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const service = await startService({ config, logger });
+
+    // Registrations hash at the production cost: their clients are gone long before they end.
+    // Half go through REST, half as tRPC batches streamed as JSON lines, whose response ends
+    // as soon as the client hangs up while the procedure still runs.
+    const aborts = Array.from({ length: 8 }, () => new AbortController());
+    const sent = aborts.map((abort, i) => {
+      const user = { username: `hung_up${i}`, password: 'password1' };
+      const init = { method: 'POST', signal: abort.signal };
+      const call =
+        i % 2 === 0
+          ? fetch(`${service.url}/api/users`, { ...init, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ user }) })
+          : fetch(`${service.url}/trpc/users.register?batch=1`, {
+              ...init,
+              headers: { 'Content-Type': 'application/json', 'trpc-accept': 'application/jsonl' },
+              body: JSON.stringify({ 0: { json: { user } } }),
+            });
+      return call.then((r) => r.text()).catch((error: Error) => error.name);
+    });
+    // Every request is in (8) and every procedure runs (8): the bodies have all been read.
+    await eventually(() => service.inFlight.size >= 16, { message: 'all 8 requests and their 8 procedures in flight', timeout: 20_000, interval: 1 });
+    for (const abort of aborts) abort.abort();
+    expect(await Promise.all(sent)).toEqual(Array(8).fill('AbortError'));
+    const connections = () => new Promise<number>((resolve, reject) => service.server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+    await eventually(async () => (await connections()) === 0, { message: 'every client connection closed', timeout: 20_000, interval: 1 });
+
+    await service.stop();
+    const failures = lines.filter((l) => l.level >= 50);
+    expect(failures, JSON.stringify(failures)).toEqual([]);
+    // Every handler ran to its end: all 8 users exist, each with its token.
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      const { rows } = await client.query("select count(*)::int as n, (select count(*)::int from access_tokens) as tokens from users where username like 'hung_up%'");
+      expect(rows).toEqual([{ n: 8, tokens: 8 }]);
+    } finally {
+      await client.end();
+    }
+  });
+});
