@@ -80,21 +80,10 @@ async function compileSources(): Promise<string> {
   return dir;
 }
 
-export default async function setup(project: TestProject) {
-  const built = await compileSources();
-  project.provide('serviceEntry', path.join(built, 'src', 'main.js'));
-  const removeBuild = () => fs.rm(built, { recursive: true, force: true });
-
-  // Per run, so that runs against one DATABASE_URL do not share (or drop) each other's.
-  const template = `t_template_${process.pid}`;
-  project.provide('templateDatabase', template);
+/** The run's PostgreSQL with the template migrated on it; `stop` undoes both. */
+async function startDatabase(template: string): Promise<{ url: string; stop: () => Promise<void> }> {
   if (process.env.DATABASE_URL) {
-    project.provide('adminDatabaseUrl', process.env.DATABASE_URL);
-    const dropTemplate = await createTemplate(process.env.DATABASE_URL, template);
-    return async () => {
-      await dropTemplate();
-      await removeBuild();
-    };
+    return { url: process.env.DATABASE_URL, stop: await createTemplate(process.env.DATABASE_URL, template) };
   }
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-test-'));
   const db = await startEmbeddedDatabase({
@@ -102,11 +91,35 @@ export default async function setup(project: TestProject) {
     // Durability is not under test here (the restart tests run their own servers).
     settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300' },
   });
-  project.provide('adminDatabaseUrl', db.url);
-  await createTemplate(db.url, template);
-  return async () => {
+  const stop = async () => {
     await db.stop();
     await fs.rm(dataDir, { recursive: true, force: true });
+  };
+  try {
+    await createTemplate(db.url, template);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: db.url, stop };
+}
+
+export default async function setup(project: TestProject) {
+  // Per run, so that runs against one DATABASE_URL do not share (or drop) each other's.
+  const template = `t_template_${process.pid}`;
+  // The compiler works in this process while PostgreSQL starts in its own.
+  const [built, database] = await Promise.allSettled([compileSources(), startDatabase(template)]);
+  const removeBuild = () => (built.status === 'fulfilled' ? fs.rm(built.value, { recursive: true, force: true }) : Promise.resolve());
+  if (built.status === 'rejected' || database.status === 'rejected') {
+    await removeBuild();
+    if (database.status === 'fulfilled') await database.value.stop();
+    throw built.status === 'rejected' ? built.reason : (database as PromiseRejectedResult).reason;
+  }
+  project.provide('serviceEntry', path.join(built.value, 'src', 'main.js'));
+  project.provide('adminDatabaseUrl', database.value.url);
+  project.provide('templateDatabase', template);
+  return async () => {
+    await database.value.stop();
     await removeBuild();
   };
 }
