@@ -90,32 +90,29 @@ async function compileSources(): Promise<string> {
 /** The pooler's server connections per database: fewer than a test app's pool (20). */
 export const POOLED_TIER_POOL_SIZE = 4;
 
-export default async function setup(project: TestProject) {
-  const built = await compileSources();
-  project.provide('serviceEntry', path.join(built, 'src', 'main.js'));
-  const removeBuild = () => fs.rm(built, { recursive: true, force: true });
+interface RunDatabase {
+  /** Where test files create their databases (through the pooler in the pooled tier). */
+  url: string;
+  /** The same server without the pooler; else the same URL. */
+  directUrl: string;
+  stop: () => Promise<void>;
+}
 
-  // Per run, so that runs against one DATABASE_URL do not share (or drop) each other's.
-  const template = `t_template_${process.pid}`;
-  project.provide('templateDatabase', template);
-  if (project.name === 'pooled' || process.env.TEST_POOLED === '1') {
+/** The run's PostgreSQL with the template migrated on it; `stop` undoes both. */
+async function startDatabase(template: string, pooledTier: boolean): Promise<RunDatabase> {
+  if (pooledTier) {
     const pooled = await startPooledDatabase({ bouncer: { default_pool_size: POOLED_TIER_POOL_SIZE } });
-    project.provide('adminDatabaseUrl', pooled.pooledUrl());
-    project.provide('directAdminDatabaseUrl', pooled.directUrl());
-    await createTemplate(pooled.directUrl(), template);
-    return async () => {
+    try {
+      await createTemplate(pooled.directUrl(), template);
+    } catch (error) {
       await pooled.stop();
-      await removeBuild();
-    };
+      throw error;
+    }
+    return { url: pooled.pooledUrl(), directUrl: pooled.directUrl(), stop: () => pooled.stop() };
   }
   if (process.env.DATABASE_URL) {
-    project.provide('adminDatabaseUrl', process.env.DATABASE_URL);
-    project.provide('directAdminDatabaseUrl', process.env.DATABASE_URL);
-    const dropTemplate = await createTemplate(process.env.DATABASE_URL, template);
-    return async () => {
-      await dropTemplate();
-      await removeBuild();
-    };
+    const url = process.env.DATABASE_URL;
+    return { url, directUrl: url, stop: await createTemplate(url, template) };
   }
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-test-'));
   const db = await startEmbeddedDatabase({
@@ -123,12 +120,37 @@ export default async function setup(project: TestProject) {
     // Durability is not under test here (the restart tests run their own servers).
     settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300' },
   });
-  project.provide('adminDatabaseUrl', db.url);
-  project.provide('directAdminDatabaseUrl', db.url);
-  await createTemplate(db.url, template);
-  return async () => {
+  const stop = async () => {
     await db.stop();
     await fs.rm(dataDir, { recursive: true, force: true });
+  };
+  try {
+    await createTemplate(db.url, template);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: db.url, directUrl: db.url, stop };
+}
+
+export default async function setup(project: TestProject) {
+  // Per run, so that runs against one DATABASE_URL do not share (or drop) each other's.
+  const template = `t_template_${process.pid}`;
+  const pooledTier = project.name === 'pooled' || process.env.TEST_POOLED === '1';
+  // The compiler works in this process while PostgreSQL starts in its own.
+  const [built, database] = await Promise.allSettled([compileSources(), startDatabase(template, pooledTier)]);
+  const removeBuild = () => (built.status === 'fulfilled' ? fs.rm(built.value, { recursive: true, force: true }) : Promise.resolve());
+  if (built.status === 'rejected' || database.status === 'rejected') {
+    await removeBuild();
+    if (database.status === 'fulfilled') await database.value.stop();
+    throw built.status === 'rejected' ? built.reason : (database as PromiseRejectedResult).reason;
+  }
+  project.provide('serviceEntry', path.join(built.value, 'src', 'main.js'));
+  project.provide('adminDatabaseUrl', database.value.url);
+  project.provide('directAdminDatabaseUrl', database.value.directUrl);
+  project.provide('templateDatabase', template);
+  return async () => {
+    await database.value.stop();
     await removeBuild();
   };
 }
