@@ -49,17 +49,23 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
 describe.skipIf(pooledTierSkip)('two instances behind PgBouncer', () => {
   let a: SpawnedService;
   let b: SpawnedService;
+  let started: Promise<void> | undefined;
+  /** Both instances, started at the same moment on the new database, once for either test (in any order). */
+  const bothStarted = () =>
+    (started ??= (async () => {
+      const env = {
+        DATABASE_URL: urls.pooledUrl,
+        DATABASE_DIRECT_URL: urls.directUrl,
+        DATABASE_POOL_SIZE: '8',
+        RATE_LIMIT_PER_MINUTE: '0',
+        RATE_LIMIT_AUTH_PER_MINUTE: '0',
+      };
+      [a, b] = await Promise.all([spawnService(env), spawnService(env)]);
+      services.push(a, b);
+    })());
 
   it('started at the same moment on a new database, both come up and the migrations run once', async () => {
-    const env = {
-      DATABASE_URL: urls.pooledUrl,
-      DATABASE_DIRECT_URL: urls.directUrl,
-      DATABASE_POOL_SIZE: '8',
-      RATE_LIMIT_PER_MINUTE: '0',
-      RATE_LIMIT_AUTH_PER_MINUTE: '0',
-    };
-    [a, b] = await Promise.all([spawnService(env), spawnService(env)]);
-    services.push(a, b);
+    await bothStarted();
     const applied = await query<{ name: string; times: number }>(urls.directUrl, 'select name, count(*)::int as times from mikro_orm_migrations group by name order by name');
     expect(applied).toHaveLength(migrationsList.length);
     expect(applied.every((m) => m.times === 1)).toBe(true);
@@ -69,6 +75,7 @@ describe.skipIf(pooledTierSkip)('two instances behind PgBouncer', () => {
   }, 60_000);
 
   it('a change written through B reaches a stream open on A within a second', async () => {
+    await bothStarted();
     const { token } = await registerUser(b.url, 'listener');
     const stream = await openStream(`${a.url}/api/users/me/events`, { Authorization: token });
     streams.push(stream);
