@@ -16,9 +16,11 @@ import { stat } from 'node:fs/promises';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { mulberry32 } from './prng.js';
 
-/** Milliseconds the slowest files took in a run on a 2-core machine (3 workers). */
+/** Milliseconds the slowest files took in runs on a 2-core machine (3 workers). */
 const MEASURED_MS: Record<string, number> = {
   'system/embedded-postgres.test.ts': 22_500,
+  // With Chromium installed (CI installs it); without, it is skipped at once.
+  'system/docs-browser.test.ts': 20_000,
   'hostile/bodies.test.ts': 17_300,
   'system/memory.test.ts': 13_400,
   'system/operator-logs.test.ts': 9_000,
