@@ -139,15 +139,54 @@ export async function startTestApp(options: TestAppOptions = {}) {
     register,
     trpc: (token?: string) => createClient({ url: baseUrl, token }),
     async close() {
-      await events.stop();
+      await closing('the change feed', events.stop(), () => `${events.size} streams open`);
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await orm.close(true);
+      await closing('the HTTP server', new Promise<void>((resolve) => server.close(() => resolve())), () => {
+        server.closeAllConnections();
+        return 'its connections were closed again';
+      });
+      await closing('the database pool', orm.close(true), () => sessionsOf(databaseUrl));
     },
   };
 }
 
 export type TestApp = Awaited<ReturnType<typeof startTestApp>>;
+
+/** How long one step of `close()` may take before the test run is told which step, and moves on. */
+const CLOSE_STEP_MS = 15_000;
+
+/**
+ * One step of closing a test app. A step that hangs would only show as a hook timeout naming
+ * no step; instead it is reported on stderr with `state()` after CLOSE_STEP_MS, and the close
+ * goes on (as the service's own stop does, src/server.ts): what it leaves open dies with the run.
+ */
+async function closing(step: string, done: Promise<unknown>, state: () => string | Promise<string>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), CLOSE_STEP_MS)));
+  try {
+    if ((await Promise.race([done, late])) === 'late') {
+      process.stderr.write(`test app close: ${step} did not finish within ${CLOSE_STEP_MS} ms (${await state()}); going on\n`);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** What the app's connections to its database are doing, as PostgreSQL sees them: a connection never released keeps the pool's end waiting. */
+async function sessionsOf(databaseUrl: string): Promise<string> {
+  const client = new pg.Client({ connectionString: directUrlOf(databaseUrl), connectionTimeoutMillis: 2_000, query_timeout: 2_000 });
+  try {
+    await client.connect();
+    const { rows } = await client.query(
+      `select state, left(query, 120) as query from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`,
+    );
+    return rows.length === 0 ? 'no sessions on its database' : rows.map((r) => `${r.state}: ${r.query}`).join('; ');
+  } catch (error) {
+    return `its sessions could not be read: ${(error as Error).message}`;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
 
 /** The single error of an envelope, checking that there is exactly one. */
 export function onlyError(body: { errors: Array<Record<string, unknown>> }) {
