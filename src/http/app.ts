@@ -14,7 +14,6 @@ import cors from 'cors';
 import helmet from 'helmet';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
-import swaggerUi from 'swagger-ui-express';
 import type { Clock } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
@@ -198,11 +197,10 @@ export function createApp(deps: AppDependencies): express.Express {
     }
   });
 
-  const openApiDocument = buildOpenApiDocument();
   app.get('/openapi.json', (_req, res) => {
-    res.json(openApiDocument);
+    res.json(openApiDocument());
   });
-  app.use('/docs', swaggerUi.serve, swaggerUi.setup(openApiDocument, { customSiteTitle: 'Planning service API' }));
+  app.use('/docs', docsPage);
 
   app.use(
     '/trpc',
@@ -250,3 +248,22 @@ export function createApp(deps: AppDependencies): express.Express {
   app.use(errorHandler);
   return app;
 }
+
+/**
+ * The OpenAPI document, built from the router on first use and then kept: it is the same for
+ * every app of the process, and only /openapi.json and the docs page need it, so neither a
+ * start nor an app that never serves them pays for it.
+ */
+let builtDocument: ReturnType<typeof buildOpenApiDocument> | undefined;
+function openApiDocument() {
+  return (builtDocument ??= buildOpenApiDocument());
+}
+
+/** The docs page (Swagger UI), loaded with its library on its first request. */
+let docsRouter: Promise<express.Router> | undefined;
+const docsPage: RequestHandler = (req, res, next) => {
+  docsRouter ??= import('swagger-ui-express').then(({ default: swaggerUi }) =>
+    express.Router().use(swaggerUi.serve, swaggerUi.setup(openApiDocument(), { customSiteTitle: 'Planning service API' })),
+  );
+  docsRouter.then((router) => router(req, res, next), next);
+};
