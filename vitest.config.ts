@@ -28,18 +28,19 @@ export const POOLED_TIER = [
 const OWN_PROCESS = ['test/system/memory.test.ts'];
 
 /**
- * Four projects share one pool of workers (same groupOrder, so they run side by side):
+ * Three projects share one pool of workers (same groupOrder, so they run side by side):
  *
- * - `system` (test/system/): spawned processes, crashes, outages, several instances, the
- *   pooler. Most of a file's time is spent waiting on the processes it starts.
- * - `in-process` (rules, procedures, http, hostile): each file gets its own app and database.
+ * - `own-process` (OWN_PROCESS): tests that measure their own process, each in a fresh worker.
+ * - `main`: every tier, test/{rules,procedures,http,hostile,system}/. A system file spawns
+ *   services and PostgreSQLs and spends most of its time waiting on them; the others start
+ *   an app in the worker itself. Each file gets its own app and database.
  * - `pooled`: the pooled tier above, behind PgBouncer.
  *
- *   In these three a worker runs file after file and keeps the modules it has evaluated
- *   (isolate: false), so src/ and its libraries are loaded once per worker instead of once
- *   per file (isolated, the system and pooled tiers spent about 40 s of CPU on it). Nothing
- *   of a file outlives it but those modules: each file starts and closes what it uses.
- * - `own-process` (OWN_PROCESS): tests that measure their own process, each in a fresh worker.
+ * In `main` and `pooled` a worker runs file after file and keeps the modules it has evaluated
+ * (isolate: false), so src/ and its libraries are loaded once per worker instead of once per
+ * file; the sequencer (test/helpers/sequencer.ts) hands out each project's files together so
+ * that workers are kept. Nothing of a file outlives it but those modules: each file starts
+ * and closes what it uses.
  *
  * maxWorkers is explicit: vitest's default (available cores - 1) is a single worker on a
  * 2-core machine, while most of a file's time is spent waiting on PostgreSQL or on a
@@ -58,15 +59,16 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'system', include: ['test/system/**/*.test.ts'], exclude: OWN_PROCESS, isolate: false },
-      },
-      {
-        extends: true,
         test: { name: 'own-process', include: OWN_PROCESS, isolate: true },
       },
       {
         extends: true,
-        test: { name: 'in-process', include: ['test/{rules,procedures,http,hostile}/**/*.test.ts'], isolate: false },
+        test: {
+          name: 'main',
+          include: ['test/{rules,procedures,http,hostile,system}/**/*.test.ts'],
+          exclude: OWN_PROCESS,
+          isolate: false,
+        },
       },
       // Skipped only on a machine without PostgreSQL 15 and PgBouncer that is not CI.
       ...(pooledTierSkip ? [] : [{ extends: true, test: { name: 'pooled', include: POOLED_TIER, isolate: false } }]),

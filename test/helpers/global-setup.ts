@@ -1,5 +1,5 @@
 /**
- * Once per run of a project, before any of its test files:
+ * Once per run, before any test file (the projects of a run share what it starts):
  *
  * - Starts one real PostgreSQL (embedded, in a temporary folder), or uses DATABASE_URL when
  *   given, and migrates one template database on it. Each test file then creates its own
@@ -133,16 +133,54 @@ async function startDatabase(template: string, pooledTier: boolean): Promise<Run
   return { url: db.url, directUrl: db.url, stop };
 }
 
+/**
+ * What the projects of one run share: the compiled sources, and one database server per kind
+ * (direct, or behind the pooler). Each project's setup takes a share and gives it back in its
+ * teardown; the last one gone stops it. Kept on globalThis, since vitest may evaluate this
+ * module once per project.
+ */
+interface Shared<T> {
+  value: Promise<T>;
+  users: number;
+  release: (value: T) => Promise<void>;
+}
+const SHARED = Symbol.for('planning.test-run.shared');
+const shared: Map<string, Shared<unknown>> = ((globalThis as Record<symbol, unknown>)[SHARED] ??= new Map()) as Map<string, Shared<unknown>>;
+
+function take<T>(key: string, start: () => Promise<T>, release: (value: T) => Promise<void>): { value: Promise<T>; give: () => Promise<void> } {
+  let entry = shared.get(key) as Shared<T> | undefined;
+  if (!entry) {
+    entry = { value: start(), users: 0, release };
+    shared.set(key, entry as Shared<unknown>);
+    // A failed start is not shared with the next project: it tries again.
+    entry.value.catch(() => shared.delete(key));
+  }
+  entry.users += 1;
+  const held = entry;
+  let given = false;
+  return {
+    value: held.value,
+    async give() {
+      if (given) return;
+      given = true;
+      held.users -= 1;
+      if (held.users > 0) return;
+      if (shared.get(key) === held) shared.delete(key);
+      await held.value.then(held.release, () => undefined);
+    },
+  };
+}
+
 export default async function setup(project: TestProject) {
   // Per run, so that runs against one DATABASE_URL do not share (or drop) each other's.
   const template = `t_template_${process.pid}`;
   const pooledTier = project.name === 'pooled' || process.env.TEST_POOLED === '1';
   // The compiler works in this process while PostgreSQL starts in its own.
-  const [built, database] = await Promise.allSettled([compileSources(), startDatabase(template, pooledTier)]);
-  const removeBuild = () => (built.status === 'fulfilled' ? fs.rm(built.value, { recursive: true, force: true }) : Promise.resolve());
+  const build = take('build', compileSources, (dir) => fs.rm(dir, { recursive: true, force: true }));
+  const server = take(pooledTier ? 'pooled-database' : 'database', () => startDatabase(template, pooledTier), (db) => db.stop());
+  const [built, database] = await Promise.allSettled([build.value, server.value]);
   if (built.status === 'rejected' || database.status === 'rejected') {
-    await removeBuild();
-    if (database.status === 'fulfilled') await database.value.stop();
+    await Promise.all([build.give(), server.give()]);
     throw built.status === 'rejected' ? built.reason : (database as PromiseRejectedResult).reason;
   }
   project.provide('serviceEntry', path.join(built.value, 'src', 'main.js'));
@@ -150,7 +188,7 @@ export default async function setup(project: TestProject) {
   project.provide('directAdminDatabaseUrl', database.value.directUrl);
   project.provide('templateDatabase', template);
   return async () => {
-    await database.value.stop();
-    await removeBuild();
+    await server.give();
+    await build.give();
   };
 }

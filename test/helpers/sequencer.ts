@@ -1,13 +1,20 @@
 /**
  * The order test files are handed to the workers (vitest.config.ts).
  *
- * The files under test/system/ spawn services and PostgreSQLs and are among the longest; the
- * others are many and mostly short. Each list is sorted longest first, and the system files
- * are spread evenly through the others: the longest start at once, and the workers rarely
- * start several process-spawning files at the same moment on a small machine. "Longest" is
- * the last run's duration when vitest has one for every file; without (a fresh clone, as in
- * CI) it is the duration measured below for the slowest files, and the file's size for the
- * rest, which are short.
+ * A worker that shares its modules between files (isolate: false) is kept for the next file
+ * only when that file, first in the queue, is of the same project; otherwise it is stopped
+ * and a new one loads src/ and its libraries again (a second or two of CPU). So the files of
+ * a project are handed out together: first the few isolated ones (a fresh worker each
+ * anyway), then the main project, then the pooled tier. Interleaved, a run started some 60
+ * workers instead of 7.
+ *
+ * Within the main project, the files under test/system/ spawn services and PostgreSQLs and
+ * are among the longest; the others are many and mostly short. Each list is sorted longest
+ * first, and the system files are spread evenly through the others: the longest start at
+ * once, and the workers rarely start several process-spawning files at the same moment on a
+ * small machine. "Longest" is the last run's duration when vitest has one for every file;
+ * without (a fresh clone, as in CI) it is the duration measured below for the slowest files,
+ * and the file's size for the rest, which are short.
  *
  * With `--sequence.shuffle` the files run in an order drawn from `--sequence.seed` instead
  * (as vitest's random sequencer does), so an order-dependent file shows up.
@@ -37,6 +44,9 @@ const MEASURED_MS: Record<string, number> = {
 /** A file not measured above takes less than this. */
 const UNMEASURED_MS = 4_000;
 
+/** The project that runs the pooled tier (vitest.config.ts), handed out last. */
+const POOLED_PROJECT = 'pooled';
+
 /** Files spread among the others: those under test/system/. */
 const SPREAD = /[\\/]test[\\/]system[\\/]/;
 
@@ -44,14 +54,17 @@ export class TieredSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const { sequence } = this.ctx.config;
     if (sequence.shuffle) return shuffled(files, sequence.seed);
-    const spread = await this.#longestFirst(files.filter((spec) => SPREAD.test(spec.moduleId)));
-    const rest = await this.#longestFirst(files.filter((spec) => !SPREAD.test(spec.moduleId)));
-    const order: TestSpecification[] = [];
+    const own = files.filter((spec) => spec.project.config.isolate);
+    const pooled = files.filter((spec) => !spec.project.config.isolate && spec.project.name === POOLED_PROJECT);
+    const shared = files.filter((spec) => !own.includes(spec) && !pooled.includes(spec));
+    const spread = await this.#longestFirst(shared.filter((spec) => SPREAD.test(spec.moduleId)));
+    const rest = await this.#longestFirst(shared.filter((spec) => !SPREAD.test(spec.moduleId)));
+    const order: TestSpecification[] = await this.#longestFirst(own);
     const every = spread.length ? (spread.length + rest.length) / spread.length : Infinity;
     for (let i = 0; spread.length || rest.length; i++) {
       order.push(((i % every < 1 && spread.length) || !rest.length ? spread.shift() : rest.shift())!);
     }
-    return order;
+    return [...order, ...(await this.#longestFirst(pooled))];
   }
 
   /** By the last run's durations when every file has one that passed, else as measured above. */
