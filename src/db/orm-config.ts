@@ -9,6 +9,7 @@ import { migrationsList } from './migrations/index.js';
 import type pg from 'pg';
 import { batchPool } from './batching.js';
 import { usePreparedStatements } from './prepared.js';
+import { releaseConnectionsOpenedWhileEnding } from './pool-ending.js';
 
 export interface OrmSettings {
   clientUrl: string;
@@ -62,6 +63,8 @@ export const STATEMENT_TIMEOUT_MS = 15_000;
 function onPoolCreated(settings: OrmSettings) {
   const behindPooler = settings.behindPooler ?? false;
   return (pool: pg.Pool) => {
+    // Else a connection opened while the ORM closes is lost, and the close waits for it forever.
+    releaseConnectionsOpenedWhileEnding(pool);
     if (!behindPooler) {
       pool.on('connect', (client) => {
         // Before batching (registered next) wraps `query`: this goes out on its own, first.
