@@ -99,6 +99,8 @@ export interface Follower {
 }
 
 export interface Load {
+  /** How its keys start (`<prefix>-`). */
+  prefix: string;
   /** Each acknowledged key (201): its token, body and the answer's text. */
   acknowledged: Map<string, { token: string; body: unknown; text: string }>;
   /** Keys whose request was cut off (503, broken connection) at least once. */
@@ -130,8 +132,12 @@ export function startLoad(options: {
   streamsPerUser: number;
   /** Whether a broken connection may be seen (no balancer that retries in front). */
   resetsAllowed?: boolean;
+  /** How this load's keys (and so its tasks' labels) start: one of its own per load on a database. */
+  prefix: string;
 }): Load {
+  if (!/^[a-z0-9]+$/.test(options.prefix)) throw new Error(`startLoad: prefix ${options.prefix} is not [a-z0-9]+`);
   const load: Load = {
+    prefix: options.prefix,
     acknowledged: new Map(),
     cutKeys: new Set(),
     statuses: new Map(),
@@ -197,7 +203,7 @@ export function startLoad(options: {
   };
   const writer = async (u: number) => {
     for (let i = 0; !stopping; i++) {
-      const key = `k${u}-${i}-${randomUUID()}`;
+      const key = `${options.prefix}-${u}-${i}-${randomUUID()}`;
       await keyedWrite(options.tokens[u]!, key, { task: { label: key } });
     }
   };
@@ -264,7 +270,8 @@ export function describeLoad(load: Load, ms: number): string {
 
 /**
  * Once the writers stopped: every acknowledged write is there exactly once (a task row with
- * its key as label, and one task.created event in its user's log), nothing else was written;
+ * its key as label, and one task.created event in its user's log), no other key of the load
+ * was written;
  * a key sent again (each one cut off, and every 10th) gets its original answer, replayed; and
  * every follower saw its user's whole log, once and in order. Returns the logs.
  */
@@ -272,7 +279,7 @@ export async function expectNothingLost(load: Load, options: { directUrl: string
   const client = new pg.Client({ connectionString: options.directUrl });
   await client.connect();
   try {
-    const rows = (await client.query<{ label: string; n: number }>("select label, count(*)::int as n from tasks where label like 'k%' group by label")).rows;
+    const rows = (await client.query<{ label: string; n: number }>('select label, count(*)::int as n from tasks where label like $1 group by label', [`${load.prefix}-%`])).rows;
     expect(rows.filter((r) => r.n !== 1)).toEqual([]);
     expect(new Set(rows.map((r) => r.label))).toEqual(new Set(load.acknowledged.keys()));
   } finally {

@@ -55,6 +55,8 @@ describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBo
     const url = d.haproxy.url;
     const running = d.instances.filter((i): i is SpawnedService => i !== undefined);
     const token = await register(url, 'readme_deployment');
+    // What each instance logs from here on (the other test may have run first).
+    const logged = running.map((i) => i.output().length);
     const stream = await openStream(`${url}/api/users/me/events`, { Authorization: token });
     try {
       expect(stream.status, stream.text).toBe(200);
@@ -71,7 +73,7 @@ describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBo
       stream.close();
     }
     // The writes went to every instance but one: the stream's (least connections).
-    const wrote = (i: SpawnedService) => i.output().includes('"path":"/api/users/me/tasks"');
+    const wrote = (i: SpawnedService, n: number) => i.output().slice(logged[n]).includes('"path":"/api/users/me/tasks"');
     expect(running.filter(wrote)).toHaveLength(running.length - 1);
 
     // What HAProxy answers itself is the README's error file: the service's envelope, with
@@ -87,7 +89,7 @@ describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBo
     const url = d.haproxy.url;
     const tokens = await Promise.all(Array.from({ length: 6 }, (_, u) => register(url, `killed_${u}`)));
     // Everything through HAProxy, which stays up: no client connection of ours may break.
-    const load = startLoad({ tokens, writeUrl: () => url, streamUrl: () => url, streamsPerUser: 2 });
+    const load = startLoad({ tokens, writeUrl: () => url, streamUrl: () => url, streamsPerUser: 2, prefix: 'killed' });
     const t0 = performance.now();
     await load.afterMore(20, 'before the first kill');
     // Kill each running instance in turn, let the load go on without it, then start it again;
