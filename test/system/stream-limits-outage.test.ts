@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/core/errors.js';
-import { openStream, type SseStream } from '../helpers/sse.js';
+import { openStream, openTrpcStream, type SseStream } from '../helpers/sse.js';
 import { startOwnDatabase } from '../helpers/own-database.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
@@ -42,17 +42,11 @@ async function restStream(token: string): Promise<SseStream> {
   return s;
 }
 
-/** `events.onChange` on /trpc, as its SSE answer: the refusal it carries, or null once it is open (an event arrives). */
+/** `events.onChange` on /trpc (openTrpcStream), closed after the file's tests. */
 async function trpcStream(token: string): Promise<{ stream: SseStream; refusal: any }> {
-  const input = encodeURIComponent(JSON.stringify({ json: { lastEventId: '0' } }));
-  const stream = await openStream(`${app!.baseUrl}/trpc/events.onChange?input=${input}`, { Authorization: token });
-  streams.push(stream);
-  expect(stream.status).toBe(200);
-  for (;;) {
-    const message = await stream.next(10_000);
-    if (message.event === 'serialized-error') return { stream, refusal: JSON.parse(message.data!).json };
-    if (message.event === undefined && message.data !== undefined) return { stream, refusal: null };
-  }
+  const opened = await openTrpcStream(app!.baseUrl, token);
+  streams.push(opened.stream);
+  return opened;
 }
 
 describe('opening a stream while the database is gone', () => {
