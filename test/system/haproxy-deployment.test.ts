@@ -15,7 +15,7 @@
  *   cut off with its instance, whose first run had not ended yet); a retry of any key gets its
  *   original answer again; every stream sees every event of its user once, in order.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { haproxyTimeoutMs, instancePorts, startDeployment, type Deployment } from '../helpers/deployment.js';
 import { skipWithout } from '../helpers/pooled-database.js';
 import { describeLoad, expectNothingLost, register, send, startLoad } from '../helpers/retrying-clients.js';
@@ -26,21 +26,27 @@ const skip = skipWithout('postgres', 'pgbouncer', 'haproxy');
 /** An idle stream's heartbeat (src/changes/event-hub.ts: the idle tick). */
 const HEARTBEAT_MS = 15_000;
 
-let deployment: Deployment | undefined;
-let started: Promise<Deployment> | undefined;
-/** The README's deployment, started once for whichever test comes first. */
-const deployed = () =>
-  (started ??= startDeployment({
+const deployments: Deployment[] = [];
+/**
+ * A deployment of the README's for one test: each test starts its own, so that neither finds
+ * what the other left (the kill test leaves a 4th instance, and connections HAProxy's least
+ * connections would count).
+ */
+async function deploy(): Promise<Deployment> {
+  const d = await startDeployment({
     // The load sends more than a token's 1,200 requests a minute; the limits are not under test here.
     env: { RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_AUTH_PER_MINUTE: '0' },
-  }).then((d) => (deployment = d)));
-afterAll(async () => {
-  await deployment?.stop();
+  });
+  deployments.push(d);
+  return d;
+}
+afterEach(async () => {
+  await Promise.all(deployments.splice(0).map((d) => d.stop()));
 });
 
 describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBouncer", () => {
   it('runs as written: writes spread over the instances but the stream\'s, reach the stream within a second, and HAProxy\'s own answers are the service\'s 503', async () => {
-    const d = await deployed();
+    const d = await deploy();
     const cfg = d.readme.haproxy;
     // Only a failed connection is retried, never a request that reached an instance.
     expect(cfg).toMatch(/^\s*retry-on\s+conn-failure\s*$/m);
@@ -55,7 +61,7 @@ describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBo
     const url = d.haproxy.url;
     const running = d.instances.filter((i): i is SpawnedService => i !== undefined);
     const token = await register(url, 'readme_deployment');
-    // What each instance logs from here on (the other test may have run first).
+    // What each instance logs from here on.
     const logged = running.map((i) => i.output().length);
     const stream = await openStream(`${url}/api/users/me/events`, { Authorization: token });
     try {
@@ -85,7 +91,7 @@ describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBo
   }, 60_000);
 
   it('loses no acknowledged keyed write and no event while instances are killed, restarted and added under load', async () => {
-    const d = await deployed();
+    const d = await deploy();
     const url = d.haproxy.url;
     const tokens = await Promise.all(Array.from({ length: 6 }, (_, u) => register(url, `killed_${u}`)));
     // Everything through HAProxy, which stays up: no client connection of ours may break.
