@@ -103,3 +103,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     passwordHashCost: PASSWORD_HASH_COST,
   };
 }
+
+/**
+ * The warning the start gives when WEB_CONCURRENCY asks for more server processes than the
+ * cores this process may use (`os.availableParallelism()`), else undefined. Past the cores,
+ * processes only take turns: each request costs more CPU (more processes, caches and
+ * collections competing) and none more is served. README.md, WEB_CONCURRENCY, says how to size it.
+ */
+export function concurrencyWarning(workers: number, cores: number): string | undefined {
+  if (workers <= cores) return undefined;
+  return (
+    `WEB_CONCURRENCY=${workers} is more than the ${cores} core${cores === 1 ? '' : 's'} this process may use: ` +
+    'the extra processes add CPU per request and no throughput; set it to the cores left to the service (README.md, WEB_CONCURRENCY)'
+  );
+}

@@ -7,7 +7,8 @@
  * invariants hold across them because they are enforced in PostgreSQL.
  */
 import cluster, { type Worker } from 'node:cluster';
-import { loadConfig, type Config } from './config.js';
+import { availableParallelism } from 'node:os';
+import { concurrencyWarning, loadConfig, type Config } from './config.js';
 import { createLogger, type Logger } from './core/logger.js';
 import { openOrm } from './app/orm.js';
 import { openDatabase, preparedStatementsFor } from './db/database.js';
@@ -82,6 +83,9 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
 }
 
 async function runPrimary(config: Config, logger: Logger): Promise<void> {
+  const cores = availableParallelism();
+  const tooMany = concurrencyWarning(config.webConcurrency, cores);
+  if (tooMany) logger.warn({ workers: config.webConcurrency, cores }, tooMany);
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
     databaseDirectUrl: config.databaseDirectUrl,
@@ -128,6 +132,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
         docs: `${url}/docs`,
         database: database.description,
         workers: config.webConcurrency,
+        cores,
         poolSize,
         preparedStatements,
         ...(metricsServer ? { metrics: metricsServer.url } : {}),

@@ -1,8 +1,12 @@
-/** `npm run migrate`: applies pending migrations to DATABASE_URL, or to the embedded database. */
+/**
+ * `npm run migrate`: applies pending migrations to DATABASE_URL, or to the embedded database,
+ * under the same lock as a starting service (a transaction's `pg_advisory_xact_lock` on
+ * DATABASE_DIRECT_URL), so it may run while instances start.
+ */
 import { loadConfig } from './config.js';
 import { createLogger } from './core/logger.js';
 import { openOrm } from './app/orm.js';
-import { openDatabase, preparedStatementsFor } from './db/database.js';
+import { migrateLocked, openDatabase, preparedStatementsFor } from './db/database.js';
 
 const config = loadConfig();
 const logger = createLogger(config.logLevel);
@@ -13,9 +17,12 @@ try {
     behindPooler: database.behindPooler,
     preparedStatements: preparedStatementsFor(config.preparedStatements, database.behindPooler),
   });
-  const applied = await orm.migrator.up();
-  logger.info({ applied: applied.map((m) => m.name) }, `applied ${applied.length} migration(s) on ${database.description}`);
-  await orm.close(true);
+  try {
+    const applied = await migrateLocked(orm, database.directUrl);
+    logger.info({ applied }, `applied ${applied.length} migration(s) on ${database.description}`);
+  } finally {
+    await orm.close(true);
+  }
 } finally {
   await database.stop();
 }

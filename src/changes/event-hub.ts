@@ -6,7 +6,8 @@
  * a gap, and otherwise reads its user's events from the table after its cursor. So a
  * missed, late or duplicated notification can delay an event (until the next idle tick,
  * which always reads the table) but never lose, repeat or reorder one; and live delivery
- * costs no query per stream.
+ * costs no query per stream. A lost LISTEN connection wakes every stream, which reads the
+ * table at once (and ends, with an error event, when the database is gone).
  *
  * It also enforces the streams' limit, MAX_STREAMS_PER_TOKEN open streams per access token
  * across every process and instance on the database (API-CONTRACT.md §10), with a lease per
@@ -361,6 +362,10 @@ export class EventHub implements LiveEvents {
     this.#client = undefined;
     lost.end().catch(() => undefined);
     if (this.#stopped) return;
+    // Notifications may be lost with the connection: every stream reads the table now, not at
+    // its next idle tick (15 s). When the database itself is gone that read fails, and the
+    // stream ends at once with an error event, so its client retries instead of waiting.
+    this.#wakeAll();
     const attempt = (delay: number) => {
       this.#retry = setTimeout(() => {
         if (this.#stopped || this.#byUser.size === 0) return;

@@ -68,11 +68,35 @@ export function batchStatements(client: pg.PoolClient | pg.Client, options: Batc
   // The connection's transaction status, as PostgreSQL reports it after each message: `I`
   // outside a transaction, `T` in one, `E` in a failed one. Statements are sent one message
   // after another (each caller waits for its answer), so it is current when a message is made.
+  //
+  // `pg` fails a statement as soon as its error arrives, which may be before the message that
+  // says the new status (ReadyForQuery, often in the same packet, not always): a caller that
+  // sends its `rollback` at once would be composed with the status from before its failed
+  // message. So a message with a prelude waits until every message sent before it has been
+  // answered with its status (`unanswered`), which costs nothing but on that error path.
   let status = 'I';
-  (client as unknown as { connection?: { on(event: 'readyForQuery', listener: (message: { status: string }) => void): void } }).connection?.on(
-    'readyForQuery',
-    (message) => (status = message.status),
-  );
+  let unanswered = 0;
+  let answered: Array<() => void> = [];
+  const settle = () => {
+    for (const resume of answered.splice(0)) resume();
+  };
+  const connection = (client as unknown as { connection?: { on(event: string, listener: (message: { status: string }) => void): void } }).connection;
+  connection?.on('readyForQuery', (message) => {
+    status = message.status;
+    unanswered = Math.max(0, unanswered - 1);
+    if (unanswered === 0) settle();
+  });
+  // A connection that ends answers nothing more: what waits goes on (and fails on it).
+  connection?.on('end', () => {
+    unanswered = 0;
+    settle();
+  });
+  const statusKnown = (): Promise<void> | undefined =>
+    prelude !== undefined && unanswered > 0 ? new Promise<void>((resolve) => answered.push(resolve)) : undefined;
+  const sendCounted = (...args: unknown[]): unknown => {
+    unanswered += 1;
+    return send(...args);
+  };
 
   /**
    * One message of `statements`, with the prelude where it opens a transaction; `lead` is how
@@ -94,7 +118,7 @@ export function batchStatements(client: pg.PoolClient | pg.Client, options: Batc
     waiting.statements = [];
     waiting.begun = false;
     roundTrips.count++;
-    return send(text) as Promise<unknown>;
+    return sendCounted(text) as Promise<unknown>;
   };
 
   const flush = (): void => {
@@ -109,14 +133,14 @@ export function batchStatements(client: pg.PoolClient | pg.Client, options: Batc
       // goes out first on its own (queued in order by `pg`).
       flush();
       roundTrips.count++;
-      return send(config, values, callback);
+      return sendCounted(config, values, callback);
     }
     if (!isPlainText(config, values)) {
       // Bind parameters need a message of their own: what waits goes first, and its failure
       // is this statement's failure.
       const before = sendWaiting();
       roundTrips.count++;
-      return before.then(() => send(config, values));
+      return before.then(() => sendCounted(config, values));
     }
     const sql = config.trim();
     if (/^begin$/i.test(sql)) {
@@ -133,16 +157,21 @@ export function batchStatements(client: pg.PoolClient | pg.Client, options: Batc
       waiting.begun = false;
       return Promise.resolve(emptyResult('ROLLBACK'));
     }
-    const { text, lead } = compose([...waiting.statements, sql]);
+    const statements = [...waiting.statements, sql];
     waiting.statements = [];
     waiting.begun = false;
     roundTrips.count++;
-    if (lead === 0) return send(config, values);
-    return (send(text) as Promise<pg.QueryResult | pg.QueryResult[]>).then((result) => {
-      // One result per statement: the caller gets its own statement's (or its several).
-      const own = Array.isArray(result) ? result.slice(lead) : [result];
-      return own.length === 1 ? own[0] : own;
-    });
+    const sendNow = () => {
+      const { text, lead } = compose(statements);
+      if (lead === 0) return sendCounted(config, values);
+      return (sendCounted(text) as Promise<pg.QueryResult | pg.QueryResult[]>).then((result) => {
+        // One result per statement: the caller gets its own statement's (or its several).
+        const own = Array.isArray(result) ? result.slice(lead) : [result];
+        return own.length === 1 ? own[0] : own;
+      });
+    };
+    const known = statusKnown();
+    return known ? known.then(sendNow) : sendNow();
   };
   (client as unknown as { query: typeof query }).query = query;
   (client as unknown as Discarding).discardWaiting = () => {

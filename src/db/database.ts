@@ -96,7 +96,7 @@ export async function openOrm(clientUrl: string, options: OpenOrmOptions): Promi
   const orm = await MikroORM.init(ormConfig({ clientUrl, ...settings, behindPooler }));
   if (migrate) {
     try {
-      await whileMigrationLocked(directUrl ?? clientUrl, () => orm.migrator.up());
+      await migrateLocked(orm, directUrl ?? clientUrl);
     } catch (error) {
       await orm.close(true);
       throw error;
@@ -105,8 +105,17 @@ export async function openOrm(clientUrl: string, options: OpenOrmOptions): Promi
   return orm;
 }
 
+/**
+ * Applies the pending migrations under the migration lock, taken on `directUrl` (PostgreSQL
+ * itself): what every start does, and `npm run migrate`. Returns the names of those applied.
+ */
+export async function migrateLocked(orm: MikroORM, directUrl: string): Promise<string[]> {
+  const applied = await whileMigrationLocked(directUrl, () => orm.migrator.up());
+  return applied.map((m) => m.name);
+}
+
 /** Any constant: the advisory lock key all processes of the service take before migrating. */
-const MIGRATION_LOCK = 7_314_052_611;
+export const MIGRATION_LOCK = 7_314_052_611;
 
 /**
  * Runs the migrations while holding a database-wide advisory lock, so that services started

@@ -223,7 +223,7 @@ export function createApp(deps: AppDependencies): express.Express {
   app.get(
     EVENTS_PATH,
     eventStreamHandler({
-      orm, clock, live: events, logger, rateLimits, clientAddress,
+      orm, clock, live: events, logFailure, rateLimits, clientAddress,
       authenticate: (a) => authenticate(orm.em.fork(), a, clock.now()),
     }),
   );

@@ -25,7 +25,7 @@ import type { Clock } from '../core/clock.js';
 import { DomainError, invalidQueryParameter, QUERY_PARAMETERS } from '../core/errors.js';
 import { enforceRateLimit } from '../core/rate-limit.js';
 import { errorBody, toErrorResponse } from '../core/failures.js';
-import type { Logger } from '../core/logger.js';
+import type { FailureLog } from '../core/failure-log.js';
 import type { Authentication } from '../core/context.js';
 import type { EventHub } from '../changes/event-hub.js';
 import { followEvents, startCursor } from '../changes/event-feed.js';
@@ -38,7 +38,8 @@ export interface EventStreamOptions {
   orm: MikroORM;
   clock: Clock;
   live: EventHub;
-  logger: Logger;
+  /** The app's log of failed requests: a 500 at error, 503s (the database gone) sampled at warn. */
+  logFailure: FailureLog;
   authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
   /** Requests a minute per token, and per client address for unknown tokens or tickets; 0: no limit. */
   rateLimits: { authPerMinute: number; perMinute: number };
@@ -73,7 +74,7 @@ function drained(res: Response, ms: number): Promise<boolean> {
 }
 
 export function eventStreamHandler(options: EventStreamOptions): RequestHandler {
-  const { orm, clock, live, logger, rateLimits } = options;
+  const { orm, clock, live, logFailure, rateLimits } = options;
 
   async function who(req: Request): Promise<{ userId: number; tokenHash: string } | null> {
     const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
@@ -160,7 +161,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
         res.end();
       } catch (error) {
         const response = toErrorResponse(error);
-        if (response.status >= 500) logger.warn({ err: error, reqId: res.getHeader('x-request-id') }, 'event stream ended by a failure');
+        logFailure(error, response.status, { reqId: res.getHeader('x-request-id'), stream: 'ended' });
         if (!res.destroyed) res.end(`event: error\ndata: ${errorBody(response)}\n\n`);
       }
     })().catch((error: unknown) => {
@@ -169,7 +170,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
         return;
       }
       const response = toErrorResponse(error);
-      if (response.status >= 500) logger.error({ err: error, reqId: res.getHeader('x-request-id') }, 'request failed');
+      logFailure(error, response.status, { reqId: res.getHeader('x-request-id') });
       sendErrorResponse(res, response);
     });
   };

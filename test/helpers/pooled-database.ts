@@ -3,7 +3,9 @@
  * pooler has them: both from the system's packages (Debian: `postgresql-15`, `pgbouncer`;
  * `.ci/run` installs them), started by the test on free loopback ports in a temporary folder,
  * and stopped by it. Tests point the service's DATABASE_URL at `pooledUrl` and its
- * DATABASE_DIRECT_URL at `directUrl`.
+ * DATABASE_DIRECT_URL at `directUrl`. A test of faults may stop and start either of them
+ * (`stopPostgres`/`startPostgres`, `stopBouncer`/`startBouncer`): each comes back on the same
+ * port, PostgreSQL with the same data.
  *
  * As root, both run as the `postgres` system user (initdb refuses root, and so does
  * PgBouncer); otherwise as the current user. Nothing outside the temporary folder changes.
@@ -69,9 +71,24 @@ export interface PooledDatabase {
   pooledUrl(database?: string): string;
   /** A new database, created on PostgreSQL directly; both its URLs. */
   createDatabase(name?: string): Promise<{ name: string; pooledUrl: string; directUrl: string }>;
-  /** What PgBouncer logged so far. */
+  /** What PgBouncer logged so far (since its last start). */
   bouncerLog(): string;
+  /** Stops PostgreSQL (a fast shutdown: SIGINT) and waits for it to exit; PgBouncer keeps running. */
+  stopPostgres(): Promise<void>;
+  /** Starts PostgreSQL again on its port and data; resolves once it accepts connections. */
+  startPostgres(): Promise<void>;
+  /** Stops PgBouncer (an immediate shutdown: SIGTERM, every client connection cut) and waits for it to exit. */
+  stopBouncer(): Promise<void>;
+  /** Starts PgBouncer again on its port with the same settings; resolves once it listens. */
+  startBouncer(): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** A daemon the helper started, as it runs now. */
+export interface Daemon {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<void>;
 }
 
 const USER = 'postgres';
@@ -106,12 +123,12 @@ const POSTGRES_DEFAULTS: Record<string, string | number> = {
   shared_buffers: '32MB',
 };
 
-interface RunAs {
+export interface RunAs {
   uid: number;
   gid: number;
 }
 
-function runAs(): RunAs | undefined {
+export function runAs(): RunAs | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const id = (flag: string) => Number(execFileSync('id', [flag, USER], { encoding: 'utf8' }).trim());
   try {
@@ -134,11 +151,11 @@ function run(command: string, args: string[], options: { cwd: string; user?: Run
 }
 
 /** Starts a long-running program and resolves once a line of its output matches `ready`. */
-function startDaemon(
+export function startDaemon(
   command: string,
   args: string[],
   options: { cwd: string; user?: RunAs; ready: RegExp; what: string },
-): Promise<{ child: ChildProcess; output: () => string; exited: Promise<void> }> {
+): Promise<Daemon> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       cwd: options.cwd,
@@ -168,14 +185,19 @@ function startDaemon(
 }
 
 /**
- * Stops the given processes when this process dies without stopping them, and then removes
- * their folder: a shell reads a pipe from this process until the kernel closes it, signals
- * them, waits (at most 10 s) for them to exit, and removes `dir`.
+ * Stops the daemons of a folder when this process dies without stopping them, and then
+ * removes the folder: a shell reads a pipe from this process until the kernel closes it, then
+ * signals each pid written in the folder's `.watch.<SIGNAL>.<name>` files (rewritten by each
+ * restart), waits (at most 10 s) for them to exit, and removes `dir`.
  */
-function startWatchdog(targets: Array<{ pid: number; signal: string }>, dir: string): ChildProcess {
-  const kills = targets.map((t) => `kill -${t.signal} ${t.pid} 2>/dev/null`).join('; ');
-  const alive = targets.map((t) => `kill -0 ${t.pid} 2>/dev/null`).join(' || ');
-  const script = `while read -r _; do :; done; ${kills}; i=0; while { ${alive}; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; rm -rf -- "$1"; exit 0`;
+export function startWatchdog(dir: string): ChildProcess {
+  const script = [
+    'while read -r _; do :; done',
+    'pids=""',
+    'for f in "$1"/.watch.*; do [ -f "$f" ] || continue; sig=${f#"$1"/.watch.}; sig=${sig%%.*}; pid=$(cat "$f"); kill -"$sig" "$pid" 2>/dev/null; pids="$pids $pid"; done',
+    'i=0; while [ $i -lt 100 ]; do alive=0; for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done; [ $alive = 0 ] && break; sleep 0.1; i=$((i+1)); done',
+    'rm -rf -- "$1"; exit 0',
+  ].join('\n');
   const watchdog = spawn('/bin/sh', ['-c', script, 'watchdog', dir], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
   watchdog.on('error', () => undefined);
   watchdog.stdin!.on('error', () => undefined);
@@ -184,7 +206,12 @@ function startWatchdog(targets: Array<{ pid: number; signal: string }>, dir: str
   return watchdog;
 }
 
-async function stopChild(child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
+/** Tells the folder's watchdog which process `name` is now, and the signal that stops it. */
+export async function watchPid(dir: string, name: string, signal: 'INT' | 'TERM', pid: number): Promise<void> {
+  await fs.writeFile(path.join(dir, `.watch.${signal}.${name}`), `${pid}\n`);
+}
+
+export async function stopChild(child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill(signal);
   const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
@@ -212,6 +239,23 @@ export async function startPooledDatabase(options: PooledDatabaseOptions = {}): 
   const cleanup = async () => {
     for (const step of cleanups.reverse()) await step().catch(() => undefined);
   };
+  // The daemons as they run now (a restart replaces one), stopped at the end and on exit.
+  let postgres: Daemon | undefined;
+  let bouncer: Daemon | undefined;
+  const watchdog = startWatchdog(dir);
+  cleanups.push(async () => void watchdog.kill('SIGKILL'));
+  const stopOnExit = () => {
+    bouncer?.child.kill('SIGTERM');
+    postgres?.child.kill('SIGINT');
+  };
+  process.once('exit', stopOnExit);
+  cleanups.push(async () => void process.off('exit', stopOnExit));
+  cleanups.push(async () => {
+    if (postgres) await stopChild(postgres.child, postgres.exited, 'SIGINT');
+  });
+  cleanups.push(async () => {
+    if (bouncer) await stopChild(bouncer.child, bouncer.exited, 'SIGTERM');
+  });
   try {
     await run(path.join(POSTGRES_BIN_DIR, 'initdb'), ['-D', dataDir, '--auth=trust', `--username=${USER}`, '--encoding=UTF8', '--no-locale', '--no-sync'], {
       cwd: dir,
@@ -219,14 +263,17 @@ export async function startPooledDatabase(options: PooledDatabaseOptions = {}): 
     });
     const postgresPort = await freePort();
     const settings = { ...POSTGRES_DEFAULTS, ...options.postgres };
-    const postgres = await startDaemon(
-      path.join(POSTGRES_BIN_DIR, 'postgres'),
-      ['-D', dataDir, '-p', String(postgresPort), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])],
-      { cwd: dir, user, ready: /database system is ready to accept connections/, what: 'PostgreSQL 15' },
-    );
-    cleanups.push(() => stopChild(postgres.child, postgres.exited, 'SIGINT'));
+    const startPostgres = async () => {
+      postgres = await startDaemon(
+        path.join(POSTGRES_BIN_DIR, 'postgres'),
+        ['-D', dataDir, '-p', String(postgresPort), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])],
+        { cwd: dir, user, ready: /database system is ready to accept connections/, what: 'PostgreSQL 15' },
+      );
+      await watchPid(dir, 'postgres', 'INT', postgres.child.pid!);
+    };
+    await startPostgres();
+    const bouncerPort = await freePort(); // taken once PostgreSQL listens, so never the same port
 
-    const bouncerPort = await freePort();
     const userlist = path.join(dir, 'userlist.txt');
     await fs.writeFile(userlist, `"${USER}" ""\n`, { mode: 0o600 });
     const bouncerSettings: Record<string, string | number> = {
@@ -253,22 +300,11 @@ export async function startPooledDatabase(options: PooledDatabaseOptions = {}): 
       await fs.chown(userlist, user.uid, user.gid);
       await fs.chown(iniFile, user.uid, user.gid);
     }
-    const bouncer = await startDaemon(PGBOUNCER_BIN, [iniFile], { cwd: dir, user, ready: /process up/, what: 'PgBouncer' });
-    cleanups.push(() => stopChild(bouncer.child, bouncer.exited, 'SIGTERM'));
-    const watchdog = startWatchdog(
-      [
-        { pid: bouncer.child.pid!, signal: 'TERM' },
-        { pid: postgres.child.pid!, signal: 'INT' },
-      ],
-      dir,
-    );
-    cleanups.push(async () => void watchdog.kill('SIGKILL'));
-    const stopOnExit = () => {
-      bouncer.child.kill('SIGTERM');
-      postgres.child.kill('SIGINT');
+    const startBouncer = async () => {
+      bouncer = await startDaemon(PGBOUNCER_BIN, [iniFile], { cwd: dir, user, ready: /process up/, what: 'PgBouncer' });
+      await watchPid(dir, 'bouncer', 'TERM', bouncer.child.pid!);
     };
-    process.once('exit', stopOnExit);
-    cleanups.push(async () => void process.off('exit', stopOnExit));
+    await startBouncer();
 
     const url = (port: number, database: string) => `postgresql://${USER}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
     const directUrl = (database = 'postgres') => url(postgresPort, database);
@@ -289,7 +325,15 @@ export async function startPooledDatabase(options: PooledDatabaseOptions = {}): 
         }
         return { name, pooledUrl: pooledUrl(name), directUrl: directUrl(name) };
       },
-      bouncerLog: () => bouncer.output(),
+      bouncerLog: () => bouncer?.output() ?? '',
+      async stopPostgres() {
+        if (postgres) await stopChild(postgres.child, postgres.exited, 'SIGINT');
+      },
+      startPostgres,
+      async stopBouncer() {
+        if (bouncer) await stopChild(bouncer.child, bouncer.exited, 'SIGTERM');
+      },
+      startBouncer,
       stop: () => (stopping ??= cleanup()),
     };
   } catch (error) {

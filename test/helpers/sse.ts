@@ -103,3 +103,23 @@ export async function openStream(url: string, headers: Record<string, string> = 
     close: () => abort.abort(),
   };
 }
+
+/**
+ * `events.onChange` on the tRPC door at `baseUrl`, read as its SSE answer: the refusal it
+ * carries (the error's `json`), or null once it is open. An open subscription from id 0 sends
+ * the user's first event at once, so the user's log must hold one. Whoever calls it closes
+ * the stream.
+ */
+export async function openTrpcStream(baseUrl: string, token: string): Promise<{ stream: SseStream; refusal: any }> {
+  const input = encodeURIComponent(JSON.stringify({ json: { lastEventId: '0' } }));
+  const stream = await openStream(`${baseUrl}/trpc/events.onChange?input=${input}`, { Authorization: token });
+  if (stream.status !== 200) {
+    stream.close();
+    throw new Error(`the tRPC stream answered ${stream.status}: ${stream.text}`);
+  }
+  for (;;) {
+    const message = await stream.next(10_000);
+    if (message.event === 'serialized-error') return { stream, refusal: JSON.parse(message.data!).json };
+    if (message.event === undefined && message.data !== undefined) return { stream, refusal: null };
+  }
+}

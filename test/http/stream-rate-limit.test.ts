@@ -7,7 +7,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
-import { openStream, type SseStream } from '../helpers/sse.js';
+import { openStream, openTrpcStream, type SseStream } from '../helpers/sse.js';
 import { T0, seconds, useTestApp } from '../helpers/test-app.js';
 
 const LIMIT = 4;
@@ -39,17 +39,11 @@ async function restStream(headers: Record<string, string>, query = ''): Promise<
   return s;
 }
 
-/** `events.onChange` on /trpc, as its SSE answer: the refusal it carries, or null once an event arrives. */
+/** `events.onChange` on /trpc (openTrpcStream), closed after the file's tests. */
 async function trpcStream(token: string): Promise<{ stream: SseStream; refusal: any }> {
-  const input = encodeURIComponent(JSON.stringify({ json: { lastEventId: '0' } }));
-  const stream = await openStream(`${app.baseUrl}/trpc/events.onChange?input=${input}`, { Authorization: token });
-  streams.push(stream);
-  expect(stream.status).toBe(200);
-  for (;;) {
-    const message = await stream.next(10_000);
-    if (message.event === 'serialized-error') return { stream, refusal: JSON.parse(message.data!).json };
-    if (message.event === undefined && message.data !== undefined) return { stream, refusal: null };
-  }
+  const opened = await openTrpcStream(app.baseUrl, token);
+  streams.push(opened.stream);
+  return opened;
 }
 
 /** The typed client's subscription: the error it ends with (it fails the test if it opens instead). */

@@ -103,7 +103,8 @@ describe('the SQL of every write', () => {
   it('tasks: create alone and in a project, update, move, detach, change state, refused, abandon, reorder', async () => {
     const { api } = await user();
     const { data: project } = await api.projects.create({ project: { name: 'Garden' } });
-    await snapshot('tasks.create', await sqlOf(() => api.tasks.create({ task: { label: 'Dig' } })));
+    let dig = 0;
+    await snapshot('tasks.create', await sqlOf(async () => (dig = (await api.tasks.create({ task: { label: 'Dig' } })).data.id)));
     await snapshot('tasks.create-in-project', await sqlOf(() => api.tasks.create({ task: { label: 'Sow', project_id: project.id } })));
     const { data: task } = await api.tasks.create({ task: { label: 'Water' } });
     await snapshot('tasks.update', await sqlOf(() => api.tasks.update({ id: task.id, task: { label: 'Water well' } })));
@@ -112,7 +113,9 @@ describe('the SQL of every write', () => {
     await snapshot('tasks.changeState', await sqlOf(() => api.tasks.changeState({ id: task.id, task: { state: 'planned' } })));
     await snapshot('tasks.changeState-refused', await sqlOf(() => api.tasks.changeState({ id: task.id, task: { state: 'started' } })));
     await snapshot('tasks.changeState-abandon', await sqlOf(() => api.tasks.changeState({ id: task.id, task: { state: 'abandoned' } })));
-    await snapshot('tasks.reorder', await sqlOf(() => api.tasks.reorder({ id: 1, task: { order: 2 } })));
+    // Dig (1st) after Sow (2nd): a reorder that moves two tasks.
+    await snapshot('tasks.reorder', await sqlOf(() => api.tasks.reorder({ id: dig, task: { order: 2 } })));
+    expect((await api.tasks.get({ id: dig })).data.attributes.order).toBe(2);
   });
 
   it('with an Idempotency-Key or If-Match every write runs as its transaction', async () => {

@@ -3,6 +3,8 @@
  * BATCHED travel with the next statement, in one message, and their failures are that
  * statement's failures; nothing is lost, reordered or left open.
  */
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BATCHED, batchPool, batchStatements, roundTrips } from '../../src/db/batching.js';
@@ -154,6 +156,60 @@ describe('statements sent together', () => {
       expect(await rows('select id from items where id = 6')).toEqual([]);
     } finally {
       await pool.end();
+    }
+  });
+
+  it('with a prelude, the rollback after a failed first statement waits for the status that failure left (its error may come first)', async () => {
+    // Between the client and PostgreSQL, a relay that sends each ReadyForQuery (the message
+    // saying the connection's status) in a packet of its own, 50 ms after what came before it:
+    // pg fails the statement on its ErrorResponse, and the caller's rollback is made before
+    // the status arrives, as happens now and then under load.
+    const target = new URL(url);
+    const relay = net.createServer((inbound) => {
+      const outbound = net.connect(Number(target.port), target.hostname);
+      inbound.pipe(outbound);
+      let pending = Buffer.alloc(0);
+      let chain = Promise.resolve();
+      outbound.on('data', (chunk: Buffer) => {
+        pending = Buffer.concat([pending, chunk]);
+        while (pending.length >= 5 && pending.length >= 1 + pending.readUInt32BE(1)) {
+          const size = 1 + pending.readUInt32BE(1);
+          const message = pending.subarray(0, size);
+          pending = pending.subarray(size);
+          const late = message[0] === 0x5a; // 'Z'
+          chain = chain.then(async () => {
+            if (late) await new Promise((resolve) => setTimeout(resolve, 50));
+            inbound.write(message);
+          });
+        }
+      });
+      const end = () => {
+        inbound.destroy();
+        outbound.destroy();
+      };
+      inbound.on('close', end).on('error', end);
+      outbound.on('close', end).on('error', end);
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const relayed = new URL(url);
+    relayed.host = `127.0.0.1:${(relay.address() as AddressInfo).port}`;
+    const slow = new pg.Client({ connectionString: relayed.toString() });
+    await slow.connect();
+    try {
+      batchStatements(slow, { transactionPrelude: "select set_config('statement_timeout', '100', true)" });
+      await slow.query('begin');
+      await expect(slow.query('select pg_sleep(2)')).rejects.toMatchObject({ code: '57014' });
+      // Sent with the prelude (as if outside a transaction), it failed with 25P02: the
+      // transaction is aborted. It must go alone and end the transaction.
+      await slow.query('rollback');
+      expect((await slow.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+      await slow.query('begin');
+      await slow.query(`${BATCHED}insert into items values (7, 'seven')`);
+      await slow.query('commit');
+      expect(await rows('select id from items where id = 7')).toEqual([{ id: 7 }]);
+    } finally {
+      await slow.end();
+      await new Promise((resolve) => relay.close(resolve));
     }
   });
 });

@@ -1,7 +1,9 @@
 /**
  * The change log through a database outage (API-CONTRACT.md §10): an open stream ends with
  * an error event (it never hangs) once PostgreSQL is gone, and after PostgreSQL is back a
- * client that reconnects with its last id receives what it missed.
+ * client that reconnects with its last id receives what it missed. An idle stream learns of
+ * the outage from its process's LISTEN connection, which the outage cuts: it ends at once,
+ * not at its next idle tick (15 s by default).
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStream } from '../helpers/sse.js';
@@ -10,9 +12,13 @@ import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
 let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
 let app: TestApp | undefined;
+let idleDb: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
+let idleApp: TestApp | undefined;
 afterAll(async () => {
   await app?.close().catch(() => undefined);
+  await idleApp?.close().catch(() => undefined);
   await db?.remove();
+  await idleDb?.remove();
 });
 
 describe('the change log through a database outage', () => {
@@ -46,4 +52,23 @@ describe('the change log through a database outage', () => {
     expect((await resumed.nextEvent(5_000)).id).toBe('3');
     resumed.close();
   }, 60_000);
+
+  it('ends an idle stream with an error event as soon as its listener loses the database, not at its next idle tick', async () => {
+    idleDb = await startOwnDatabase('planning-log-outage-idle-');
+    idleApp = await startTestApp({ databaseUrl: idleDb.url }); // the default idle tick: 15 s
+    const { token } = await idleApp.register();
+    const stream = await openStream(`${idleApp.baseUrl}/api/users/me/events`, { Authorization: token });
+    expect(stream.status).toBe(200);
+    expect((await idleApp.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'seen' } } })).status).toBe(201);
+    expect((await stream.nextEvent()).id).toBe('1');
+
+    const stoppedAt = performance.now();
+    await idleDb.stop();
+    const last = await stream.nextEvent(5_000);
+    expect(last.event).toBe('error');
+    expect(JSON.parse(last.data).errors[0].code).toBe('service_unavailable');
+    await stream.ended;
+    // Well within one idle tick of 15 s.
+    expect(performance.now() - stoppedAt).toBeLessThan(5_000);
+  }, 30_000);
 });

@@ -2,6 +2,7 @@
  * Several server processes on one database (WEB_CONCURRENCY=2): the cross-row invariants
  * and the rate limits hold under parallel load spread over the workers.
  */
+import { availableParallelism } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { call, registerUser } from '../helpers/http.js';
@@ -58,6 +59,18 @@ afterAll(async () => {
 });
 
 describe('two worker processes on one database', () => {
+  it('report the cores they may use on the start line, and warn when the workers outnumber them', () => {
+    const lines = service
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { level: number; msg: string; workers?: number; cores?: number });
+    const start = lines.find((line) => line.msg.startsWith('listening on'));
+    expect(start).toMatchObject({ workers: 2, cores: availableParallelism() });
+    const warned = lines.filter((line) => line.msg.startsWith('WEB_CONCURRENCY='));
+    expect(warned.map((line) => [line.level, line.workers, line.cores])).toEqual(availableParallelism() < 2 ? [[40, 2, availableParallelism()]] : []);
+  });
+
   it('starts at most 3 of 8 projects started in parallel', async () => {
     const { token } = users.limits;
     const ids: number[] = [];

@@ -5,10 +5,15 @@
  * written through one reaches an event stream open on the other within a second: the
  * LISTEN connection goes to PostgreSQL directly, where the pooler would lose its
  * notifications (they would then arrive only at the stream's idle re-read, 15 s later).
+ * `npm run migrate` takes the same lock: run while an instance migrates, it waits for it.
  */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { MIGRATION_LOCK } from '../../src/db/database.js';
 import { migrationsList } from '../../src/db/migrations/index.js';
+import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { pooledTierSkip, startPooledDatabase, type PooledDatabase } from '../helpers/pooled-database.js';
 import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
@@ -96,4 +101,41 @@ describe.skipIf(pooledTierSkip)('two instances behind PgBouncer', () => {
     );
     expect(sorted.at(-1)).toBeLessThan(1_000);
   }, 60_000);
+});
+
+describe.skipIf(pooledTierSkip)('npm run migrate behind PgBouncer', () => {
+  it('waits for the migration lock a starting instance holds, then finds the schema or applies it, once', async () => {
+    const fresh = await pooled.createDatabase();
+    // A starting instance's migration, as it holds the lock: a transaction on PostgreSQL directly.
+    const holder = new pg.Client({ connectionString: fresh.directUrl });
+    await holder.connect();
+    await holder.query(`begin; select pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+    // src/migrate-cli.ts as the global setup compiled it, beside the service's entry.
+    const cli = spawn(process.execPath, [path.join(path.dirname(inject('serviceEntry')), 'migrate-cli.js')], {
+      env: { ...process.env, DATABASE_URL: fresh.pooledUrl, DATABASE_DIRECT_URL: fresh.directUrl, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    cli.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    cli.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    const exited = new Promise<number | null>((resolve) => cli.once('exit', (code) => resolve(code)));
+    try {
+      await eventually(async () => (await query(fresh.directUrl, "select 1 from pg_locks where locktype = 'advisory' and not granted")).length === 1, {
+        message: 'npm run migrate waits for the migration lock',
+        timeout: 10_000,
+      });
+      // Nothing ran while it waited: not even the migrations' own table.
+      expect(await query(fresh.directUrl, "select to_regclass('mikro_orm_migrations') as t")).toEqual([{ t: null }]);
+      await holder.query('commit');
+      expect(await exited, out).toBe(0);
+      expect(out).toContain(`applied ${migrationsList.length} migration(s)`);
+      const applied = await query<{ times: number }>(fresh.directUrl, 'select count(*)::int as times from mikro_orm_migrations group by name');
+      expect(applied).toHaveLength(migrationsList.length);
+      expect(applied.every((m) => m.times === 1)).toBe(true);
+      expect(await query(fresh.directUrl, "select pid from pg_locks where locktype = 'advisory'")).toEqual([]);
+    } finally {
+      if (cli.exitCode === null) cli.kill('SIGKILL');
+      await holder.end().catch(() => undefined);
+    }
+  }, 30_000);
 });

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { pruneStreamLeases, streamLeases } from '../../src/changes/stream-leases.js';
 import { MAX_STREAMS_PER_TOKEN } from '../../src/changes/event-hub.js';
-import { openStream, type SseStream } from '../helpers/sse.js';
+import { openStream, openTrpcStream, type SseStream } from '../helpers/sse.js';
 import { startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';
 import { hashAccessToken } from '../../src/users/credentials.js';
 
@@ -61,17 +61,11 @@ async function ticketStream(app: TestApp, token: string): Promise<SseStream> {
   return restStream(app, {}, `?ticket=${ticket.body.data.attributes.ticket}`);
 }
 
-/** `events.onChange` on /trpc, as its SSE answer: the refusal it carries, or null once an event arrives. */
+/** `events.onChange` on /trpc (openTrpcStream), closed after the file's tests. */
 async function trpcStream(app: TestApp, token: string): Promise<{ stream: SseStream; refusal: any }> {
-  const input = encodeURIComponent(JSON.stringify({ json: { lastEventId: '0' } }));
-  const stream = await openStream(`${app.baseUrl}/trpc/events.onChange?input=${input}`, { Authorization: token });
-  streams.push(stream);
-  expect(stream.status).toBe(200);
-  for (;;) {
-    const message = await stream.next(10_000);
-    if (message.event === 'serialized-error') return { stream, refusal: JSON.parse(message.data!).json };
-    if (message.event === undefined && message.data !== undefined) return { stream, refusal: null };
-  }
+  const opened = await openTrpcStream(app.baseUrl, token);
+  streams.push(opened.stream);
+  return opened;
 }
 
 describe('taking leases', () => {

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, registerUser } from '../helpers/http.js';
 import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
-import { openStream, type SseStream } from '../helpers/sse.js';
+import { openStream, openTrpcStream, type SseStream } from '../helpers/sse.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
 const EVENTS = '/api/users/me/events';
@@ -69,18 +69,11 @@ async function openWithTicket(service: SpawnedService, token: string): Promise<S
   return s;
 }
 
-/** `events.onChange` on /trpc, as its SSE answer: the refusal it carries, or null once an event arrives. */
+/** `events.onChange` on /trpc (openTrpcStream), closed after the file's tests. */
 async function openOnTrpc(service: SpawnedService, token: string): Promise<{ stream: SseStream; refusal: any }> {
-  const input = encodeURIComponent(JSON.stringify({ json: { lastEventId: '0' } }));
-  const stream = await openStream(`${service.url}/trpc/events.onChange?input=${input}`, { Authorization: token });
-  streams.push(stream);
-  expect(stream.status).toBe(200);
-  for (;;) {
-    const message = await stream.next(10_000);
-    if (message.event === 'serialized-error') return { stream, refusal: JSON.parse(message.data!).json };
-    // The user's log has an event, so an open subscription sends it at once.
-    if (message.event === undefined && message.data !== undefined) return { stream, refusal: null };
-  }
+  const opened = await openTrpcStream(service.url, token);
+  streams.push(opened.stream);
+  return opened;
 }
 
 function expectStreamRefused(s: SseStream) {

@@ -2,12 +2,15 @@
  * A stream's limits live in the database (the token's request budget, its 10 stream leases):
  * when the database is gone they cannot be checked, and opening a stream is refused cleanly,
  * on both doors: 503 `service_unavailable` with Retry-After, within a deadline (never a hang),
- * never a 500 and never a stream let through unchecked. Once the database is back, streams
- * open again without a restart.
+ * never a 500 and never a stream let through unchecked, and logged as every 503 is (sampled, at
+ * warn), never as a failure of ours. Once the database is back, streams open again without a
+ * restart.
  */
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/core/errors.js';
-import { openStream, type SseStream } from '../helpers/sse.js';
+import { openStream, openTrpcStream, type SseStream } from '../helpers/sse.js';
 import { startOwnDatabase } from '../helpers/own-database.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
@@ -39,23 +42,24 @@ async function restStream(token: string): Promise<SseStream> {
   return s;
 }
 
-/** `events.onChange` on /trpc, as its SSE answer: the refusal it carries, or null once it is open (an event arrives). */
+/** `events.onChange` on /trpc (openTrpcStream), closed after the file's tests. */
 async function trpcStream(token: string): Promise<{ stream: SseStream; refusal: any }> {
-  const input = encodeURIComponent(JSON.stringify({ json: { lastEventId: '0' } }));
-  const stream = await openStream(`${app!.baseUrl}/trpc/events.onChange?input=${input}`, { Authorization: token });
-  streams.push(stream);
-  expect(stream.status).toBe(200);
-  for (;;) {
-    const message = await stream.next(10_000);
-    if (message.event === 'serialized-error') return { stream, refusal: JSON.parse(message.data!).json };
-    if (message.event === undefined && message.data !== undefined) return { stream, refusal: null };
-  }
+  const opened = await openTrpcStream(app!.baseUrl, token);
+  streams.push(opened.stream);
+  return opened;
 }
 
 describe('opening a stream while the database is gone', () => {
   it('is 503 with Retry-After on both doors, fast, and streams open again once it is back', async () => {
     db = await startOwnDatabase('planning-stream-limits-outage-');
-    app = await startTestApp({ databaseUrl: db.url, eventsIdleMs: 200, rateLimits: { authPerMinute: 30, perMinute: 100 } });
+    const logged: Array<{ level: number; msg: string }> = [];
+    const logStream = new Writable({
+      write(chunk: Buffer | string, _encoding, callback) {
+        for (const line of chunk.toString().split('\n')) if (line) logged.push(JSON.parse(line));
+        callback();
+      },
+    });
+    app = await startTestApp({ databaseUrl: db.url, eventsIdleMs: 200, rateLimits: { authPerMinute: 30, perMinute: 100 }, logger: pino({ level: 'info' }, logStream) });
     const user = await app.register();
     const { token } = user;
     expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'first' } } })).status).toBe(201);
@@ -74,6 +78,9 @@ describe('opening a stream while the database is gone', () => {
     expect(rest.headers.get('retry-after')).toBe('5');
     expect(trpc.refusal.data).toMatchObject({ code: 'service_unavailable', httpStatus: 503 });
     expect(trpc.stream.headers.get('retry-after')).toBe('5');
+    // Logged as a 503 is, at warn and sampled; not as a failure of ours (error, level 50).
+    expect(logged.filter((l) => l.level >= 50)).toEqual([]);
+    expect(logged.some((l) => l.level === 40 && l.msg === 'database unavailable: answered 503')).toBe(true);
 
     // The stream limit itself (the lease), past the request's own checks: refused the same way.
     const refusal = await withinDeadline(10_000, 'taking a lease got no answer within 10 s', app.events.subscribe(user.id, 'any-token').catch((e: unknown) => e));
