@@ -371,7 +371,13 @@ export class EventHub implements LiveEvents {
         if (this.#stopped || this.#byUser.size === 0) return;
         this.#listen().then(
           () => this.#wakeAll(), // notifications may have been missed while it was down
-          () => attempt(Math.min(delay * 2, 5_000)),
+          () => {
+            // The database cannot be reached: the streams read again, fail, and end with an
+            // error event. (The reads woken when the connection was lost may have come first,
+            // from backends the shutdown had not ended yet, and succeeded.)
+            this.#wakeAll();
+            attempt(Math.min(delay * 2, 5_000));
+          },
         );
       }, delay);
       this.#retry.unref();
