@@ -1,5 +1,6 @@
 /** The whole API: one router, served at /trpc and, through trpc-to-openapi, under /api. */
 import { eventsRouter } from '../changes/events.router.js';
+import { applyOutputChecks, outputChecksFor } from '../core/output-checks.js';
 import { createCallerFactory, router } from '../core/trpc.js';
 import { projectsRouter } from '../projects/projects.router.js';
 import { tasksRouter } from '../tasks/tasks.router.js';
@@ -11,6 +12,9 @@ export const appRouter = router({
   tasks: tasksRouter,
   events: eventsRouter,
 });
+
+// Answers are checked against their schemas in tests and development, not in production.
+applyOutputChecks(appRouter, outputChecksFor());
 
 export type AppRouter = typeof appRouter;
 

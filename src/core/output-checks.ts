@@ -1,0 +1,74 @@
+/**
+ * What becomes of the output schemas (`.output(...)`) of a router's procedures when they run.
+ * The schemas themselves stay: they type the procedures and describe the answers in
+ * openapi.json. What changes is the check tRPC runs on every answer:
+ *
+ * - `strict` (tests, development): the answer must pass its schema, as tRPC checks it, and
+ *   parsing must give it back unchanged (no member dropped, defaulted or transformed); else
+ *   the call fails with INTERNAL_SERVER_ERROR naming why. The whole test suite runs this way,
+ *   so every answer a test sees is one its schema accepts as it is.
+ * - `off` (NODE_ENV=production): no check. What strict proves (an answer is its own parse)
+ *   is what makes this safe: the bytes are those the check would have let through. A page of
+ *   50 tasks cost about 40 µs of parsing per request. (README.md's deployment starts its
+ *   instances with NODE_ENV=production, and test/system/haproxy-deployment.test.ts runs it.)
+ *
+ * tRPC has no switch for it; its output check is the middleware `.output()` adds, marked
+ * `_type: 'output'`, which the procedure reads from its `_def.middlewares` on every call.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { TRPCError } from '@trpc/server';
+
+export type OutputChecks = 'strict' | 'off';
+
+/** `off` under NODE_ENV=production, `strict` otherwise. */
+export function outputChecksFor(env: NodeJS.ProcessEnv = process.env): OutputChecks {
+  return env.NODE_ENV === 'production' ? 'off' : 'strict';
+}
+
+interface Schema {
+  parseAsync(value: unknown): Promise<unknown>;
+}
+type Middleware = ((opts: { next: () => Promise<{ ok: boolean; data?: unknown }> }) => Promise<unknown>) & { _type?: string };
+interface ProcedureDef {
+  middlewares: Middleware[];
+  /** The schema `.output()` was given (tRPC 11 takes one). */
+  output?: unknown;
+}
+interface RouterLike {
+  _def: { procedures: object };
+}
+
+/** Applies `mode` to every procedure of `router` (once, where the router is made). */
+export function applyOutputChecks(router: RouterLike, mode: OutputChecks): void {
+  const procedures = Object.entries(router._def.procedures as Record<string, { _def?: Partial<ProcedureDef> }>);
+  for (const [path, procedure] of procedures) {
+    const def = procedure._def;
+    if (!def || !Array.isArray(def.middlewares)) throw new Error(`applyOutputChecks: ${path} is not a procedure`);
+    const schema = def.output as Schema | undefined;
+    def.middlewares = def.middlewares.flatMap((middleware) => {
+      if (middleware._type !== 'output') return [middleware];
+      if (mode === 'off') return [];
+      if (!schema || typeof schema.parseAsync !== 'function') return [middleware];
+      return [strictOutput(path, schema)];
+    });
+  }
+}
+
+function strictOutput(path: string, schema: Schema): Middleware {
+  const check: Middleware = async ({ next }) => {
+    const result = await next();
+    if (!result.ok) return result;
+    let parsed: unknown;
+    try {
+      parsed = await schema.parseAsync(result.data);
+    } catch (cause) {
+      throw new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: 'Output validation failed', cause });
+    }
+    if (!isDeepStrictEqual(parsed, result.data)) {
+      throw new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: `Output of ${path} is not its own parse: its schema drops, defaults or changes a member` });
+    }
+    return result;
+  };
+  check._type = 'output';
+  return check;
+}
