@@ -15,7 +15,6 @@
  * tRPC has no switch for it; its output check is the middleware `.output()` adds, marked
  * `_type: 'output'`, which the procedure reads from its `_def.middlewares` on every call.
  */
-import { isDeepStrictEqual } from 'node:util';
 import { TRPCError } from '@trpc/server';
 
 export type OutputChecks = 'strict' | 'off';
@@ -64,11 +63,36 @@ function strictOutput(path: string, schema: Schema): Middleware {
     } catch (cause) {
       throw new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: 'Output validation failed', cause });
     }
-    if (!isDeepStrictEqual(parsed, result.data)) {
+    if (!sameValue(parsed, result.data)) {
       throw new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: `Output of ${path} is not its own parse: its schema drops, defaults or changes a member` });
     }
     return result;
   };
   check._type = 'output';
   return check;
+}
+
+/**
+ * Whether a parse gave `value` back unchanged: the same primitives, arrays of the same length,
+ * objects with the same members, dates of the same instant. (node:util's isDeepStrictEqual
+ * says the same for these values but cost about 160 µs on a page of 50 tasks, four times
+ * the parse; this costs a few.)
+ */
+export function sameValue(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameValue(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  if (a instanceof Date || b instanceof Date) return a instanceof Date && b instanceof Date && Object.is(a.getTime(), b.getTime());
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  for (const key of keys) {
+    if (!Object.hasOwn(b, key) || !sameValue((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])) return false;
+  }
+  return true;
 }

@@ -8,7 +8,7 @@ import { initTRPC } from '@trpc/server';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { appRouter } from '../../src/app/router.js';
-import { applyOutputChecks, outputChecksFor, type OutputChecks } from '../../src/core/output-checks.js';
+import { applyOutputChecks, outputChecksFor, sameValue, type OutputChecks } from '../../src/core/output-checks.js';
 
 /** A router whose one procedure answers `answer`, its output schema `{ a: number }`. */
 function answering(answer: unknown, mode?: OutputChecks) {
@@ -48,5 +48,19 @@ describe('output checks', () => {
       const checks = p._def.middlewares.filter((m) => m._type === 'output');
       expect(checks.map((m) => m.name), path).toEqual(['check']);
     }
+  });
+
+  it('tell an unchanged parse from a changed one', () => {
+    const task = { type: 'task', id: 1, attributes: { label: 'a', at: new Date(0), tags: ['x', 'y'], project: null } };
+    expect(sameValue(task, structuredClone(task))).toBe(true);
+    expect(sameValue({ a: 1 }, { a: 1, b: undefined })).toBe(false); // a member dropped
+    expect(sameValue({ a: 1, b: 2 }, { a: 1, c: 2 })).toBe(false);
+    expect(sameValue({ a: '1' }, { a: 1 })).toBe(false); // coerced
+    expect(sameValue({ a: [1, 2] }, { a: [1, 2, 3] })).toBe(false);
+    expect(sameValue({ a: [1] }, { a: { 0: 1 } })).toBe(false);
+    expect(sameValue(new Date(1), new Date(2))).toBe(false);
+    expect(sameValue({ a: null }, { a: undefined })).toBe(false);
+    expect(sameValue({ n: Number.NaN }, { n: Number.NaN })).toBe(true);
+    expect(sameValue(Object.create(null), {})).toBe(false);
   });
 });
