@@ -30,6 +30,7 @@ import { memory } from '../lib/proc.js';
 import { SERVICE_ENV, SOURCE_SERVICE_ARGS, startTarget } from '../lib/processes.js';
 import { writeResult } from '../lib/report.js';
 import { seedUser, type SeededUser } from '../lib/seed.js';
+import { followEvents } from '../lib/sse.js';
 import { runScenario } from '../lib/session.js';
 import { ascending, quantile } from '../lib/stats.js';
 
@@ -51,36 +52,17 @@ interface OpenStream {
   close(): void;
 }
 
-function openStream(base: string, user: SeededUser): Promise<OpenStream> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(`${base}/api/users/me/events`, { headers: { Authorization: user.token, Accept: 'text/event-stream' } }, (res) => {
-      if (res.statusCode !== 200) {
-        reject(new Error(`stream answered ${res.statusCode}`));
-        return;
-      }
-      res.setEncoding('utf8');
-      let buffer = '';
-      res.on('data', (chunk: string) => {
-        const now = performance.now();
-        buffer += chunk;
-        let cut: number;
-        while ((cut = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (!data || !measuring) continue;
-          const event = JSON.parse(data) as { data: { id: number; attributes?: { state?: string } } };
-          const key = `${user.id}:${event.data.id}:${event.data.attributes?.state}`;
-          const sent = sentAt.get(key);
-          const answered = answeredAt.get(key);
-          if (sent !== undefined) delays.fromSend.push(now - sent);
-          if (answered !== undefined) delays.fromAnswer.push(Math.max(0, now - answered));
-        }
-      });
-      resolve({ close: () => req.destroy() });
-    });
-    req.on('error', reject);
+async function openStream(base: string, user: SeededUser): Promise<OpenStream> {
+  const close = await followEvents(base, user.token, (data, now) => {
+    if (!measuring) return;
+    const event = JSON.parse(data) as { data: { id: number; attributes?: { state?: string } } };
+    const key = `${user.id}:${event.data.id}:${event.data.attributes?.state}`;
+    const sent = sentAt.get(key);
+    const answered = answeredAt.get(key);
+    if (sent !== undefined) delays.fromSend.push(now - sent);
+    if (answered !== undefined) delays.fromAnswer.push(Math.max(0, now - answered));
   });
+  return { close };
 }
 
 /** p-th percentile (0–100) of the values, by index ⌊p/100 × n⌋ of the sorted values. */

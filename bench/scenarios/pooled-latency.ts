@@ -21,6 +21,7 @@ import { bouncerSettings, readDeployment } from '../../test/helpers/deployment.j
 import { mulberry32 } from '../../test/helpers/prng.js';
 import { startPooledDatabase } from '../../test/helpers/pooled-database.js';
 import { f1, num, utcMinute } from '../lib/env.js';
+import { followEvents } from '../lib/sse.js';
 import { request } from '../lib/http.js';
 import { SERVICE_ENV, SOURCE_SERVICE_ARGS, startTarget } from '../lib/processes.js';
 import { writeResult } from '../lib/report.js';
@@ -42,33 +43,12 @@ const fromAnswer: number[] = [];
 const early = new Map<string, number>();
 
 function follow(base: string, user: number, token: string): Promise<() => void> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(`${base}/api/users/me/events`, { headers: { Authorization: token, Accept: 'text/event-stream' } }, (res) => {
-      if (res.statusCode !== 200) {
-        reject(new Error(`stream answered ${res.statusCode}`));
-        return;
-      }
-      res.setEncoding('utf8');
-      let buffer = '';
-      res.on('data', (chunk: string) => {
-        const now = performance.now();
-        buffer += chunk;
-        let cut: number;
-        while ((cut = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (!data) continue;
-          const event = JSON.parse(data) as { type: string; data: { id: number } };
-          if (event.type !== 'task.created') continue;
-          const key = `${user}:${event.data.id}`;
-          if (answeredAt.has(key)) record(key, now);
-          else early.set(key, now);
-        }
-      });
-      resolve(() => req.destroy());
-    });
-    req.on('error', reject);
+  return followEvents(base, token, (data, now) => {
+    const event = JSON.parse(data) as { type: string; data: { id: number } };
+    if (event.type !== 'task.created') return;
+    const key = `${user}:${event.data.id}`;
+    if (answeredAt.has(key)) record(key, now);
+    else early.set(key, now);
   });
 }
 

@@ -34,3 +34,16 @@ export async function eventually<T>(condition: () => T | Promise<T>, options: Ev
     await new Promise((resolve) => setTimeout(resolve, Math.min(interval, left)));
   }
 }
+
+/** The promise's value, or a failure saying what did not happen once `ms` have passed. */
+export async function withinDeadline<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what)), ms);
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

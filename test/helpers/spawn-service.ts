@@ -60,3 +60,13 @@ export function spawnService(
     void exited.then((code) => reject(new Error(`service exited with ${code} before listening:\n${out}`)));
   });
 }
+
+/** Stops each of `services` still running with SIGTERM (a graceful stop) and waits for it to exit. */
+export async function stopServices(services: ReadonlyArray<SpawnedService | undefined>): Promise<void> {
+  for (const service of services) {
+    if (service && service.child.exitCode === null && service.child.signalCode === null) {
+      service.child.kill('SIGTERM');
+      await service.exited;
+    }
+  }
+}

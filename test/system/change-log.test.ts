@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { EVENTS_PATH } from '../../src/changes/events.router.js';
 import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
-import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
+import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
@@ -19,12 +19,7 @@ const services: SpawnedService[] = [];
 const streams: SseStream[] = [];
 afterAll(async () => {
   streams.forEach((s) => s.close());
-  for (const service of services) {
-    if (service.child.exitCode === null && service.child.signalCode === null) {
-      service.child.kill('SIGTERM');
-      await service.exited;
-    }
-  }
+  await stopServices(services);
 });
 
 async function start(env: Record<string, string>) {

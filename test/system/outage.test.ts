@@ -6,19 +6,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { startOwnDatabase } from '../helpers/own-database.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
-
-/** The promise's value, or a failure saying what did not happen once `ms` have passed. */
-async function withinDeadline<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(what)), ms);
-  });
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+import { withinDeadline } from '../helpers/eventually.js';
 
 let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
 let app: TestApp | undefined;

@@ -18,7 +18,7 @@ import { bouncerSettings, readDeployment } from '../helpers/deployment.js';
 import { eventually } from '../helpers/eventually.js';
 import { pooledTierSkip, startPooledDatabase, type PooledDatabase } from '../helpers/pooled-database.js';
 import { describeLoad, expectNothingLost, register, startLoad, type Load } from '../helpers/retrying-clients.js';
-import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
+import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
 
 const settings = bouncerSettings(readDeployment().ini);
 /** How long PgBouncer keeps a client waiting for a server it cannot reach (README.md's pgbouncer.ini). */
@@ -45,12 +45,7 @@ const twoInstances = () =>
   })());
 
 afterAll(async () => {
-  for (const service of services) {
-    if (service.child.exitCode === null && service.child.signalCode === null) {
-      service.child.kill('SIGTERM');
-      await service.exited;
-    }
-  }
+  await stopServices(services);
   await pooled?.stop();
 });
 

@@ -16,7 +16,7 @@ import { migrationsList } from '../../src/db/migrations/index.js';
 import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { pooledTierSkip, startPooledDatabase, type PooledDatabase } from '../helpers/pooled-database.js';
-import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
+import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
 
 let pooled: PooledDatabase;
@@ -32,12 +32,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   streams.forEach((s) => s.close());
-  for (const service of services) {
-    if (service.child.exitCode === null && service.child.signalCode === null) {
-      service.child.kill('SIGTERM');
-      await service.exited;
-    }
-  }
+  await stopServices(services);
   await pooled?.stop();
 });
 

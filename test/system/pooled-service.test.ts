@@ -16,7 +16,7 @@ import { batchStatements } from '../../src/db/batching.js';
 import { execute } from '../../src/db/prepared.js';
 import { registerUser, request } from '../helpers/http.js';
 import { pooledTierSkip, startPooledDatabase, type PooledDatabase } from '../helpers/pooled-database.js';
-import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
+import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
 
 /** Server connections PgBouncer opens per database: far fewer than the service's pool. */
 const POOLER_POOL = 2;
@@ -32,12 +32,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const service of services) {
-    if (service.child.exitCode === null && service.child.signalCode === null) {
-      service.child.kill('SIGTERM');
-      await service.exited;
-    }
-  }
+  await stopServices(services);
   for (const orm of orms) await orm.close(true);
   await pooled?.stop();
 });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toErrorResponse } from '../../src/core/failures.js';
 import { call, registerUser } from '../helpers/http.js';
 import { pooledTierSkip, startPooledDatabase, type PooledDatabase } from '../helpers/pooled-database.js';
-import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
+import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
 
 /** PgBouncer's client connections: fewer than the service's pool wants under load. */
 const MAX_CLIENT_CONN = 3;
@@ -23,12 +23,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const service of services) {
-    if (service.child.exitCode === null && service.child.signalCode === null) {
-      service.child.kill('SIGTERM');
-      await service.exited;
-    }
-  }
+  await stopServices(services);
   await pooled?.stop();
 });
 

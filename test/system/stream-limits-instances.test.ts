@@ -10,7 +10,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, registerUser } from '../helpers/http.js';
-import { spawnService, type SpawnedService } from '../helpers/spawn-service.js';
+import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
 import { openStream, openTrpcStream, type SseStream } from '../helpers/sse.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
@@ -33,12 +33,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   streams.forEach((s) => s.close());
-  for (const service of [pair, single]) {
-    if (service && service.child.exitCode === null && service.child.signalCode === null) {
-      service.child.kill('SIGTERM');
-      await service.exited;
-    }
-  }
+  await stopServices([pair, single]);
 });
 
 async function liveLeases(userId: number): Promise<number> {

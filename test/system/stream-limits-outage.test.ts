@@ -13,6 +13,7 @@ import { DomainError } from '../../src/core/errors.js';
 import { openStream, openTrpcStream, type SseStream } from '../helpers/sse.js';
 import { startOwnDatabase } from '../helpers/own-database.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
+import { withinDeadline } from '../helpers/eventually.js';
 
 let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
 let app: TestApp | undefined;
@@ -22,19 +23,6 @@ afterAll(async () => {
   await app?.close().catch(() => undefined);
   await db?.remove();
 });
-
-/** The promise's value, or a failure saying what did not happen once `ms` have passed. */
-async function withinDeadline<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(what)), ms);
-  });
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function restStream(token: string): Promise<SseStream> {
   const s = await openStream(`${app!.baseUrl}/api/users/me/events`, { Authorization: token });
