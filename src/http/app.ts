@@ -4,12 +4,8 @@
  * subscription's, are kept in the database: the hub's stream leases, the rate-limit rows), the
  * REST door under /api, and the error envelope for everything that falls through.
  */
-import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
-import { pino } from 'pino';
-import { pinoHttp } from 'pino-http';
 import cors from 'cors';
 import helmet from 'helmet';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -30,6 +26,7 @@ import { EVENTS_PATH } from '../changes/events.router.js';
 import { streamLeases } from '../changes/stream-leases.js';
 import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
+import { requestLog } from './request-log.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 import { refuseCall, trpcDoorGuard } from './trpc-door.js';
 import type { ServiceMetrics } from '../metrics/service-metrics.js';
@@ -51,42 +48,6 @@ export interface AppDependencies {
   databaseUp?: () => boolean;
   /** Counts and times every request (src/metrics/); none are kept when omitted. */
   metrics?: ServiceMetrics;
-}
-
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** The path of a request, without its query: a query may carry a tRPC input or a token. */
-export function pathOf(url: string | undefined): string {
-  const path = (url ?? '/').split('?')[0]!;
-  return path.length > 2048 ? `${path.slice(0, 2048)}…` : path;
-}
-
-/**
- * Request ids and the request log (pino-http): a well-formed incoming X-Request-Id is kept,
- * else one is made; it is sent back as X-Request-Id and bound to `req.log`, so every line
- * logged about a request carries it as `reqId`. One line per request, with the path only.
- */
-function requestLog(logger: Logger) {
-  return pinoHttp({
-    logger,
-    quietReqLogger: true,
-    wrapSerializers: false,
-    genReqId: (req, res) => {
-      const incoming = req.headers['x-request-id'];
-      const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-      res.setHeader('X-Request-Id', id);
-      return id;
-    },
-    serializers: {
-      req: (req: IncomingMessage & { originalUrl?: string }) => ({ method: req.method, path: pathOf(req.originalUrl ?? req.url) }),
-      res: (res: ServerResponse) => ({ statusCode: res.statusCode }),
-      err: pino.stdSerializers.err,
-    },
-    customSuccessMessage: () => 'request',
-    customErrorMessage: () => 'request',
-    // A 5xx is logged with its cause by the code that caught it; this line only counts it.
-    customErrorObject: (_req, _res, _error, value) => ({ res: value.res, responseTime: value.responseTime }),
-  });
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The request log (pino-http): one line per request with its id and path (never its query,
+ * The request log (src/http/request-log.ts): one line per request with its id and path (never its query,
  * which may carry a tRPC input or a token), and every error line of a request, on /trpc as on
  * /api, carries the id the client got in X-Request-Id (API-CONTRACT.md §2).
  */

@@ -30,7 +30,7 @@ function servingPids(path: RegExp): Set<number> {
   const pids = new Set<number>();
   for (const line of service.output().split('\n')) {
     if (!line.startsWith('{')) continue;
-    // The request log (pino-http) names the path only, under req.path.
+    // The request log names the path only, under req.path.
     const entry = JSON.parse(line) as { msg?: string; req?: { path?: string }; pid: number };
     if (entry.msg === 'request' && entry.req?.path && path.test(entry.req.path)) pids.add(entry.pid);
   }
