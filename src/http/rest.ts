@@ -1,21 +1,34 @@
 /**
- * The REST door: trpc-to-openapi serves every procedure that has `meta.openapi`, and this
- * file adds what the library leaves to us: 404/415 before the body is read, JSON parsing
- * (of every method's body: a GET or DELETE reads and checks one, then ignores it)
- * with a 100 KiB limit, success statuses (201/204), and the exact error envelope.
+ * The REST door: every procedure that has `meta.openapi` answers at its path, routed by
+ * trpc-to-openapi's own procedure cache (`createProcedureCache`, the routes openapi.json
+ * describes). What the library's node handler did on every call is done here once, at
+ * start: which procedures take no input, which query members are arrays, and the library's
+ * `coerceSchema` on each input schema (it walked the schema again on every call). Per call
+ * there is one URL parse and one route lookup (the library repeated both after this file's
+ * checks) and no Fetch `Request` (the library built one for a signal no procedure of this
+ * door reads). The input is built exactly as the library builds it, and the procedure is
+ * called as tRPC's own caller calls it.
  *
- * The library writes its own error body ({message, code, issues}); `onError` runs just
- * before it, so that is where this request's `res.end` is swapped for one that writes the
- * envelope instead.
+ * This file also does what the library left to us: 404/415 before the body is read, JSON
+ * parsing (of every method's body: a GET or DELETE reads and checks one, then ignores it)
+ * with a 100 KiB limit, success statuses (201/204), and the exact error envelope.
  */
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import type { TRPCError } from '@trpc/server';
+import { TRPCError } from '@trpc/server';
 import {
   acceptsRequestBody,
-  createOpenApiNodeHttpHandler,
+  coerceSchema,
   createProcedureCache,
+  getInputOutputParsers,
+  instanceofZodTypeLikeVoid,
+  instanceofZodTypeObject,
+  instanceofZodTypeOptional,
   normalizePath,
+  unwrapZodType,
+  zodSupportsCoerce,
+  type OpenApiMethod,
 } from 'trpc-to-openapi';
+import { ZodArray, type ZodObject, type ZodRawShape } from 'zod/v4';
 import { DomainError, QUERY_PARAMETERS, TOO_DEEP_DETAIL, invalidQueryParameter } from '../core/errors.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
@@ -54,31 +67,96 @@ interface RestOptions {
   logFailure: FailureLog;
 }
 
+/** A procedure of this door, with what its calls need worked out once. */
+interface RestProcedure {
+  path: string;
+  procedure: (options: { path: string; getRawInput: () => Promise<unknown>; ctx: unknown; type: 'query' | 'mutation'; signal: undefined; batchIndex: number }) => Promise<unknown>;
+  type: 'query' | 'mutation';
+  meta: AppMeta | undefined;
+  /** Input is void: the call gets none (revoke, a stream ticket), and a body is not expected. */
+  takesNoInput: boolean;
+  /** An input object: the names of its array members (a single query value becomes an array of one). */
+  arrayMembers: string[] | undefined;
+}
+
+/** The request's route, found by the guard and used by the call. */
+interface RestRoute {
+  procedure: RestProcedure;
+  pathInput: Record<string, string>;
+}
+
+const ROUTE = Symbol('rest route');
+type RoutedRequest = Request & { [ROUTE]?: RestRoute };
+
+/**
+ * What trpc-to-openapi's handler works out from an input schema on every call, once: whether
+ * the input is void, its array members, and `coerceSchema` (which switches `coerce` on for the
+ * numbers, booleans and dates of an input object, except those src/core/fields.ts pins off).
+ */
+function prepare(path: string, procedure: RestProcedure['procedure'] & { _def: { type: string; meta?: AppMeta } }): RestProcedure {
+  const { inputParser } = getInputOutputParsers(procedure as never);
+  const schema = unwrapZodType(inputParser, true);
+  let arrayMembers: string[] | undefined;
+  if (zodSupportsCoerce && instanceofZodTypeObject(schema)) {
+    const shape = (schema as unknown as ZodObject<ZodRawShape>).shape;
+    arrayMembers = Object.keys(shape).filter((key) => {
+      const member = shape[key]!;
+      return member instanceof ZodArray || (instanceofZodTypeOptional(member) && member.unwrap() instanceof ZodArray);
+    });
+    coerceSchema(schema as unknown as ZodObject<ZodRawShape>);
+  }
+  return {
+    path,
+    procedure,
+    type: procedure._def.type as RestProcedure['type'],
+    meta: procedure._def.meta,
+    takesNoInput: instanceofZodTypeLikeVoid(schema),
+    arrayMembers,
+  };
+}
+
+/** The query as trpc-to-openapi reads it: each member's value, or its values when repeated; empty values left out. */
+function queryInput(req: Request): Record<string, unknown> {
+  const query: Record<string, unknown> = {};
+  const parsed = req.query as Record<string, unknown>;
+  for (const key of Object.keys(parsed)) {
+    const value = parsed[key];
+    if (value) query[key] = Array.isArray(value) && value.length === 1 ? value[0] : value;
+  }
+  return query;
+}
+
+/** A failure of the call as a TRPCError (anything else thrown is an internal error, its cause kept). */
+function asTrpcError(cause: unknown): TRPCError {
+  if (cause instanceof TRPCError) return cause;
+  return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: 'Internal server error', cause: cause instanceof Error ? cause : undefined });
+}
+
 export function restHandlers({ router, createContext, logFailure }: RestOptions): RequestHandler[] {
   const findProcedure = createProcedureCache(router);
-  const procedures = router._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta; inputs: Array<{ _zod?: { def: { type: string } } }> } }>;
-  /** Operations whose input is void take no body (revoke, a stream ticket): like a GET. */
-  const takesBody = (path: string | undefined, method: string) => {
-    const inputs = path ? procedures[path]?._def.inputs : undefined;
-    return acceptsRequestBody(method as never) && !(inputs?.length === 1 && inputs[0]?._zod?.def.type === 'void');
-  };
+  const prepared = new Map<string, RestProcedure>();
+  const procedures = router._def.procedures as unknown as Record<string, Parameters<typeof prepare>[1]>;
+  for (const [path, procedure] of Object.entries(procedures)) {
+    if (procedure._def.meta?.openapi && procedure._def.type !== 'subscription') prepared.set(path, prepare(path, procedure));
+  }
 
   const guard: RequestHandler = (req, res, next) => {
     const url = new URL(req.url, 'http://localhost');
-    const found = findProcedure(req.method as never, normalizePath(url.pathname));
-    if (!found) {
+    const found = findProcedure(req.method as OpenApiMethod, normalizePath(url.pathname));
+    const procedure = found?.procedure && prepared.get(found.procedure.path);
+    if (!found || !procedure) {
       next('router');
       return;
     }
-    const meta = found.procedure ? procedures[found.procedure.path]?._def.meta : undefined;
+    const { meta } = procedure;
     // Ids are written as plain positive integers: "01", "1e0", "0x1" or "+1" name no record.
-    const id = (found.pathInput as Record<string, string>).id;
+    const id = found.pathInput.id;
     if (id !== undefined && meta?.resource && !/^[1-9][0-9]*$/.test(id)) {
       sendErrorResponse(res, toErrorResponse(DomainError.notFound(meta.resource)));
       return;
     }
     // Query parameters are written one way only (QUERY_PARAMETERS): "?page=", "1e3", "0x10" or
-    // "01" are refused here, since the library would skip empty values and Number() would
+    // "01" are refused here, since empty values are left out of the input and Number() would
     // accept the others.
     for (const name of meta?.queryParameters ?? []) {
       const pattern = QUERY_PARAMETERS[name]?.pattern;
@@ -90,17 +168,12 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
     // API-CONTRACT.md §1 holds every request that carries a body to JSON, also a GET, a DELETE
     // or a POST that takes none, which then ignore it once it has been read (and found to be
     // JSON within limits).
-    if (takesBody(found.procedure?.path, req.method) || carriesBody(req)) {
-      if (!isJsonMediaType(req.headers['content-type'])) {
-        sendErrorResponse(res, toErrorResponse(DomainError.of('unsupported_media_type')));
-        return;
-      }
-      // Media types are case-insensitive; the library compares them case-sensitively.
-      req.headers['content-type'] = req.headers['content-type']!.toLowerCase();
-    } else if (acceptsRequestBody(req.method as never)) {
-      // A POST that takes no body and sent none: the library would ask for a media type anyway.
-      req.headers['content-type'] = 'application/json';
+    const takesBody = acceptsRequestBody(req.method as OpenApiMethod) && !procedure.takesNoInput;
+    if ((takesBody || carriesBody(req)) && !isJsonMediaType(req.headers['content-type'])) {
+      sendErrorResponse(res, toErrorResponse(DomainError.of('unsupported_media_type')));
+      return;
     }
+    (req as RoutedRequest)[ROUTE] = { procedure, pathInput: found.pathInput };
     next();
   };
 
@@ -115,35 +188,36 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
     },
   });
 
-  const handler = createOpenApiNodeHttpHandler({
-    router,
-    createContext: async ({ req, res }: { req: Request; res: Response }) => ({ ...(await createContext(req, res)), door: 'rest' }),
-    maxBodySize: BODY_LIMIT_BYTES,
-    responseMeta: ({ paths, errors, ctx }: { paths?: readonly string[]; errors: readonly unknown[]; ctx?: Context }) => {
-      if (errors.length > 0) return {};
+  const call = async (req: Request, res: Response): Promise<void> => {
+    const { procedure, pathInput } = (req as RoutedRequest)[ROUTE]!;
+    try {
+      // As trpc-to-openapi builds it: the body's members (of a method that takes one) or the
+      // query's, then the path's; none for a void input.
+      let input: Record<string, unknown> | undefined;
+      if (!procedure.takesNoInput) {
+        const useBody = acceptsRequestBody(req.method as OpenApiMethod);
+        input = { ...(useBody ? (req.body as Record<string, unknown>) : queryInput(req)), ...pathInput };
+        if (!useBody) {
+          for (const key of procedure.arrayMembers ?? []) if (input[key] !== undefined && !Array.isArray(input[key])) input[key] = [input[key]];
+        }
+      }
+      const ctx: Context = { ...(await createContext(req, res)), door: 'rest' };
+      const data = await procedure.procedure({ path: procedure.path, getRawInput: async () => input, ctx, type: procedure.type, signal: undefined, batchIndex: 0 });
       // 304 has no body: Node drops the body written after this status (RFC 9110 §15.4.5).
-      if (ctx?.response.notModified) return { status: 304 };
-      const meta = paths?.[0] ? procedures[paths[0]]?._def.meta : undefined;
-      return {
-        status: meta?.successStatus ?? 200,
-        headers: meta?.successStatus === 204 ? {} : { 'content-type': 'application/json; charset=utf-8' },
-      };
-    },
-    onError: ({ error, req }: { error: TRPCError; req: Request }) => {
-      const res = req.res!;
+      const status = ctx.response.notModified ? 304 : (procedure.meta?.successStatus ?? 200);
+      res.statusCode = status;
+      res.setHeader('Content-Type', status === 200 || status === 201 ? 'application/json; charset=utf-8' : 'application/json');
+      res.end(JSON.stringify(data));
+    } catch (cause) {
+      const error = asTrpcError(cause);
       const response = toErrorResponse(error);
       logFailure(error.cause ?? error, response.status, { reqId: req.id });
-      const end = res.end.bind(res);
-      res.end = (() => {
-        res.end = end;
-        sendErrorResponse(res, response);
-        return res;
-      }) as typeof res.end;
-    },
-  } as unknown as Parameters<typeof createOpenApiNodeHttpHandler>[0]);
+      sendErrorResponse(res, response);
+    }
+  };
 
   const rest: RequestHandler = (req: Request, res: Response, next: NextFunction) => {
-    handler(req, res, next).catch(next);
+    call(req, res).catch(next);
   };
   return [guard, parseJson, rest];
 }
