@@ -17,7 +17,6 @@ import { failureLog, poolStateOf } from '../core/failure-log.js';
 import { toErrorResponse, unavailable } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import { createContextInner, type Context } from '../core/context.js';
-import { buildOpenApiDocument } from '../openapi/document.js';
 import { resources } from '../app/resources.js';
 import { appRouter } from '../app/router.js';
 import { authenticate } from '../users/authentication.js';
@@ -158,8 +157,8 @@ export function createApp(deps: AppDependencies): express.Express {
     }
   });
 
-  app.get('/openapi.json', (_req, res) => {
-    res.json(openApiDocument());
+  app.get('/openapi.json', (_req, res, next) => {
+    openApiDocument().then((document) => res.json(document), next);
   });
   app.use('/docs', docsPage);
 
@@ -213,18 +212,19 @@ export function createApp(deps: AppDependencies): express.Express {
 /**
  * The OpenAPI document, built from the router on first use and then kept: it is the same for
  * every app of the process, and only /openapi.json and the docs page need it, so neither a
- * start nor an app that never serves them pays for it.
+ * start nor an app that never serves them pays for it, nor for trpc-to-openapi's generator,
+ * which is loaded with it.
  */
-let builtDocument: ReturnType<typeof buildOpenApiDocument> | undefined;
-function openApiDocument() {
-  return (builtDocument ??= buildOpenApiDocument());
+let builtDocument: Promise<unknown> | undefined;
+function openApiDocument(): Promise<unknown> {
+  return (builtDocument ??= import('../openapi/document.js').then(({ buildOpenApiDocument }) => buildOpenApiDocument()));
 }
 
 /** The docs page (Swagger UI), loaded with its library on its first request. */
 let docsRouter: Promise<express.Router> | undefined;
 const docsPage: RequestHandler = (req, res, next) => {
-  docsRouter ??= import('swagger-ui-express').then(({ default: swaggerUi }) =>
-    express.Router().use(swaggerUi.serve, swaggerUi.setup(openApiDocument(), { customSiteTitle: 'Planning service API' })),
+  docsRouter ??= Promise.all([import('swagger-ui-express'), openApiDocument()]).then(([{ default: swaggerUi }, document]) =>
+    express.Router().use(swaggerUi.serve, swaggerUi.setup(document as never, { customSiteTitle: 'Planning service API' })),
   );
   docsRouter.then((router) => router(req, res, next), next);
 };

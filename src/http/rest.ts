@@ -1,34 +1,18 @@
 /**
- * The REST door: every procedure that has `meta.openapi` answers at its path, routed by
- * trpc-to-openapi's own procedure cache (`createProcedureCache`, the routes openapi.json
- * describes). What the library's node handler did on every call is done here once, at
- * start: which procedures take no input, which query members are arrays, and the library's
- * `coerceSchema` on each input schema (it walked the schema again on every call). Per call
- * there is one URL parse and one route lookup (the library repeated both after this file's
- * checks) and no Fetch `Request` (the library built one for a signal no procedure of this
- * door reads). The input is built exactly as the library builds it, and the procedure is
- * called as tRPC's own caller calls it.
+ * The REST door: every procedure that has `meta.openapi` answers at its path
+ * (src/core/rest-routes.ts: the routes openapi.json describes, matched as trpc-to-openapi
+ * matches them). Each call gets its input exactly as trpc-to-openapi's node handler built it
+ * (the body's or the query's members, then the path's) and its procedure is called as tRPC's
+ * own caller calls it; what that handler did again on every call is done once (the schema
+ * walks) or not at all (a second URL parse and route lookup, a Fetch `Request` built for a
+ * signal no procedure of this door reads).
  *
- * This file also does what the library left to us: 404/415 before the body is read, JSON
- * parsing (of every method's body: a GET or DELETE reads and checks one, then ignores it)
- * with a 100 KiB limit, success statuses (201/204), and the exact error envelope.
+ * It also does what the library left to us: 404/415 before the body is read, JSON parsing
+ * (of every method's body: a GET or DELETE reads and checks one, then ignores it) with a
+ * 100 KiB limit, success statuses (201/204), and the exact error envelope.
  */
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { TRPCError } from '@trpc/server';
-import {
-  acceptsRequestBody,
-  coerceSchema,
-  createProcedureCache,
-  getInputOutputParsers,
-  instanceofZodTypeLikeVoid,
-  instanceofZodTypeObject,
-  instanceofZodTypeOptional,
-  normalizePath,
-  unwrapZodType,
-  zodSupportsCoerce,
-  type OpenApiMethod,
-} from 'trpc-to-openapi';
-import { ZodArray, type ZodObject, type ZodRawShape } from 'zod/v4';
 import { DomainError, QUERY_PARAMETERS, TOO_DEEP_DETAIL, invalidQueryParameter } from '../core/errors.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
@@ -36,6 +20,7 @@ import type { FailureLog } from '../core/failure-log.js';
 import type { AppMeta, Context } from '../core/context.js';
 import type { AppRouter } from '../app/router.js';
 import { nestsDeeperThan } from './json-depth.js';
+import { readsBody, restRoutes, type RestMatch } from '../core/rest-routes.js';
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
   res.status(response.status);
@@ -67,53 +52,8 @@ interface RestOptions {
   logFailure: FailureLog;
 }
 
-/** A procedure of this door, with what its calls need worked out once. */
-interface RestProcedure {
-  path: string;
-  procedure: (options: { path: string; getRawInput: () => Promise<unknown>; ctx: unknown; type: 'query' | 'mutation'; signal: undefined; batchIndex: number }) => Promise<unknown>;
-  type: 'query' | 'mutation';
-  meta: AppMeta | undefined;
-  /** Input is void: the call gets none (revoke, a stream ticket), and a body is not expected. */
-  takesNoInput: boolean;
-  /** An input object: the names of its array members (a single query value becomes an array of one). */
-  arrayMembers: string[] | undefined;
-}
-
-/** The request's route, found by the guard and used by the call. */
-interface RestRoute {
-  procedure: RestProcedure;
-  pathInput: Record<string, string>;
-}
-
 const ROUTE = Symbol('rest route');
-type RoutedRequest = Request & { [ROUTE]?: RestRoute };
-
-/**
- * What trpc-to-openapi's handler works out from an input schema on every call, once: whether
- * the input is void, its array members, and `coerceSchema` (which switches `coerce` on for the
- * numbers, booleans and dates of an input object, except those src/core/fields.ts pins off).
- */
-function prepare(path: string, procedure: RestProcedure['procedure'] & { _def: { type: string; meta?: AppMeta } }): RestProcedure {
-  const { inputParser } = getInputOutputParsers(procedure as never);
-  const schema = unwrapZodType(inputParser, true);
-  let arrayMembers: string[] | undefined;
-  if (zodSupportsCoerce && instanceofZodTypeObject(schema)) {
-    const shape = (schema as unknown as ZodObject<ZodRawShape>).shape;
-    arrayMembers = Object.keys(shape).filter((key) => {
-      const member = shape[key]!;
-      return member instanceof ZodArray || (instanceofZodTypeOptional(member) && member.unwrap() instanceof ZodArray);
-    });
-    coerceSchema(schema as unknown as ZodObject<ZodRawShape>);
-  }
-  return {
-    path,
-    procedure,
-    type: procedure._def.type as RestProcedure['type'],
-    meta: procedure._def.meta,
-    takesNoInput: instanceofZodTypeLikeVoid(schema),
-    arrayMembers,
-  };
-}
+type RoutedRequest = Request & { [ROUTE]?: RestMatch };
 
 /** The query as trpc-to-openapi reads it: each member's value, or its values when repeated; empty values left out. */
 function queryInput(req: Request): Record<string, unknown> {
@@ -133,22 +73,16 @@ function asTrpcError(cause: unknown): TRPCError {
 }
 
 export function restHandlers({ router, createContext, logFailure }: RestOptions): RequestHandler[] {
-  const findProcedure = createProcedureCache(router);
-  const prepared = new Map<string, RestProcedure>();
-  const procedures = router._def.procedures as unknown as Record<string, Parameters<typeof prepare>[1]>;
-  for (const [path, procedure] of Object.entries(procedures)) {
-    if (procedure._def.meta?.openapi && procedure._def.type !== 'subscription') prepared.set(path, prepare(path, procedure));
-  }
+  const routeOf = restRoutes(router);
 
   const guard: RequestHandler = (req, res, next) => {
     const url = new URL(req.url, 'http://localhost');
-    const found = findProcedure(req.method as OpenApiMethod, normalizePath(url.pathname));
-    const procedure = found?.procedure && prepared.get(found.procedure.path);
-    if (!found || !procedure) {
+    const found = routeOf(req.method, url.pathname);
+    if (!found) {
       next('router');
       return;
     }
-    const { meta } = procedure;
+    const { meta } = found.procedure;
     // Ids are written as plain positive integers: "01", "1e0", "0x1" or "+1" name no record.
     const id = found.pathInput.id;
     if (id !== undefined && meta?.resource && !/^[1-9][0-9]*$/.test(id)) {
@@ -168,12 +102,12 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
     // API-CONTRACT.md §1 holds every request that carries a body to JSON, also a GET, a DELETE
     // or a POST that takes none, which then ignore it once it has been read (and found to be
     // JSON within limits).
-    const takesBody = acceptsRequestBody(req.method as OpenApiMethod) && !procedure.takesNoInput;
+    const takesBody = readsBody(req.method) && !found.procedure.takesNoInput;
     if ((takesBody || carriesBody(req)) && !isJsonMediaType(req.headers['content-type'])) {
       sendErrorResponse(res, toErrorResponse(DomainError.of('unsupported_media_type')));
       return;
     }
-    (req as RoutedRequest)[ROUTE] = { procedure, pathInput: found.pathInput };
+    (req as RoutedRequest)[ROUTE] = found;
     next();
   };
 
@@ -195,14 +129,15 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       // query's, then the path's; none for a void input.
       let input: Record<string, unknown> | undefined;
       if (!procedure.takesNoInput) {
-        const useBody = acceptsRequestBody(req.method as OpenApiMethod);
+        const useBody = readsBody(req.method);
         input = { ...(useBody ? (req.body as Record<string, unknown>) : queryInput(req)), ...pathInput };
         if (!useBody) {
-          for (const key of procedure.arrayMembers ?? []) if (input[key] !== undefined && !Array.isArray(input[key])) input[key] = [input[key]];
+          for (const key of procedure.arrayMembers) if (input[key] !== undefined && !Array.isArray(input[key])) input[key] = [input[key]];
         }
       }
       const ctx: Context = { ...(await createContext(req, res)), door: 'rest' };
-      const data = await procedure.procedure({ path: procedure.path, getRawInput: async () => input, ctx, type: procedure.type, signal: undefined, batchIndex: 0 });
+      // As tRPC's own caller calls a procedure (router.createCaller), without its proxy.
+      const data: unknown = await procedure.procedure({ path: procedure.path, getRawInput: async () => input, ctx, type: procedure.type, signal: undefined, batchIndex: 0 });
       // 304 has no body: Node drops the body written after this status (RFC 9110 §15.4.5).
       const status = ctx.response.notModified ? 304 : (procedure.meta?.successStatus ?? 200);
       res.statusCode = status;

@@ -13,9 +13,9 @@
 import { performance } from 'node:perf_hooks';
 import type { RequestHandler, Request, Response } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { createProcedureCache, normalizePath } from 'trpc-to-openapi';
 import { EVENTS_PATH } from '../changes/events.router.js';
 import { appRouter } from '../app/router.js';
+import { restRoutes } from '../core/rest-routes.js';
 import { requestScope, type RateLimitKind, type RequestScope } from '../core/request-scope.js';
 
 /** Operations that are not procedures of the router. */
@@ -41,7 +41,7 @@ export interface PgPoolLike {
 
 const procedures = appRouter._def.procedures as Record<string, unknown>;
 const procedureNames = new Set(Object.keys(procedures));
-const findRestProcedure = createProcedureCache(appRouter);
+const findRestProcedure = restRoutes(appRouter);
 
 function pathOf(req: Request): string {
   const url = req.originalUrl ?? req.url ?? '/';
@@ -62,7 +62,7 @@ export function operationOf(req: Request): string {
   }
   if (path.startsWith('/api/')) {
     try {
-      return findRestProcedure(req.method as never, normalizePath(path))?.procedure?.path ?? 'unmatched';
+      return findRestProcedure(req.method, path)?.procedure.path ?? 'unmatched';
     } catch {
       return 'unmatched';
     }

@@ -1,0 +1,99 @@
+/**
+ * The REST routes: every procedure whose meta has `openapi` answers its `method` at its
+ * `path`, the routes openapi.json describes. They are matched as trpc-to-openapi matches
+ * them (its `createProcedureCache`): the request path without a leading or trailing slash,
+ * `{name}` standing for one segment, letters in either case, the first route in the
+ * router's order winning. What a call needs from its input schema is worked out here once:
+ * whether it takes no input, and which members are arrays.
+ *
+ * The library itself is not loaded to serve a request, only to build the document (its
+ * generator and adapters are about 13 MiB and 150 ms of a start). test/rules/rest-routes.test.ts
+ * holds these routes to the library's: same procedure and path members for every route and
+ * for paths around them, same input handling, and its per-call `coerceSchema` a no-op on
+ * every input (src/core/fields.ts pins the numbers of inputs to strict).
+ */
+import type { AnyTRPCProcedure, AnyTRPCRouter } from '@trpc/server';
+import type { z } from 'zod';
+import type { AppMeta } from './context.js';
+
+export type RestMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** A procedure of the REST door, with what its calls need worked out once. */
+export interface RestProcedure {
+  /** Its tRPC path (`tasks.list`). */
+  path: string;
+  procedure: AnyTRPCProcedure;
+  type: 'query' | 'mutation';
+  meta: AppMeta;
+  /** The input is void (revoke, a stream ticket): the call gets none. */
+  takesNoInput: boolean;
+  /** Of an object input: its array members (a single query value becomes an array of one). */
+  arrayMembers: string[];
+}
+
+export interface RestMatch {
+  procedure: RestProcedure;
+  /** The path's `{name}` members, as written in the request. */
+  pathInput: Record<string, string>;
+}
+
+/** Whether the method's input comes from the body (else from the query). */
+export const readsBody = (method: string): boolean => method !== 'GET' && method !== 'DELETE';
+
+/** A path without a leading or trailing slash, with one in front. */
+export const normalizePath = (path: string): string => `/${path.replace(/^\/|\/$/g, '')}`;
+
+type Schema = z.core.$ZodType & { _zod: { def: { type: string; innerType?: Schema; in?: Schema; out?: Schema; getter?: () => Schema } } };
+
+/** The schema a request's members are read into: through optional, nullable, default, lazy and pipe wrappers. */
+function unwrapped(schema: Schema | undefined): Schema | undefined {
+  for (let s = schema; s; ) {
+    const def = s._zod.def;
+    if (def.innerType && ['optional', 'nullable', 'default', 'prefault'].includes(def.type)) s = def.innerType;
+    else if (def.type === 'lazy' && def.getter) s = def.getter();
+    else if (def.type === 'pipe') s = def.out?._zod.def.type === 'transform' ? def.in : def.out;
+    else return s;
+  }
+  return undefined;
+}
+
+const isArray = (schema: Schema | undefined) => schema?._zod.def.type === 'array';
+
+function prepare(path: string, procedure: AnyTRPCProcedure): RestProcedure {
+  const inputs = procedure._def.inputs as Schema[];
+  const input = inputs.length === 1 ? unwrapped(inputs[0]) : undefined;
+  const type = input?._zod.def.type;
+  const shape = type === 'object' ? ((input as unknown as z.ZodObject).shape as Record<string, Schema>) : {};
+  return {
+    path,
+    procedure,
+    type: procedure._def.type as RestProcedure['type'],
+    meta: procedure._def.meta as AppMeta,
+    takesNoInput: type === 'void' || type === 'undefined' || type === 'never',
+    arrayMembers: Object.keys(shape).filter((key) => {
+      const member = shape[key]!;
+      return isArray(member) || (member._zod.def.type === 'optional' && isArray(member._zod.def.innerType));
+    }),
+  };
+}
+
+/** Routes of the router's procedures that have `meta.openapi` (subscriptions have none here). */
+export function restRoutes(router: AnyTRPCRouter): (method: string, path: string) => RestMatch | undefined {
+  const byMethod = new Map<string, Array<{ pattern: RegExp; procedure: RestProcedure }>>();
+  for (const [path, procedure] of Object.entries(router._def.procedures as Record<string, AnyTRPCProcedure>)) {
+    const openapi = (procedure._def.meta as AppMeta | undefined)?.openapi;
+    if (!openapi || openapi.enabled === false || procedure._def.type === 'subscription') continue;
+    const source = normalizePath(openapi.path).replace(/\{(.+?)\}/g, (_, name: string) => `(?<${name}>[^/]+)`);
+    const routes = byMethod.get(openapi.method) ?? [];
+    routes.push({ pattern: new RegExp(`^${source}$`, 'i'), procedure: prepare(path, procedure) });
+    byMethod.set(openapi.method, routes);
+  }
+  return (method, path) => {
+    const normalized = normalizePath(path);
+    for (const route of byMethod.get(method) ?? []) {
+      const match = route.pattern.exec(normalized);
+      if (match) return { procedure: route.procedure, pathInput: { ...match.groups } };
+    }
+    return undefined;
+  };
+}
