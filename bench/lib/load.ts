@@ -54,7 +54,11 @@ function summarise(parts: Omit<LoadResult, 'rps' | 'p50' | 'p99' | 'max'>): Load
   };
 }
 
-export async function runLoad(url: string, script: Script, options: { connections: number; seconds: number }): Promise<LoadResult> {
+/**
+ * `seconds` of load, or with `amount` that many requests (split evenly between the
+ * connections; autocannon then ignores the duration) and the seconds they took.
+ */
+export async function runLoad(url: string, script: Script, options: { connections: number; seconds: number } | { connections: number; amount: number }): Promise<LoadResult> {
   let connection = 0;
   const statuses: Record<string, number> = {};
   let firstFailure: string | undefined;
@@ -62,7 +66,7 @@ export async function runLoad(url: string, script: Script, options: { connection
   const instance = autocannon({
     url,
     connections: options.connections,
-    duration: options.seconds,
+    ...('amount' in options ? { amount: options.amount } : { duration: options.seconds }),
     setupClient: (client) => {
       const next = script(connection++);
       client.setRequests([
