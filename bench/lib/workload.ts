@@ -53,7 +53,8 @@ export async function seedWorld(admin: pg.Client): Promise<World> {
   const totalTasks = Number((await admin.query<{ n: string }>('select count(*) as n from tasks')).rows[0]!.n);
   const plannedPool = await taskIdsByOrder(admin, main.id, 1, 3_000);
   const middle = await taskIdsByOrder(admin, main.id, 4_901, 5_100);
-  const otherPools = await Promise.all(others.map((u) => taskIdsByOrder(admin, u.id, 1, 320)));
+  const otherPools: number[][] = [];
+  for (const u of others) otherPools.push(await taskIdsByOrder(admin, u.id, 1, 320)); // one client: one query at a time
   const taskStates = new Map<number, string>();
   const projectStates = new Map<number, string>();
   const flipped = [...plannedPool, ...otherPools.flat()];
