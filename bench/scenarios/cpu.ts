@@ -22,7 +22,7 @@
  *
  * Env: CPU_REQUESTS (3000 per slice), CPU_CONNECTIONS (8), CPU_ROUNDS (5), CPU_REST_SECONDS
  *      (10: the idle pause after each one's warm-up, before its RSS at rest), BENCH_QUIET_WAIT (120: seconds it may wait in all
- *      for other processes to go quiet), BENCH_OUT (also write the Markdown report there).
+ *      for other processes to go quiet), BENCH_OUT (also append the Markdown report there).
  */
 import os from 'node:os';
 import { checkFloor } from '../floors/floor-check.js';
@@ -342,5 +342,5 @@ runScenario('cpu', async (session) => {
       `Whole run: ${f0((Date.now() - startedAt.getTime()) / 1000)} s, of which ${f0(waitQuiet.waitedMs() / 1000)} s waiting for other processes to go quiet.`,
   ].join('\n');
   log('\n' + report);
-  writeResult(session, report, { file: process.env.BENCH_OUT });
+  writeResult(session, report, { file: process.env.BENCH_OUT, append: true }); // after throughput's, in npm run bench
 });
