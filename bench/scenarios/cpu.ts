@@ -11,7 +11,7 @@
  *  2. Each one's warm-up (3 s of list tasks, 2 s of the mix), an idle pause, its RSS at rest.
  *  3. Per scenario, the two take turns for CPU_ROUNDS rounds (rotating which goes first): a
  *     slice is 1 s of unrecorded load, then CPU_REQUESTS requests (a fifth of it for reorder
- *     and start/pause, which cost 5–20 times a list) at CPU_CONNECTIONS connections. Around the slice, the CPU time of the target's node process (its threads,
+ *     and start/pause, which cost 5–10 times a list) at CPU_CONNECTIONS connections. Around the slice, the CPU time of the target's node process (its threads,
  *     and its descendants if it forks) and of every PostgreSQL backend of its role
  *     (pg_stat_activity), from /proc/<pid>/schedstat (ns; stat's clock ticks where absent).
  *     A backend that appeared during the slice counts from 0; one that vanished is counted
@@ -224,7 +224,7 @@ runScenario('cpu', async (session) => {
     service: () => Script;
     floor?: () => Script;
     before?: () => Promise<void>;
-    /** Requests per slice: REQUESTS, or for the writes that cost 5–20 times a list, a fifth of it. */
+    /** Requests per slice: REQUESTS, or for the writes that cost 5–10 times a list, a fifth of it. */
     requests: number;
     /** Floor CPU ÷ service CPU, at least. */
     cpuGoal?: number;
@@ -311,7 +311,7 @@ runScenario('cpu', async (session) => {
     `Seed: ${world.totalTasks} tasks, as the throughput scenario (bench_main 10,000 over 200 projects; 50 users × 1,000; growth users). ` +
       `Fewest floor check: ${fewestCheck.ok ? 'all identical' : `**DIFFERENCES**: ${fewestCheck.lines.filter((l) => l.includes('DIFFERENT')).join('; ')}`}. tRPC list: ${trpcCheck}.`,
     '',
-    `Per round, each target: 1 s unrecorded, then ${REQUESTS} requests (reorder and start/pause ${heavy}: each costs 5–20 times a list) at ${CONNECTIONS} connections; the targets in turns, ${ROUNDS} rounds, rotating which goes first. ` +
+    `Per round, each target: 1 s unrecorded, then ${REQUESTS} requests (reorder and start/pause ${heavy}: each costs 5–10 times a list) at ${CONNECTIONS} connections; the targets in turns, ${ROUNDS} rounds, rotating which goes first. ` +
       'Figures are the median of the rounds, (min–max) over them. Ratio = floor CPU ÷ service CPU (node + PostgreSQL), per round.',
     '',
     '| scenario | floor µs/req (node + PG) | service µs/req | floor ÷ service, median (min–max) | target | |',
