@@ -11,9 +11,10 @@
  *  2. Each one's warm-up (3 s of list tasks, 2 s of the mix), an idle pause, its RSS at rest.
  *  3. Per scenario, the two take turns for CPU_ROUNDS rounds (rotating which goes first): a
  *     slice is 1 s of unrecorded load, then CPU_REQUESTS requests (a fifth of it for reorder
- *     and start/pause, which cost 5–10 times a list) at CPU_CONNECTIONS connections. Around the slice, the CPU time of the target's node process (its threads,
- *     and its descendants if it forks) and of every PostgreSQL backend of its role
- *     (pg_stat_activity), from /proc/<pid>/schedstat (ns; stat's clock ticks where absent).
+ *     and start/pause, which cost 5–10 times a list) at CPU_CONNECTIONS connections. Around
+ *     the slice, the CPU time of the target's node process (its threads, and its descendants
+ *     if it forks) and of every PostgreSQL backend of its role (pg_stat_activity), from
+ *     /proc/<pid>/task/<tid>/schedstat (ns; stat's clock ticks where absent).
  *     A backend that appeared during the slice counts from 0; one that vanished is counted
  *     and reported (its last part is lost).
  *  4. Per scenario and target: node, PostgreSQL and total µs per request (median of the
@@ -21,8 +22,9 @@
  *     req/s per round, against the targets; RSS at rest and peak (VmHWM over the run).
  *
  * Env: CPU_REQUESTS (3000 per slice), CPU_CONNECTIONS (8), CPU_ROUNDS (5), CPU_REST_SECONDS
- *      (10: the idle pause after each one's warm-up, before its RSS at rest), BENCH_QUIET_WAIT (120: seconds it may wait in all
- *      for other processes to go quiet), BENCH_OUT (also append the Markdown report there).
+ *      (10: the idle pause after each one's warm-up, before its RSS at rest), BENCH_QUIET_WAIT
+ *      (120: seconds it may wait in all for other processes to go quiet), BENCH_OUT (also
+ *      append the Markdown report there).
  */
 import os from 'node:os';
 import { checkFloor } from '../floors/floor-check.js';
