@@ -54,15 +54,23 @@ function summarise(parts: Omit<LoadResult, 'rps' | 'p50' | 'p99' | 'max'>): Load
   };
 }
 
-export async function runLoad(url: string, script: Script, options: { connections: number; seconds: number }): Promise<LoadResult> {
+/**
+ * `seconds` of load, or with `amount` that many requests (split evenly between the
+ * connections; autocannon then ignores the duration). autocannon notices the end only at its
+ * next sample tick, so with `amount` the ticks are 100 ms apart and the seconds are from the
+ * start to the last response.
+ */
+export async function runLoad(url: string, script: Script, options: { connections: number; seconds: number } | { connections: number; amount: number }): Promise<LoadResult> {
   let connection = 0;
   const statuses: Record<string, number> = {};
   let firstFailure: string | undefined;
   const latencies: number[] = [];
+  const began = performance.now();
+  let lastResponse = began;
   const instance = autocannon({
     url,
     connections: options.connections,
-    duration: options.seconds,
+    ...('amount' in options ? { amount: options.amount, sampleInt: 100 } : { duration: options.seconds }),
     setupClient: (client) => {
       const next = script(connection++);
       client.setRequests([
@@ -90,10 +98,11 @@ export async function runLoad(url: string, script: Script, options: { connection
   // The promise autocannon returns is also its event emitter.
   (instance as unknown as autocannon.Instance).on('response', (_client, _status, _bytes, responseTime) => {
     latencies.push(responseTime);
+    lastResponse = performance.now();
   });
   const result = await instance;
   return summarise({
-    seconds: result.duration,
+    seconds: 'amount' in options ? (lastResponse - began) / 1000 : result.duration,
     completed: result.requests.total,
     sent: result.requests.sent,
     non2xx: result.non2xx,

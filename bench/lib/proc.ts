@@ -1,8 +1,9 @@
 /**
  * Memory and CPU of processes, from /proc (Linux): resident and peak memory, the PSS of a
- * process tree, the machine's CPU time and the share of it the bench's own processes took.
+ * process tree, the CPU time of a process (clock ticks, or nanoseconds from schedstat), the
+ * machine's CPU time and the share of it the bench's own processes took.
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 /** VmHWM (peak resident) and VmRSS of a process, MB. */
 export function memory(pid: number): { hwmMb: number; rssMb: number } {
@@ -55,8 +56,47 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/**
+ * Whether /proc/<pid>/schedstat exists here: its first field is the time the thread ran on
+ * a CPU, in nanoseconds, where stat's utime + stime count clock ticks (10 ms at USER_HZ 100).
+ */
+export const hasSchedstat = existsSync(`/proc/${process.pid}/schedstat`);
+
+/**
+ * CPU time a process used so far, in nanoseconds: the sum of its threads' schedstat
+ * (node runs its GC and libuv pool on threads of its own), else utime + stime from stat
+ * (clock ticks × 10 ms). A thread that exited takes its schedstat time with it: compare with
+ * `statCpuNs`, which keeps the time of the process's exited threads. Undefined once the
+ * process is gone.
+ */
+export function cpuNs(pid: number): number | undefined {
+  if (!hasSchedstat) return statCpuNs(pid);
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        // the thread exited meanwhile
+      }
+    }
+    return ns;
+  } catch {
+    return undefined;
+  }
+}
+
+/** utime + stime of a process (its threads, live and exited), in nanoseconds at USER_HZ 100; undefined once it is gone. */
+export function statCpuNs(pid: number): number | undefined {
+  try {
+    return cpuSeconds(pid) * 1e9;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The process and its descendants (/proc/<pid>/task/<tid>/children). */
-function processTree(pid: number): number[] {
+export function processTree(pid: number): number[] {
   const tree = [pid];
   for (let i = 0; i < tree.length; i++) {
     let tids: string[] = [];

@@ -32,7 +32,6 @@
  */
 import http from 'node:http';
 import os from 'node:os';
-import { mulberry32 } from '../../test/helpers/prng.js';
 import { checkFloor } from '../floors/floor-check.js';
 import { createRoles, openDatabase, startDatabase, STATEMENT_STATS } from '../lib/database.js';
 import { f0, f1, log, num, utcMinute } from '../lib/env.js';
@@ -43,12 +42,13 @@ import { memory, peakResettable } from '../lib/proc.js';
 import { builtServiceArgs, buildService, SERVICE_ENV, startTarget, type Target } from '../lib/processes.js';
 import { quietWait } from '../lib/quiet.js';
 import { writeResult } from '../lib/report.js';
-import { createTask, flipTaskStates, listFirstPage, readStates } from '../lib/scripts.js';
-import { seedMainUser, seedUser, taskIdsByOrder, type SeededUser } from '../lib/seed.js';
+import { listFirstPage } from '../lib/scripts.js';
+import { taskIdsByOrder } from '../lib/seed.js';
 import { runScenario } from '../lib/session.js';
 import { range, startCountingApp, type CountingApp } from '../lib/statements.js';
 import { ascending, quantile } from '../lib/stats.js';
 import { takeTurns } from '../lib/turns.js';
+import { listProjects, listTasks, MIX, PAGE, reorderIn, scriptsOf, seedWorld } from '../lib/workload.js';
 
 const SECONDS = num('BENCH_SECONDS', 10);
 const GROWTH_SECONDS = num('BENCH_GROWTH_SECONDS', 6);
@@ -73,7 +73,6 @@ const FEWEST_STATEMENTS: Record<string, string> = {
   // 35 + 20 + 15 reads of 2, 10 state changes of 2, 10 creates and 10 reorders of 5.
   'mixed 70% reads': '2.6 avg',
 };
-const PAGE = 50;
 /** The Host header of the byte-for-byte checks (the answers' links carry it). */
 const CHECK_HOST = 'bench.example:8080';
 const raw = (base: string, method: string, pathname: string, token: string, body?: unknown) => request(base, method, pathname, token, body, { host: CHECK_HOST });
@@ -90,126 +89,12 @@ runScenario('throughput', async (session) => {
 
   // ---- seed -------------------------------------------------------------------------------
   let t = Date.now();
-  const mainUser = await seedMainUser(admin);
-  const others: SeededUser[] = [];
-  for (let i = 0; i < 50; i++) others.push(await seedUser(admin, `bench_other_${i}`, 1_000, 10));
-  const growthUsers: Array<[string, SeededUser]> = [
-    ['1k', await seedUser(admin, 'bench_g1k', 1_000, 0)],
-    ['10k', await seedUser(admin, 'bench_g10k', 10_000, 0)],
-    ['100k', await seedUser(admin, 'bench_g100k', 100_000, 0)],
-  ];
-  await q('vacuum analyze');
-  const totalTasks = Number((await q<{ n: string }>('select count(*) as n from tasks')).rows[0]!.n);
+  const world = await seedWorld(admin);
+  const { main: mainUser, others, growth: growthUsers, totalTasks, plannedPool, middle, mainPages, farDue, loadTaskStates, loadProjectStates } = world;
   log(`seeded ${51 + growthUsers.length} users, ${totalTasks} tasks in ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
-  const plannedPool = await taskIdsByOrder(admin, mainUser.id, 1, 3_000);
-  const middle = await taskIdsByOrder(admin, mainUser.id, 4_901, 5_100);
-  const mainListed = 10_000 - 300 - 200;
-  const mainPages = Math.ceil(mainListed / PAGE);
-  const taskStates = new Map<number, string>();
-  const projectStates = new Map<number, string>();
-  // The 50 users' first 320 tasks (all newed), flipped started ⇄ newed by the spread scenario.
-  const otherPools = await Promise.all(others.map((u) => taskIdsByOrder(admin, u.id, 1, 320)));
-  const flipped = [...plannedPool, ...otherPools.flat()];
-  const loadTaskStates = () => readStates(admin, 'tasks', flipped, taskStates);
-  const flipProjects = others.map((u) => u.projects[0]!);
-  const loadProjectStates = () => readStates(admin, 'projects', flipProjects, projectStates);
-  const farDue = Math.floor(Date.now() / 1000) + 365 * 86_400;
-
   // ---- request scripts ----------------------------------------------------------------------
-  const listTasks = (user: SeededUser, pages: number): Script => {
-    let i = 0;
-    return () => () => ({ method: 'GET', path: `/api/users/me/tasks?page=${1 + (i++ % pages)}`, token: user.token });
-  };
-  const listProjects = (user: SeededUser, pages: number): Script => {
-    let i = 0;
-    return () => () => ({ method: 'GET', path: `/api/users/me/projects?page=${1 + (i++ % pages)}`, token: user.token });
-  };
-  let created = 0;
-  const createMain = createTask(mainUser.token, () => `bench task ${++created}`);
-  const changeStateOf = flipTaskStates(plannedPool, taskStates, mainUser.token, CONNECTIONS);
-  /**
-   * Over the 50 users: connection c at its k-th request changes a task of user (c + k) mod 50,
-   * so the connections work on different users; it owns the tasks at indexes ≡ c (mod
-   * connections) of each user's pool, so no two requests race on a task.
-   */
-  const changeStateSpread: Script = (connection) => {
-    const own: Array<[SeededUser, number]> = [];
-    for (let i = connection; i < 320; i += CONNECTIONS) {
-      for (let u = 0; u < others.length; u++) {
-        const user = (u + connection) % others.length;
-        own.push([others[user]!, otherPools[user]![i]!]);
-      }
-    }
-    let k = 0;
-    return (): BenchRequest => {
-      const [user, id] = own[k++ % own.length]!;
-      const next = taskStates.get(id) === 'started' ? 'newed' : 'started';
-      taskStates.set(id, next);
-      return { method: 'PUT', path: `/api/tasks/${id}/state`, token: user.token, body: { task: { state: next } } };
-    };
-  };
-  const createSpread: Script = (connection) => {
-    let k = 0;
-    return () => ({
-      method: 'POST',
-      path: '/api/users/me/tasks',
-      token: others[(connection + k++) % others.length]!.token,
-      body: { task: { label: `bench task ${++created}` } },
-    });
-  };
-  const getTask: Script = (connection) => {
-    let k = 0;
-    return () => ({ method: 'GET', path: `/api/tasks/${middle[(k++ * 7 + connection) % middle.length]}`, token: mainUser.token });
-  };
-  /**
-   * A task of the window to another place in the window, drawn from a seeded generator:
-   * (task, place) pairs do not repeat in cycles, so almost every request moves its task
-   * (on average by a third of the window).
-   */
-  const reorderIn = (user: SeededUser, ids: number[], lowest: number, seed = 1): Script => {
-    const random = mulberry32(seed);
-    return () => () => ({
-      method: 'PUT',
-      path: `/api/tasks/${ids[Math.floor(random() * ids.length)]}/order`,
-      token: user.token,
-      body: { task: { order: lowest + Math.floor(random() * ids.length) } },
-    });
-  };
-  /** Connection c flips the first project of other user c: one started project per user at most. */
-  const startPause: Script = (connection) => {
-    const user = others[connection % others.length]!;
-    const project = user.projects[0]!;
-    return () => {
-      const start = projectStates.get(project) !== 'started';
-      projectStates.set(project, start ? 'started' : 'paused');
-      return {
-        method: 'PUT',
-        path: `/api/projects/${project}/state`,
-        token: user.token,
-        body: { project: start ? { state: 'started', due_at: farDue } : { state: 'paused' } },
-      };
-    };
-  };
-  const MIX = { listTasks: 35, listProjects: 20, getTask: 15, create: 10, changeState: 10, reorder: 10 };
-  const mixed: Script = (connection) => {
-    const tasksList = listTasks(mainUser, mainPages)(connection);
-    const projectsList = listProjects(mainUser, 8)(connection);
-    const create = createMain(connection);
-    const change = changeStateOf(connection);
-    const reorder = reorderIn(mainUser, middle, 4_901, 1_000 + connection)(connection);
-    let k = 0;
-    return () => {
-      const n = k++;
-      const r = (n * 37 + connection * 11) % 100; // 37 is prime to 100: every residue once per 100
-      if (r < 35) return tasksList();
-      if (r < 55) return projectsList();
-      if (r < 70) return { method: 'GET', path: `/api/tasks/${middle[(n + connection) % middle.length]}`, token: mainUser.token };
-      if (r < 80) return create();
-      if (r < 90) return change();
-      return reorder();
-    };
-  };
+  const { createMain, changeState: changeStateOf, changeStateSpread, createSpread, getTask, startPause, mixed } = scriptsOf(world, CONNECTIONS);
 
   // ---- statements per request, in-process --------------------------------------------
   t = Date.now();
