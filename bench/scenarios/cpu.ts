@@ -24,7 +24,8 @@
  * Env: CPU_REQUESTS (3000 per slice), CPU_CONNECTIONS (8), CPU_ROUNDS (5), CPU_REST_SECONDS
  *      (10: the idle pause after each one's warm-up, before its RSS at rest), BENCH_QUIET_WAIT
  *      (120: seconds it may wait in all for other processes to go quiet), BENCH_OUT (also
- *      append the Markdown report there).
+ *      append the Markdown report there), CPU_ONLY (comma-separated beginnings of scenario
+ *      names: only those, e.g. `CPU_ONLY=reorder,list tasks`).
  */
 import os from 'node:os';
 import { checkFloor } from '../floors/floor-check.js';
@@ -244,7 +245,9 @@ runScenario('cpu', async (session) => {
     { name: 'mixed 70% reads', service: () => scripts.mixed, before: loadTaskStates, requests: REQUESTS },
   ];
   const results: Array<{ scenario: Scenario; service: Slice[]; floor: Slice[] }> = [];
+  const only = process.env.CPU_ONLY?.split(',').map((name) => name.trim().toLowerCase());
   for (const scenario of scenarios) {
+    if (only && !only.some((name) => scenario.name.toLowerCase().startsWith(name))) continue;
     log(`${scenario.name}:`);
     const out = { scenario, service: [] as Slice[], floor: [] as Slice[] };
     await takeTurns(targets, ROUNDS, 'rotate', async (target) => {
