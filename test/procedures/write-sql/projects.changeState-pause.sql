@@ -10,7 +10,7 @@ select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ?
 
 update "projects" set "state" = ?, "paused_at" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
-update tasks set started_at = case when state in ('started') then null else started_at end, planned_at = case when state in ('started') then null else planned_at end, state = case when state in ('started') then 'newed' else state end where user_id = ? and project_id = ? and state = any('{started}'::text[]) returning id
+update tasks set started_at = case when state in ('started') then null else started_at end, planned_at = case when state in ('started') then null else planned_at end, state = case when state in ('started') then 'newed' else state end, version = tasks.version + 1 where user_id = ? and project_id = ? and state = any('{started}'::text[]) returning id
 
 select project_id, id from tasks where user_id = ? and project_id = any(?::int[]) and tasks.state <> 'abandoned' order by project_id, tasks."order", tasks.id
 

@@ -12,7 +12,7 @@ select count(*) as "count" from "projects" as "p0" where "p0"."user_id" = ? and 
 
 update "projects" set "state" = ?, "started_at" = ?, "due_at" = ?, "version" = ? where "id" = ? and "user_id" = ? and "version" = ? returning "version"
 
-update tasks set started_at = case when state in ('newed') then coalesce(started_at, ?::timestamptz) else started_at end, state = case when state in ('newed') then 'started' else state end where user_id = ? and project_id = ? and state = any('{newed}'::text[]) returning id
+update tasks set started_at = case when state in ('newed') then coalesce(started_at, ?::timestamptz) else started_at end, state = case when state in ('newed') then 'started' else state end, version = tasks.version + 1 where user_id = ? and project_id = ? and state = any('{newed}'::text[]) returning id
 
 select project_id, id from tasks where user_id = ? and project_id = any(?::int[]) and tasks.state <> 'abandoned' order by project_id, tasks."order", tasks.id
 

@@ -8,7 +8,7 @@ begin
 
 select "p0".* from "projects" as "p0" where "p0"."id" = ? and "p0"."user_id" = ? limit ?
 
-update tasks set abandoned_at = case when state in ('newed', 'started', 'planned') then ?::timestamptz else abandoned_at end, state = case when state in ('newed', 'started', 'planned') then 'abandoned' else state end, project_id = null where user_id = ? and project_id = ? returning id
+update tasks set abandoned_at = case when state in ('newed', 'started', 'planned') then ?::timestamptz else abandoned_at end, state = case when state in ('newed', 'started', 'planned') then 'abandoned' else state end, project_id = null, version = tasks.version + 1 where user_id = ? and project_id = ? returning id
 
 delete from "projects" where ("id", "user_id") in ((?, ?))
 
