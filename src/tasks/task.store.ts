@@ -174,7 +174,8 @@ export async function moveTask(em: SqlEntityManager, userId: number, taskId: num
 
 /**
  * Applies a project's effect on its tasks (its start, restart or pause; its deletion, which
- * also detaches every task). Returns the ids of the tasks that changed.
+ * also detaches every task). Returns the tasks that changed, as presented after the change:
+ * their change-log documents, from the rows the statement wrote, not read again.
  */
 export async function applyToProjectTasks(
   em: SqlEntityManager,
@@ -183,16 +184,16 @@ export async function applyToProjectTasks(
   effect: ProjectTaskEffect,
   now: Date,
   options: { detach?: boolean } = {},
-): Promise<number[]> {
+): Promise<TaskFields[]> {
   const { set, params } = taskActionSql(taskAction(effect.action), now, effect.states);
   const statesList = `'{${effect.states.join(',')}}'`;
-  const rows = await em.execute<Array<{ id: number }>>(
+  const rows = await em.execute<ListedTaskRow[]>(
     options.detach
-      ? `update tasks set ${set}, project_id = null, ${NEXT_VERSION} where user_id = ? and project_id = ? returning id`
-      : `update tasks set ${set}, ${NEXT_VERSION} where user_id = ? and project_id = ? and state = any(${statesList}::text[]) returning id`,
+      ? `update tasks set ${set}, project_id = null, ${NEXT_VERSION} where user_id = ? and project_id = ? returning ${TASK_COLUMNS('tasks')}`
+      : `update tasks set ${set}, ${NEXT_VERSION} where user_id = ? and project_id = ? and state = any(${statesList}::text[]) returning ${TASK_COLUMNS('tasks')}`,
     [...params, userId, projectId],
   );
-  return rows.map((r) => r.id);
+  return rows.map(taskFieldsOf);
 }
 
 /** Ids of each of the user's projects' non-abandoned tasks, by order: one query for a whole page. */

@@ -35,10 +35,10 @@ const EXPECTED = {
   projectGet: 2, // token; the project with its task ids
   projectUpdate: 8, // token; begin, lock owner, project, update, task ids, events, commit
   projectRename: 9, // projectUpdate + slug check
-  projectStart: 11, // token; begin, lock owner, project, count started, update project, update tasks, task ids, tasks' documents, events, commit
-  projectPause: 10, // projectStart without the count of started projects
+  projectStart: 10, // token; begin, lock owner, project, count started, update project, update tasks (returning their documents), task ids, events, commit
+  projectPause: 9, // projectStart without the count of started projects
   projectFinish: 8, // token; begin, lock owner, project, update project, task ids, events, commit
-  projectDelete: 9, // token; begin, lock owner, project, release tasks, delete, released tasks' documents, events, commit
+  projectDelete: 8, // token; begin, lock owner, project, release tasks (returning their documents), delete, events, commit
   taskCreate: 2, // token; one statement: lock owner, insert at the end of the order, event, NOTIFY
   taskCreateInProject: 8, // token; begin, lock owner, the project's state, insert, the project's document (row with task ids), events, commit
   taskList: 2, // token; the page with its total
@@ -70,10 +70,10 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   projectGet: 2,
   projectUpdate: 5,
   projectRename: 6,
-  projectStart: 8,
-  projectPause: 7,
+  projectStart: 7,
+  projectPause: 6,
   projectFinish: 5,
-  projectDelete: 6,
+  projectDelete: 5,
   taskCreate: 2, // token; the one statement
   taskCreateInProject: 5,
   taskList: 2,
