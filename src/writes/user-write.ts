@@ -265,7 +265,7 @@ export function oneStatementSql(userId: number, write: OneStatement<unknown>, no
   const append = appendSql(userId, now, {
     sql: `select 1 as n, '${write.resource}.${write.kind}' as type, ${write.document} as data from changed`,
     params: [],
-  });
+  }, { many: false });
   const sql = `with owner as (
       select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id from users where id = ? for no key update
     ), changed as (${write.changed.sql}), ${append.ctes}
