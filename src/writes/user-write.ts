@@ -116,9 +116,10 @@ export interface WriteScope {
  * A write that can be made in one statement: `changed`, an INSERT or UPDATE of one resource
  * returning its whole row, which reads `owner` (the owner's row, locked first). Over that row,
  * aliased `changed`: `document`, the resource's `data` document in SQL (the change log's
- * event), and `returning`, the columns `answer` builds the response and the ETag from. No row
- * means the write could not be made this way (not found, a state that does not allow it, ...):
- * the use case's transaction then runs, and decides.
+ * event), and `returning`, the further columns `answer` needs (the ETag's). `answer` gets those
+ * and `document`, that same document as the driver parsed it: built once, by PostgreSQL, for
+ * the event and the response alike. No row means the write could not be made this way (not
+ * found, a state that does not allow it, ...): the use case's transaction then runs, and decides.
  */
 export interface OneStatement<T> {
   resource: Resource;
@@ -269,7 +270,7 @@ export function oneStatementSql(userId: number, write: OneStatement<unknown>, no
   const sql = `with owner as (
       select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id from users where id = ? for no key update
     ), changed as (${write.changed.sql}), ${append.ctes}
-    select ${write.returning}, (select count(*) from notified) as notified from changed`;
+    select ${write.returning}, (select data from evs) as document, (select count(*) from notified) as notified from changed`;
   return { sql, params: [userId, ...write.changed.params, ...append.params] };
 }
 
