@@ -12,8 +12,10 @@ import { Migration } from '@mikro-orm/migrations';
  * change. A row trigger's WHEN clause is checked in the executor, without calling the
  * function: a row whose openness does not change costs nothing, and one that does costs one
  * indexed UPDATE of its shard's row. Only a project's deletion moves many counts in one
- * statement (it abandons the project's open tasks); it already writes an event per task, and
- * an UPDATE of a count row per abandoned open task is of that order.
+ * statement (it abandons the project's open tasks), and pays for it: about 16 µs per open task
+ * abandoned (the UPDATE of a project's 100 open tasks: 2.8 ms of backend CPU, against 1.2 ms
+ * with the statement triggers). It is rare next to the writes above, and it already writes an
+ * event per task.
  *
  * What stays as it was (see that migration): a task counts in the shard of its id; an
  * AFTER ROW trigger runs at the end of its statement, once the statement has locked every
