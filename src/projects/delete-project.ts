@@ -10,6 +10,7 @@ import type { z } from 'zod';
 import type { UseCase } from '../writes/user-write.js';
 import { PROJECT_DELETED } from '../tasks/task.lifecycle.js';
 import { applyToProjectTasks } from '../tasks/task.store.js';
+import { presentTaskFields } from '../tasks/task.view.js';
 import { findOwnedProject } from './project-answer.js';
 import type { ProjectIdInput } from './project.schema.js';
 
@@ -20,7 +21,7 @@ export const deleteProject: UseCase<Input, void> = {
     const project = await findOwnedProject(em, userId, input.id);
     changes.deleted('project', project.id);
     const released = await applyToProjectTasks(em, userId, project.id, PROJECT_DELETED, now, { detach: true });
-    for (const id of released) changes.updated('task', id);
+    for (const task of released) changes.updated('task', task.id, presentTaskFields(task));
     em.remove(project);
   },
 };

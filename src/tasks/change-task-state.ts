@@ -4,12 +4,16 @@
  * - One statement, for the usual request (only `state`, and not abandoning, which also
  *   changes the project's document): the owner's lock, the update guarded by the states the
  *   table lets reach `state` (task.lifecycle.ts `taskTransitionSql`), its event and the
- *   NOTIFY. No row back means nothing changed: no such task, or a state that does not allow it.
+ *   NOTIFY. No changed row means nothing changed: no such task, or a state that does not
+ *   allow it. Then the same statement has also read the task's state, and says why
+ *   from it (404, then `invalid_transition`: `requestedTaskAction`) unless a write of the user
+ *   landed while it waited for the lock (`OneStatement.refusal`): a refusal costs no
+ *   transaction.
  * - The transaction, under the owner's lock, for every request: with an Idempotency-Key or
- *   If-Match it makes the same guarded update. After the one statement changed nothing it
- *   reads the task first and says why (404, then `invalid_transition`, then `cannot_be_set`:
- *   `requestedTaskAction`), making the change after all only if a write that landed in
- *   between now allows it.
+ *   If-Match it makes the same guarded update. After the one statement changed nothing (and
+ *   could not say why) it reads the task first and says why (404, then `invalid_transition`,
+ *   then `cannot_be_set`: `requestedTaskAction`), making the change after all only if a write
+ *   that landed in between now allows it.
  *
  * An abandoned task leaves its project's list of tasks, so that project's document changes too.
  */
@@ -17,6 +21,7 @@ import type { z } from 'zod';
 import { DomainError } from '../core/errors.js';
 import type { UseCase, WriteScope } from '../writes/user-write.js';
 import { requestedTaskAction } from './task.entity.js';
+import type { TaskState } from './task.lifecycle.js';
 import type { ChangeTaskStateInput } from './task.schema.js';
 import { changeTaskStateUnderLock, ownedTask, taskStateChangeSql } from './task.store.js';
 import { TASK_ROW_ANSWER, answerTask, type TaskAnswer } from './task-answer.js';
@@ -29,7 +34,21 @@ export const changeTaskState: UseCase<Input, TaskAnswer> = {
   oneStatement(input, now) {
     if (!onlyState(input) || input.task.state === 'abandoned') return null;
     const changed = taskStateChangeSql(input.id, input.task.state, now);
-    return changed && { resource: 'task', kind: 'updated', changed, ...TASK_ROW_ANSWER };
+    return changed && {
+      resource: 'task',
+      kind: 'updated',
+      changed,
+      ...TASK_ROW_ANSWER,
+      // Nothing changed: the task's state says why, as the transaction would (it is read there
+      // under the lock; here only when no write of the user landed since the snapshot).
+      refusal: {
+        current: { sql: '(select t.state from tasks t where t.id = ? and t.user_id = owner.id)', params: [input.id] },
+        refuse(current) {
+          if (current === null) throw DomainError.notFound('task');
+          requestedTaskAction(current as TaskState, input.task);
+        },
+      },
+    };
   },
 
   async transaction(scope, input) {

@@ -6,8 +6,6 @@ import { STABILITY_META } from '../core/envelope.js';
 import { taskEtag } from '../core/conditional.js';
 import type { OneStatement, WriteScope } from '../writes/user-write.js';
 import type { TaskResource } from './task.schema.js';
-import { presentedTaskOf } from './task.store.js';
-import { presentedTaskColumns } from './task.sql.js';
 import { presentTaskFields, taskDocumentSql, type TaskFields } from './task.view.js';
 
 export type TaskAnswer = { data: TaskResource; meta: typeof STABILITY_META };
@@ -23,12 +21,17 @@ export function answerTask(scope: WriteScope, task: TaskFields, version: () => n
   return { data, meta: STABILITY_META };
 }
 
-/** A one-statement write's event document and answer, from the task's row (`OneStatement`). */
+/**
+ * A one-statement write's event document and answer (`OneStatement`): the answer's `data` is the
+ * event's document, built in SQL from the task's row (`taskDocumentSql`, the same JSON as
+ * `presentTaskFields`: test/rules/tasks-document.test.ts), so the row's columns are not
+ * presented a second time for the response.
+ */
 export const TASK_ROW_ANSWER: Pick<OneStatement<TaskAnswer>, 'document' | 'returning' | 'answer'> = {
   document: taskDocumentSql('changed'),
-  returning: presentedTaskColumns('changed'),
+  returning: 'changed.id, changed.version',
   answer: (row) => {
-    const task = presentedTaskOf(row);
-    return { value: { data: presentTaskFields(task), meta: STABILITY_META }, etag: taskEtag(task.id, task.version) };
+    const { id, version, document } = row as { id: number; version: number; document: TaskResource };
+    return { value: { data: document, meta: STABILITY_META }, etag: taskEtag(id, version) };
   },
 };

@@ -1,8 +1,8 @@
 /**
  * Presents tasks as SPEC.md 2.2 resources: from fields in TypeScript (`presentTaskFields`), and
- * from a row in SQL (`taskDocumentSql`, for the change log's events of a write made in one
- * statement). The two are the same shape, member for member and in the same order; change
- * them together (test/rules/tasks-document.test.ts compares them on every state).
+ * from a row in SQL (`taskDocumentSql`: the change log's event and the answer of a write made
+ * in one statement). The two are the same shape, member for member and in the same order;
+ * change them together (test/rules/tasks-document.test.ts compares them on every state).
  */
 import { toSeconds } from '../core/clock.js';
 import { secondsOf } from '../db/sql-fragments.js';

@@ -116,9 +116,10 @@ export interface WriteScope {
  * A write that can be made in one statement: `changed`, an INSERT or UPDATE of one resource
  * returning its whole row, which reads `owner` (the owner's row, locked first). Over that row,
  * aliased `changed`: `document`, the resource's `data` document in SQL (the change log's
- * event), and `returning`, the columns `answer` builds the response and the ETag from. No row
- * means the write could not be made this way (not found, a state that does not allow it, ...):
- * the use case's transaction then runs, and decides.
+ * event), and `returning`, the further columns `answer` needs (the ETag's). `answer` gets those
+ * and `document`, that same document as the driver parsed it: built once, by PostgreSQL, for
+ * the event and the response alike. No row means the write could not be made this way (not
+ * found, a state that does not allow it, ...): the use case's transaction then runs, and decides.
  */
 export interface OneStatement<T> {
   resource: Resource;
@@ -127,6 +128,17 @@ export interface OneStatement<T> {
   document: string;
   returning: string;
   answer: (row: Record<string, unknown>) => { value: T; etag?: string };
+  /**
+   * Why nothing changed, told by the same statement, so that a refusal costs no transaction:
+   * `current`, a SQL expression over `owner` read in the statement's snapshot (the resource's
+   * state; null when the user has no such resource), and `refuse`, which throws the write's
+   * refusal for that value (and returns when it has none to give: the transaction decides).
+   * The statement's snapshot is taken before it waits for the owner's lock, so `current` is
+   * used only when no write of the user committed in between: the user's `last_event_seq` in
+   * the snapshot equals the one of the row the lock returned (every write that changes
+   * something moves it, under that lock). Otherwise the transaction runs, as without `refusal`.
+   */
+  refusal?: { current: { sql: string; params: unknown[] }; refuse: (current: unknown) => void };
 }
 
 /**
@@ -252,12 +264,15 @@ async function runWrite<T>(
  */
 async function runOneStatement<T>(ctx: AuthedContext, write: OneStatement<T>, now: Date): Promise<Outcome<T> | null> {
   const { sql, params } = oneStatementSql(ctx.user.id, write, now);
-  return retried(ctx, async () => {
-    const rows = await execute(ctx.em.fork(), sql, params);
-    if (rows.length === 0) return null;
-    const { value, etag } = write.answer(rows[0]!);
-    return { kind: 'ran', value, etag };
-  });
+  const [row] = await retried(ctx, () => execute(ctx.em.fork(), sql, params));
+  // With `refusal` the statement answers a row whenever the owner exists: `document` is null
+  // when nothing changed.
+  if (!row || row.document === null) {
+    if (row && write.refusal && row.fresh === true) write.refusal.refuse(row.current);
+    return null;
+  }
+  const { value, etag } = write.answer(row);
+  return { kind: 'ran', value, etag };
 }
 
 /** The one statement a `OneStatement` write sends, whole: lock, change, event, NOTIFY. */
@@ -265,12 +280,20 @@ export function oneStatementSql(userId: number, write: OneStatement<unknown>, no
   const append = appendSql(userId, now, {
     sql: `select 1 as n, '${write.resource}.${write.kind}' as type, ${write.document} as data from changed`,
     params: [],
-  });
+  }, { many: false });
+  const { refusal } = write;
+  // With `refusal`: the owner's mark as the lock returned it (the newest), against the snapshot's.
   const sql = `with owner as (
-      select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id from users where id = ? for no key update
+      select set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true), id${refusal ? ', last_event_seq' : ''} from users where id = ? for no key update
     ), changed as (${write.changed.sql}), ${append.ctes}
-    select ${write.returning}, (select count(*) from notified) as notified from changed`;
-  return { sql, params: [userId, ...write.changed.params, ...append.params] };
+    select ${write.returning}, (select data from evs) as document, (select count(*) from notified) as notified${
+      refusal
+        ? `, ${refusal.current.sql} as current,
+             owner.last_event_seq = (select u.last_event_seq from users u where u.id = owner.id) as fresh
+           from owner left join changed on true`
+        : ' from changed'
+    }`;
+  return { sql, params: [userId, ...write.changed.params, ...append.params, ...(refusal?.current.params ?? [])] };
 }
 
 /**

@@ -5,13 +5,16 @@
  * heartbeats, tickets for EventSource, limits, revocation) and the tRPC subscription.
  */
 import net from 'node:net';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client.js';
 import { MAX_STREAMS_PER_TOKEN } from '../../src/changes/event-hub.js';
 import { EVENTS_PATH } from '../../src/changes/events.router.js';
+import { parseNotification } from '../../src/changes/event.store.js';
+import { EVENTS_CHANNEL } from '../../src/writes/event-append.js';
 import { eventually } from '../helpers/eventually.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
-import { DAY, T0, seconds, startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';
+import { DAY, T0, directUrlOf, seconds, startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';
 
 const app = useTestApp({ eventsIdleMs: 150, resetClock: true });
 
@@ -120,6 +123,39 @@ describe('what each write appends', () => {
       return i < 3 ? [...created, ['project.updated', 'project', expect.any(Number)]] : created;
     }));
     expect(await eventsAfter(u, start)).toHaveLength(events.length + 1);
+  });
+
+  it('notifies with the events when they fit in the payload, else with their numbers only', async () => {
+    const u = await app.register();
+    const listener = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
+    await listener.connect();
+    const payloads: string[] = [];
+    listener.on('notification', (n) => {
+      if (n.payload?.startsWith(`${u.id}:`)) payloads.push(n.payload);
+    });
+    try {
+      await listener.query(`listen ${EVENTS_CHANNEL}`);
+      const project = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'Many' } })).data;
+      for (let i = 0; i < 40; i++) await ok('POST', '/api/users/me/tasks', u.token, { task: { label: `task ${i}`, project_id: project.id } });
+      const before = await newestId(u);
+      // One event (one statement), then 41 (a transaction: the project and its 40 tasks), over 7,000 bytes.
+      const task = (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'alone' } })).data;
+      await ok('PUT', `/api/projects/${project.id}/state`, u.token, { project: { state: 'started', due_at: DUE } });
+      const events = await eventsAfter(u, before);
+      expect(events).toHaveLength(42);
+      await eventually(() => payloads.length >= 43, { message: 'the notifications' });
+      const [small, big] = payloads.slice(-2).map(parseNotification);
+      expect(small).toEqual({ userId: u.id, first: BigInt(events[0].id), last: BigInt(events[0].id), events: [events[0]] });
+      expect(events[0].data.id).toBe(task.id);
+      expect(big).toEqual({ userId: u.id, first: BigInt(events[1].id), last: BigInt(events[41].id), events: undefined });
+      // A transaction's write whose events fit carries them too: the project's finish (one event).
+      await ok('PUT', `/api/projects/${project.id}/state`, u.token, { project: { state: 'finished' } });
+      await eventually(() => payloads.length >= 44, { message: 'the finish notification' });
+      const finished = await eventsAfter(u, events[41].id);
+      expect(parseNotification(payloads.at(-1))).toEqual({ userId: u.id, first: BigInt(finished[0].id), last: BigInt(finished[0].id), events: finished });
+    } finally {
+      await listener.end();
+    }
   });
 
   it('never shows another user\'s changes', async () => {

@@ -4,8 +4,10 @@
  * parallel plans never lose an update, and a task's change racing its project's pause leaves
  * it consistent.
  */
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { apiSteps, range, TASKS } from '../helpers/api-steps.js';
+import { eventually } from '../helpers/eventually.js';
 import { mulberry32 } from '../helpers/prng.js';
 import { type ApiResponse, type TestApp, useTestApp } from '../helpers/test-app.js';
 
@@ -82,6 +84,38 @@ describe('concurrency', () => {
         if (task.attributes.state === 'newed') expect(task.attributes).toMatchObject({ startedAt: 0, plannedAt: 0 });
       }
       await app.request('DELETE', `/api/projects/${project}`, { token: user.token });
+    }
+  });
+
+  it('a change refused in a snapshot older than a write that allows it is made, not refused', async () => {
+    const user = await app.register();
+    const task = await createTask(user.token, { label: 'raced' }); // started
+    const holder = new pg.Client({ connectionString: app.databaseUrl });
+    await holder.connect();
+    const waiting = async (n: number) => {
+      const { rows } = await holder.query(
+        "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+      );
+      return rows[0].n >= n;
+    };
+    try {
+      // The owner's lock held outside the service: both one-statement writes take their
+      // snapshot, then wait for it, the plan first.
+      await holder.query('begin');
+      await holder.query('select id from users where id = $1 for no key update', [user.id]);
+      const plan = putState(user.token, task.id, { state: 'planned' });
+      await eventually(() => waiting(1), { message: 'the plan waits for the lock' });
+      // started -> finished is refused, but planned -> finished is not: after the plan commits,
+      // the finish's snapshot (a started task) is stale, and it must not answer from it.
+      const finish = putState(user.token, task.id, { state: 'finished' });
+      await eventually(() => waiting(2), { message: 'the finish waits for the lock' });
+      await holder.query('commit');
+      expect((await plan).status).toBe(200);
+      const finished = await finish;
+      expect(finished.status, finished.text).toBe(200);
+      expect(finished.body.data.attributes.state).toBe('finished');
+    } finally {
+      await holder.end();
     }
   });
 

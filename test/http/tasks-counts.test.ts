@@ -152,6 +152,24 @@ describe('task counts', () => {
     expect(await sql('select * from task_counts where user_id = ?', [user.id])).toEqual([]);
   });
 
+  it('hold when plain SQL moves tasks to another user or another id, open or not', async () => {
+    const from = await app.register();
+    const to = await app.register();
+    await sql(
+      `insert into tasks (user_id, label, "order", state, planned_count, created_at, finished_at)
+       select ?, 'moved', g, (array['newed','finished','abandoned'])[1 + g % 3], 0, now(), case when g % 3 = 1 then now() end
+         from generate_series(1, 40) g`,
+      [from.id],
+    );
+    // The other user has no task yet, so none of its shards has a count row.
+    await sql(`update tasks set user_id = ? where user_id = ? and "order" <= 20`, [to.id, from.id]);
+    await sql(`update tasks set id = id + 1000003 where user_id = ? and "order" > 30`, [from.id]);
+    expect(await countMismatches()).toEqual([]);
+    expect(await sql(`select t.id from tasks t where not exists (select 1 from task_counts c where c.user_id = t.user_id and c.shard = t.id % 16)`)).toEqual([]);
+    await expectListConsistent(from);
+    await expectListConsistent(to);
+  });
+
   it('a task inserted finished (no open task in its shard yet) counts once replanned, and can be finished again', async () => {
     const user = await app.register();
     const [row] = await sql<{ id: number }>(

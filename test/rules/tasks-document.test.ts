@@ -1,8 +1,9 @@
 /**
- * A task's document is written two ways: in TypeScript (presentTaskFields, the answers) and in
- * SQL (taskDocumentSql, the change log's event of a write made in one statement). On rows in
- * every state, with and without a project, with dates set and unset and a label that needs
- * escaping, both must give the same JSON, member for member and in the same order.
+ * A task's document is written two ways: in TypeScript (presentTaskFields, the answers of
+ * transactions) and in SQL (taskDocumentSql, the change log's event and the answer of a write
+ * made in one statement). On rows in every state, with and without a project, with dates set
+ * and unset and a label that needs escaping, both must give the same JSON, member for member
+ * and in the same order.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TASK_STATES } from '../../src/tasks/task.lifecycle.js';

@@ -11,6 +11,7 @@ import { Migration20261123200000_versions_and_idempotency } from './Migration202
 import { Migration20261123300000_next_task_order } from './Migration20261123300000_next_task_order.js';
 import { Migration20261124000000_event_stream_leases } from './Migration20261124000000_event_stream_leases.js';
 import { Migration20261124100000_user_keyed_layout } from './Migration20261124100000_user_keyed_layout.js';
+import { Migration20261125000000_task_count_row_triggers } from './Migration20261125000000_task_count_row_triggers.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -21,4 +22,5 @@ export const migrationsList = [
   { name: 'Migration20261123300000_next_task_order', class: Migration20261123300000_next_task_order },
   { name: 'Migration20261124000000_event_stream_leases', class: Migration20261124000000_event_stream_leases },
   { name: 'Migration20261124100000_user_keyed_layout', class: Migration20261124100000_user_keyed_layout },
+  { name: 'Migration20261125000000_task_count_row_triggers', class: Migration20261125000000_task_count_row_triggers },
 ];
