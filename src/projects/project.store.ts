@@ -3,7 +3,7 @@
  * order): a page of the list with its total, or projects by id, each in one statement.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { idArray, secondsOf } from '../db/sql-fragments.js';
+import { idArray, pageLimit, secondsOf } from '../db/sql-fragments.js';
 import { execute } from '../db/prepared.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { projectEtag } from '../core/conditional.js';
@@ -60,9 +60,9 @@ export async function listProjects(
     em,
     `select c.total, ${PROJECT_COLUMNS('p')}
        from (select count(*)::int as total from projects where user_id = ?) as c
-       left join lateral (select * from projects where user_id = ? order by id limit ? offset ?) as p on true
+       left join lateral (select * from projects where user_id = ? order by id limit ${pageLimit(limit)} offset ?) as p on true
       order by p.id`,
-    [userId, userId, limit, offset],
+    [userId, userId, offset],
   );
   // An empty page is one row carrying the total, with no project.
   return { projects: rows.filter((row) => row.id !== null).map(fieldsOf), total: Number(rows[0]?.total ?? 0) };

@@ -11,7 +11,7 @@ import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, t
 import { taskEtag } from '../core/conditional.js';
 import type { ResourceReader } from '../core/resource.js';
 import { presentTaskFields, type TaskFields } from './task.view.js';
-import { idArray } from '../db/sql-fragments.js';
+import { idArray, pageLimit } from '../db/sql-fragments.js';
 import { BY_ORDER, LISTED, TASK_COLUMNS, presentedTaskColumns } from './task.sql.js';
 import { execute } from '../db/prepared.js';
 
@@ -277,11 +277,11 @@ export async function listTasks(
            select user_id, id from tasks
             where user_id = ? and ${LISTED('tasks')} and (state <> 'finished' or finished_at >= ?)
             order by ${BY_ORDER('tasks')}
-            limit ? offset ?
+            limit ${pageLimit(limit)} offset ?
          ) as page join tasks on tasks.user_id = page.user_id and tasks.id = page.id
        ) as t on true
       order by t."order", t.id`,
-    [userId, userId, finishedSince, userId, finishedSince, limit, offset],
+    [userId, userId, finishedSince, userId, finishedSince, offset],
   );
   // An empty page is one row carrying the total, with no task.
   const tasks = rows.filter((row) => row.id !== null).map(taskFieldsOf);
