@@ -14,7 +14,6 @@ import { openOrm } from './app/orm.js';
 import { openDatabase, preparedStatementsFor } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { startService } from './server.js';
-import { clusterMetricsSource, startMetricsServer } from './metrics/metrics-server.js';
 
 function listeningMessage(url: string, database: string, workers: number) {
   const where = workers > 1 ? `${url} with ${workers} workers` : url;
@@ -105,10 +104,12 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   const metricsServer =
     config.metricsPort === undefined
       ? undefined
-      : await startMetricsServer(clusterMetricsSource(), config.metricsPort, config.metricsHost, logger).catch(async (error: unknown) => {
-          await database.stop();
-          throw error;
-        });
+      : await import('./metrics/metrics-server.js')
+          .then(({ clusterMetricsSource, startMetricsServer }) => startMetricsServer(clusterMetricsSource(), config.metricsPort!, config.metricsHost, logger))
+          .catch(async (error: unknown) => {
+            await database.stop();
+            throw error;
+          });
 
   let stopping = false;
   let listening = 0;

@@ -21,9 +21,9 @@ import { pruneChangeLog, pruneStreamTickets } from './changes/event.store.js';
 import { pruneStreamLeases } from './changes/stream-leases.js';
 import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
-import { ServiceMetrics, type PgPoolLike } from './metrics/service-metrics.js';
+import type { PgPoolLike, ServiceMetrics } from './metrics/service-metrics.js';
 import { countStatement } from './core/request-scope.js';
-import { reportToPrimary, startMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
+import type { MetricsServer } from './metrics/metrics-server.js';
 
 export interface RunningService {
   url: string;
@@ -92,7 +92,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }));
   let orm: MikroORM;
   let poolSize: number;
-  const metrics = config.metricsPort === undefined ? undefined : new ServiceMetrics();
+  // The metrics and their library (prom-client) are loaded only when they are asked for.
+  const metrics: ServiceMetrics | undefined =
+    config.metricsPort === undefined ? undefined : new (await import('./metrics/service-metrics.js')).ServiceMetrics();
   const preparedStatements = preparedStatementsFor(config.preparedStatements, database.behindPooler);
   try {
     poolSize = await poolSizeFor(database, config.webConcurrency, config.databasePoolSize);
@@ -144,8 +146,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logger,
   );
   let metricsServer: MetricsServer | undefined;
-  if (metrics && options.metricsExposure === 'primary') reportToPrimary(metrics.registry);
-  else if (metrics) metricsServer = await startMetricsServer(metrics, config.metricsPort!, config.metricsHost, logger);
+  if (metrics) {
+    const { reportToPrimary, startMetricsServer } = await import('./metrics/metrics-server.js');
+    if (options.metricsExposure === 'primary') reportToPrimary(metrics.registry);
+    else metricsServer = await startMetricsServer(metrics, config.metricsPort!, config.metricsHost, logger);
+  }
   await listen(http, config.port, config.host).catch(async (error: unknown) => {
     await metricsServer?.close();
     throw error;
