@@ -76,7 +76,15 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
   const routeOf = restRoutes(router);
 
   const guard: RequestHandler = (req, res, next) => {
-    const url = new URL(req.url, 'http://localhost');
+    // Read as trpc-to-openapi read it: a target starting with '//' or '/\' is a path, never
+    // another host ('//evil/api/…' names no route); an absolute-form target keeps its own.
+    let url: URL;
+    try {
+      url = new URL(req.url.startsWith('/') ? `http://127.0.0.1${req.url}` : req.url);
+    } catch {
+      next('router');
+      return;
+    }
     const found = routeOf(req.method, url.pathname);
     if (!found) {
       next('router');
@@ -141,7 +149,9 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       // 304 has no body: Node drops the body written after this status (RFC 9110 §15.4.5).
       const status = ctx.response.notModified ? 304 : (procedure.meta?.successStatus ?? 200);
       res.statusCode = status;
-      res.setHeader('Content-Type', status === 200 || status === 201 ? 'application/json; charset=utf-8' : 'application/json');
+      // The header's name as trpc-to-openapi sent it, in the case it went out before.
+      if (status === 200 || status === 201) res.setHeader('content-type', 'application/json; charset=utf-8');
+      else res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify(data));
     } catch (cause) {
       const error = asTrpcError(cause);

@@ -45,11 +45,11 @@ const segment = fc.oneof(
   fc.string({ maxLength: 12 }).filter((s) => !s.includes('/') && !s.includes('?') && !s.includes('#')),
 );
 
-/** A route's path, filled in, in another case, with slashes added or a segment more or less. */
+/** A route's path, filled in, in another case, with slashes added (also in front) or a segment more or less. */
 const routeLike = fc
-  .tuple(fc.constantFrom(...templates), segment, fc.constantFrom('same', 'upper', 'lower'), fc.constantFrom('', '/', '/x', '//'), fc.boolean())
-  .map(([template, id, letterCase, tail, dropLast]) => {
-    let path = template.replace(/\{(.+?)\}/g, () => id);
+  .tuple(fc.constantFrom(...templates), segment, fc.constantFrom('same', 'upper', 'lower'), fc.constantFrom('', '/', '/x', '//'), fc.boolean(), fc.constantFrom('', '/', '//x', '/\\x'))
+  .map(([template, id, letterCase, tail, dropLast, lead]) => {
+    let path = lead + template.replace(/\{(.+?)\}/g, () => id);
     if (dropLast) path = path.slice(0, path.lastIndexOf('/')) || '/';
     path += tail;
     return letterCase === 'upper' ? path.toUpperCase() : letterCase === 'lower' ? path.toLowerCase() : path;
