@@ -92,11 +92,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }));
   let orm: MikroORM;
   let poolSize: number;
-  // The metrics and their library (prom-client) are loaded only when they are asked for.
-  const metrics: ServiceMetrics | undefined =
-    config.metricsPort === undefined ? undefined : new (await import('./metrics/service-metrics.js')).ServiceMetrics();
+  let metrics: ServiceMetrics | undefined;
   const preparedStatements = preparedStatementsFor(config.preparedStatements, database.behindPooler);
   try {
+    // The metrics and their library (prom-client) are loaded only when they are asked for.
+    if (config.metricsPort !== undefined) metrics = new (await import('./metrics/service-metrics.js')).ServiceMetrics();
     poolSize = await poolSizeFor(database, config.webConcurrency, config.databasePoolSize);
     orm = await openOrm(database.url, {
       migrate: options.migrate ?? true,

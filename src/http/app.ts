@@ -217,14 +217,25 @@ export function createApp(deps: AppDependencies): express.Express {
  */
 let builtDocument: Promise<unknown> | undefined;
 function openApiDocument(): Promise<unknown> {
-  return (builtDocument ??= import('../openapi/document.js').then(({ buildOpenApiDocument }) => buildOpenApiDocument()));
+  // A failed build is not kept: the next request tries again, as a start would have.
+  return (builtDocument ??= import('../openapi/document.js')
+    .then(({ buildOpenApiDocument }) => buildOpenApiDocument())
+    .catch((error: unknown) => {
+      builtDocument = undefined;
+      throw error;
+    }));
 }
 
 /** The docs page (Swagger UI), loaded with its library on its first request. */
 let docsRouter: Promise<express.Router> | undefined;
 const docsPage: RequestHandler = (req, res, next) => {
-  docsRouter ??= Promise.all([import('swagger-ui-express'), openApiDocument()]).then(([{ default: swaggerUi }, document]) =>
-    express.Router().use(swaggerUi.serve, swaggerUi.setup(document as never, { customSiteTitle: 'Planning service API' })),
-  );
+  docsRouter ??= Promise.all([import('swagger-ui-express'), openApiDocument()])
+    .then(([{ default: swaggerUi }, document]) =>
+      express.Router().use(swaggerUi.serve, swaggerUi.setup(document as never, { customSiteTitle: 'Planning service API' })),
+    )
+    .catch((error: unknown) => {
+      docsRouter = undefined;
+      throw error;
+    });
   docsRouter.then((router) => router(req, res, next), next);
 };
