@@ -12,7 +12,7 @@
  * 100 KiB limit, success statuses (201/204), and the exact error envelope.
  */
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { TRPCError } from '@trpc/server';
+import { getTRPCErrorFromUnknown } from '@trpc/server';
 import { DomainError, QUERY_PARAMETERS, TOO_DEEP_DETAIL, invalidQueryParameter } from '../core/errors.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
@@ -64,12 +64,6 @@ function queryInput(req: Request): Record<string, unknown> {
     if (value) query[key] = Array.isArray(value) && value.length === 1 ? value[0] : value;
   }
   return query;
-}
-
-/** A failure of the call as a TRPCError (anything else thrown is an internal error, its cause kept). */
-function asTrpcError(cause: unknown): TRPCError {
-  if (cause instanceof TRPCError) return cause;
-  return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: 'Internal server error', cause: cause instanceof Error ? cause : undefined });
 }
 
 export function restHandlers({ router, createContext, logFailure }: RestOptions): RequestHandler[] {
@@ -154,7 +148,8 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       else res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify(data));
     } catch (cause) {
-      const error = asTrpcError(cause);
+      // Anything else thrown (from the context factory) is an internal error, its cause kept.
+      const error = getTRPCErrorFromUnknown(cause);
       const response = toErrorResponse(error);
       logFailure(error.cause ?? error, response.status, { reqId: req.id });
       sendErrorResponse(res, response);
