@@ -91,6 +91,32 @@ export async function startTarget(
   return target;
 }
 
+/**
+ * The built service (`npm start`'s flags, production, warnings only, rate limits off unless
+ * `env` says otherwise), connecting as its own role through `roleUrl`.
+ */
+export function startBuiltService(
+  session: Session,
+  options: { name: string; role: string; roleUrl: (role: string) => string; env?: Record<string, string>; nodeFlags?: string[] },
+): Promise<Target> {
+  return startTarget(session, {
+    name: options.name,
+    role: options.role,
+    args: builtServiceArgs(options.nodeFlags),
+    env: { ...SERVICE_ENV, DATABASE_URL: options.roleUrl(options.role), ...options.env },
+  });
+}
+
+/** A floor (`bench/floors/<file>`, Node's own type stripping, production), connecting as its own role. */
+export function startFloor(session: Session, options: { name: string; role: string; file: string; roleUrl: (role: string) => string }): Promise<Target> {
+  return startTarget(session, {
+    name: options.name,
+    role: options.role,
+    args: [`bench/floors/${options.file}`],
+    env: { NODE_ENV: 'production', DATABASE_URL: options.roleUrl(options.role) },
+  });
+}
+
 /** Sends `signal` and waits for the exit, `graceMs` at most; then SIGKILL. */
 export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', graceMs = 15_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;

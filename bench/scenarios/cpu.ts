@@ -35,7 +35,7 @@ import { request } from '../lib/http.js';
 import { runLoad, type LoadResult, type Script } from '../lib/load.js';
 import { quiesce } from '../lib/pg-stats.js';
 import { benchCpu, cpuNs, hasSchedstat, machineCpu, memory, processTree, statCpuNs } from '../lib/proc.js';
-import { builtServiceArgs, buildService, SERVICE_ENV, startTarget, type Target } from '../lib/processes.js';
+import { buildService, startBuiltService, startFloor, type Target } from '../lib/processes.js';
 import { quietWait } from '../lib/quiet.js';
 import { writeResult } from '../lib/report.js';
 import { runScenario } from '../lib/session.js';
@@ -97,18 +97,8 @@ runScenario('cpu', async (session) => {
   const scripts = scriptsOf(world, CONNECTIONS);
 
   buildService();
-  const service = await startTarget(session, {
-    name: 'service',
-    role: 'bench_service',
-    args: builtServiceArgs(),
-    env: { ...SERVICE_ENV, DATABASE_URL: roleUrl('bench_service') },
-  });
-  const fewest = await startTarget(session, {
-    name: 'fewest',
-    role: 'bench_fewest',
-    args: ['bench/floors/fewest-floor.ts'],
-    env: { NODE_ENV: 'production', DATABASE_URL: roleUrl('bench_fewest') },
-  });
+  const service = await startBuiltService(session, { name: 'service', role: 'bench_service', roleUrl });
+  const fewest = await startFloor(session, { name: 'fewest', role: 'bench_fewest', file: 'fewest-floor.ts', roleUrl });
   const targets = [service, fewest];
 
   // ---- the floor answers as the service does; the tRPC list is answered ---------------------

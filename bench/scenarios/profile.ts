@@ -33,7 +33,7 @@ import { createRoles, openDatabase, startDatabase, STATEMENT_STATS } from '../li
 import { log, num, sleep, utcMinute } from '../lib/env.js';
 import { runLoad, type Script } from '../lib/load.js';
 import { resetStatementStats, statementStats, totals } from '../lib/pg-stats.js';
-import { builtServiceArgs, buildService, SERVICE_ENV, startTarget, stopChild } from '../lib/processes.js';
+import { buildService, startBuiltService, stopChild } from '../lib/processes.js';
 import { writeResult } from '../lib/report.js';
 import { createTask, flipTaskStates, readStates } from '../lib/scripts.js';
 import { seedMainUser, taskIdsByOrder } from '../lib/seed.js';
@@ -140,12 +140,7 @@ runScenario('profile', async (session) => {
   for (const [name, script] of [['change task state', changeState], ['create task', create]] as Array<[string, Script]>) {
     const profDir = path.join(session.dir, `prof-${name.replace(/\W+/g, '-')}`);
     await fs.mkdir(profDir);
-    const service = await startTarget(session, {
-      name: `service (${name})`,
-      role: ROLE,
-      args: builtServiceArgs(['--cpu-prof', `--cpu-prof-dir=${profDir}`]),
-      env: { ...SERVICE_ENV, DATABASE_URL: roleUrl(ROLE) },
-    });
+    const service = await startBuiltService(session, { name: `service (${name})`, role: ROLE, roleUrl, nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profDir}`] });
     const { url, child } = service;
     await loadStates();
     await runLoad(url, script, { connections: CONNECTIONS, seconds: 3 });

@@ -39,7 +39,7 @@ import { request, statusOf } from '../lib/http.js';
 import { runLoad, type BenchRequest, type Script } from '../lib/load.js';
 import { meter, rowOf, rowTable, type Row, type Slice } from '../lib/measure.js';
 import { memory, peakResettable } from '../lib/proc.js';
-import { builtServiceArgs, buildService, SERVICE_ENV, startTarget, type Target } from '../lib/processes.js';
+import { buildService, startBuiltService, startFloor, type Target } from '../lib/processes.js';
 import { quietWait } from '../lib/quiet.js';
 import { writeResult } from '../lib/report.js';
 import { listFirstPage } from '../lib/scripts.js';
@@ -163,24 +163,9 @@ runScenario('throughput', async (session) => {
 
   // ---- build, start, check the floors -----------------------------------------------------
   buildService();
-  const service = await startTarget(session, {
-    name: 'service',
-    role: 'bench_service',
-    args: builtServiceArgs(),
-    env: { ...SERVICE_ENV, DATABASE_URL: roleUrl('bench_service') },
-  });
-  const serviceRl = await startTarget(session, {
-    name: 'service+rl',
-    role: 'bench_service_rl',
-    args: builtServiceArgs(),
-    env: { ...SERVICE_ENV, DATABASE_URL: roleUrl('bench_service_rl'), RATE_LIMIT_PER_MINUTE: '1000000000' },
-  });
-  const floor = await startTarget(session, {
-    name: 'floor',
-    role: 'bench_floor',
-    args: ['bench/floors/floor-server.ts'],
-    env: { NODE_ENV: 'production', DATABASE_URL: roleUrl('bench_floor') },
-  });
+  const service = await startBuiltService(session, { name: 'service', role: 'bench_service', roleUrl });
+  const serviceRl = await startBuiltService(session, { name: 'service+rl', role: 'bench_service_rl', roleUrl, env: { RATE_LIMIT_PER_MINUTE: '1000000000' } });
+  const floor = await startFloor(session, { name: 'floor', role: 'bench_floor', file: 'floor-server.ts', roleUrl });
 
   const equivalence: string[] = [];
   for (const page of [1, 2, 100, mainPages, mainPages + 1]) {
@@ -199,12 +184,7 @@ runScenario('throughput', async (session) => {
     if (!same) log(`floor create differs:\n floor   ${made.text}\n service ${seen.text}`);
   }
   log(`floor equivalence: ${equivalence.join('; ')}`);
-  const fewest = await startTarget(session, {
-    name: 'fewest',
-    role: 'bench_fewest',
-    args: ['bench/floors/fewest-floor.ts'],
-    env: { NODE_ENV: 'production', DATABASE_URL: roleUrl('bench_fewest') },
-  });
+  const fewest = await startFloor(session, { name: 'fewest', role: 'bench_fewest', file: 'fewest-floor.ts', roleUrl });
   const spare = others[others.length - 1]!;
   const fewestCheck = await checkFloor({
     serviceUrl: service.url,
