@@ -9,7 +9,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { OpenApiMeta } from 'trpc-to-openapi';
 import { PASSWORD_HASH_COST } from '../config.js';
 import type { Clock } from './clock.js';
-import type { ErrorCode } from './errors.js';
+import type { DomainError, ErrorCode } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Resource, ResourceReaders } from './resource.js';
 
@@ -59,6 +59,13 @@ export interface Context {
   live?: LiveEvents;
   /** Set by the REST door, whose path id and query integers arrive as text. */
   door?: 'rest';
+  /**
+   * What the door found wrong with the request before reading its input (a path id, a query
+   * parameter, the media type, the body's size, encoding or nesting). The procedure raises it
+   * after authentication, in place of reading its input (src/core/procedures.ts), so that an
+   * anonymous caller learns nothing from validation and both doors check in one order.
+   */
+  refusal?: DomainError;
 }
 
 /** What a stream of the change log needs from this process's event hub. */

@@ -42,6 +42,8 @@ export const ERROR_CATALOGUE = {
   payload_too_large: { status: 413, title: 'Payload too large', detail: `The request body is larger than ${BODY_LIMIT_BYTES / 1024} KiB.` },
   headers_too_large: { status: 431, title: 'Request headers too large', detail: 'The request line and headers must stay under 16 KiB.' },
   malformed_request: { status: 400, title: 'Malformed request', detail: 'The request is not valid HTTP.' },
+  expectation_failed: { status: 417, title: 'Expectation failed', detail: 'The only expectation this service meets is Expect: 100-continue.' },
+  not_implemented: { status: 501, title: 'Not implemented', detail: 'This service does not support what the request asks of HTTP.' },
   idempotency_key_reused: { status: 422, title: 'Idempotency key reused', detail: 'This Idempotency-Key was already used with a different request.' },
   request_in_progress: { status: 409, title: 'Request in progress', detail: 'A request with this Idempotency-Key is still running; retry shortly.' },
   precondition_failed: { status: 412, title: 'Precondition failed', detail: 'The resource changed since the version named by If-Match.' },

@@ -1,12 +1,12 @@
 /**
  * The one function that turns any failure into what the client sees (`toErrorResponse`):
  * domain errors as they are, zod input failures by their issues, transport failures by
- * their tRPC code or their body parser's type, a database that cannot be reached as 503,
+ * their tRPC code, a database that cannot be reached as 503,
  * and everything else as a 500 that reveals nothing. `errorBody` writes the envelope.
  */
 import { TRPCError } from '@trpc/server';
 import { ConnectionException } from '@mikro-orm/core';
-import { DomainError, TOO_DEEP_DETAIL, apiError, fromZodError, type ApiError, type ErrorCode } from './errors.js';
+import { DomainError, apiError, fromZodError, type ApiError, type ErrorCode } from './errors.js';
 import type { ZodError } from 'zod';
 
 export interface ErrorResponse {
@@ -79,32 +79,6 @@ const single = (code: ErrorCode, detail?: string): ErrorResponse => {
   return { status: Number(error.status), errors: [error] };
 };
 
-/** Failures of Express's body parser, by their `type`, before any procedure runs. */
-function fromBodyParser(error: unknown): ErrorResponse | undefined {
-  const { type, status } = error as { type?: unknown; status?: unknown };
-  switch (type) {
-    case 'entity.too.deep':
-      return single('invalid_json', TOO_DEEP_DETAIL);
-    case 'entity.parse.failed':
-      return single('invalid_json');
-    case 'entity.too.large':
-      return single('payload_too_large');
-    case 'encoding.unsupported':
-    case 'charset.unsupported':
-      return single('unsupported_media_type');
-    case 'request.aborted':
-    case 'request.size.invalid':
-    case 'stream.encoding.set':
-      return single('invalid_json', 'The request body could not be read.');
-    case undefined:
-      // A body that does not inflate (Content-Encoding: gzip over anything else): the body
-      // parser's own 400, which has no type.
-      return status === 400 && !(error instanceof TRPCError) ? single('invalid_json', 'The request body could not be read.') : undefined;
-    default:
-      return undefined;
-  }
-}
-
 /** Maps a failure to the status and errors the client sees. */
 export function toErrorResponse(error: unknown): ErrorResponse {
   const cause = error instanceof TRPCError ? error.cause : error;
@@ -136,5 +110,5 @@ export function toErrorResponse(error: unknown): ErrorResponse {
         return single('invalid_json', 'The request input could not be read.');
     }
   }
-  return fromBodyParser(error) ?? single('internal_error');
+  return single('internal_error');
 }

@@ -8,7 +8,7 @@
  *   limit, conditional headers refused in a batch, the call's path and meta for the write path);
  * - `rateLimited(...)` and `keepDroppedMembers(...)`, middlewares a router adds where it needs them.
  */
-import type { AppMeta, AuthedContext, Call, Context } from './context.js';
+import type { AppMeta, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
 import { DomainError, QUERY_PARAMETERS, fromZodError } from './errors.js';
 import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
@@ -29,7 +29,12 @@ import { t, toTRPCError } from './trpc.js';
 const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
   const leave = ctx.enterProcedure?.();
   try {
-    const shaped = async () => restIntegers(ctx, meta, restShapedInput(await getRawInput()));
+    // A request the door refused has no input to read: a public procedure raises the refusal
+    // where it reads its input (an authenticated one has raised it already, after the token).
+    const shaped = async () => {
+      if (ctx.refusal) throw toTRPCError(ctx.refusal);
+      return restIntegers(ctx, meta, restShapedInput(await getRawInput()));
+    };
     const result = await next({ getRawInput: shaped });
     if (result.ok) return result;
     let failure: unknown = result.error;
@@ -160,7 +165,7 @@ export function keepDroppedMembers(wrapper: string) {
 /**
  * A procedure of the token's user (API-CONTRACT.md §3), as one middleware: the token must name
  * a user (an unknown one counts against the client address's limit, like a login); the request
- * counts against the token's limit; a tRPC batch may not carry conditional headers; the call's
+ * counts against the token's limit; a refusal of the door comes only then; a tRPC batch may not carry conditional headers; the call's
  * path and meta go into the context for the write path (idempotency, If-Match).
  */
 export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, meta, getRawInput }) => {
@@ -172,6 +177,8 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
     throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
   }
   if (ctx.rateLimits.perMinute > 0) await enforce(ctx, [`token:${authentication.tokenHash}`], ctx.rateLimits.perMinute, 'token');
+  // Then what the door found wrong with the request (its path id, query, media type, body).
+  if (ctx.refusal) throw toTRPCError(ctx.refusal);
   refuseConditionalBatch(ctx);
   return next({ ctx: { ...authentication, call: { path, meta, rawInput: getRawInput } satisfies Call } });
 });

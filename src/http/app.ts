@@ -27,7 +27,8 @@ import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
 import { requestLog } from './request-log.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
-import { refuseCall, trpcDoorGuard } from './trpc-door.js';
+import { doorRefusal, trpcDoorGuard } from './trpc-door.js';
+import { checkFraming, requestOrigin } from './request-framing.js';
 import type { ServiceMetrics } from '../metrics/service-metrics.js';
 
 export interface AppDependencies {
@@ -89,7 +90,7 @@ export function createApp(deps: AppDependencies): express.Express {
   // The streams' leases live in this database, shared with every other process on it.
   events.useLeases(streamLeases(() => orm.em.fork()));
   app.locals.events = events;
-  const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }): Context => {
+  const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }, refusal?: DomainError): Context => {
     const em = orm.em.fork();
     return createContextInner({
       em,
@@ -97,7 +98,7 @@ export function createApp(deps: AppDependencies): express.Express {
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
       resources,
       authorization: req.headers.authorization,
-      baseUrl: `${req.protocol}://${req.host}`,
+      baseUrl: requestOrigin(req),
       passwordHashCost: deps.passwordHashCost,
       clientIp: clientAddress(req),
       rateLimits,
@@ -113,6 +114,7 @@ export function createApp(deps: AppDependencies): express.Express {
       enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
       log: logger,
       live: events,
+      refusal,
     });
   };
 
@@ -131,6 +133,8 @@ export function createApp(deps: AppDependencies): express.Express {
       crossOriginEmbedderPolicy: false,
     }),
   );
+  // A request with no valid Host, or a transfer coding Node does not decode, goes no further.
+  app.use(checkFraming);
   // Answers carry tokens and user data: no cache, shared or private, may keep them.
   app.use(['/api', '/trpc'], (_req, res, next) => {
     res.setHeader('Cache-Control', 'no-store');
@@ -170,8 +174,8 @@ export function createApp(deps: AppDependencies): express.Express {
       router: appRouter,
       // A batch of one call is a single call: it keeps its ETag and conditional headers.
       createContext: ({ req, res, info }) => {
-        refuseCall(req, info);
-        return createContext(req, res, info.isBatchCall && info.calls.length > 1, (res as Response).locals.conditional);
+        const refusal = doorRefusal(req, info);
+        return createContext(req, res, info.isBatchCall && info.calls.length > 1, (res as Response).locals.conditional, refusal);
       },
       maxBodySize: BODY_LIMIT_BYTES,
       onError: ({ error, req }) => {
@@ -189,7 +193,7 @@ export function createApp(deps: AppDependencies): express.Express {
   );
 
   const api = express.Router();
-  api.use(...restHandlers({ router: appRouter, createContext, logFailure }));
+  api.use(restHandlers({ router: appRouter, createContext, logFailure }));
   app.use(api);
 
   app.use((_req, res) => {

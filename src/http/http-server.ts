@@ -1,26 +1,34 @@
 /**
  * The node:http server around the Express app: bounded timeouts, and the error envelope
- * even for requests Node refuses before Express sees them (oversized headers, broken framing).
+ * even for requests Node refuses before Express sees them (oversized headers, broken framing,
+ * an Expect it does not meet).
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { DomainError, type ErrorCode } from '../core/errors.js';
 import { errorBody, toErrorResponse } from '../core/failures.js';
+import { normaliseTarget } from './request-framing.js';
+
+/** Headers of an error answered before Express (and helmet) sees the request. */
+const ERROR_HEADERS = {
+  'Content-Type': 'application/json; charset=utf-8',
+  'X-Content-Type-Options': 'nosniff',
+  'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
+  'X-Frame-Options': 'SAMEORIGIN',
+  'Referrer-Policy': 'no-referrer',
+  'Cache-Control': 'no-store',
+};
 
 function rawErrorResponse(code: ErrorCode, reason: string, options: { status?: number; detail?: string } = {}): string {
   const response = toErrorResponse(DomainError.of(code, options));
   const body = errorBody(response);
   return [
     `HTTP/1.1 ${response.status} ${reason}`,
-    'Content-Type: application/json; charset=utf-8',
+    ...Object.entries(ERROR_HEADERS).map(([name, value]) => `${name}: ${value}`),
     `Content-Length: ${Buffer.byteLength(body)}`,
     `X-Request-Id: ${randomUUID()}`,
-    'X-Content-Type-Options: nosniff',
-    "Content-Security-Policy: default-src 'none'; frame-ancestors 'none'",
-    'X-Frame-Options: SAMEORIGIN',
-    'Referrer-Policy: no-referrer',
     'Connection: close',
     '',
     body,
@@ -59,10 +67,22 @@ export interface HttpServerOptions {
 export function createHttpServer(app: RequestListener, options: HttpServerOptions = {}): Server {
   // Node checks the timeouts below only this often (30 s by default), so a slow client
   // could hold a socket up to 30 s past them.
-  const server = createServer({ connectionsCheckingInterval: 1_000 }, app);
+  // A missing Host is answered by the app (src/http/request-framing.ts), with the envelope:
+  // Node's own answer to it is a bare 400.
+  // The target is read once, before anything path-scoped runs (src/http/request-framing.ts).
+  const server = createServer({ connectionsCheckingInterval: 1_000, requireHostHeader: false }, (req, res) => {
+    normaliseTarget(req);
+    app(req, res);
+  });
   server.keepAliveTimeout = 5_000;
   server.headersTimeout = options.headersTimeoutMs ?? 10_000;
   server.requestTimeout = 30_000;
+  // An Expect other than 100-continue: Node's own 417 has no body; this one has the envelope.
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+    const body = errorBody(toErrorResponse(DomainError.of('expectation_failed')));
+    res.writeHead(417, { ...ERROR_HEADERS, 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': randomUUID() });
+    res.end(body);
+  });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (!socket.writable || (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
       socket.destroy();

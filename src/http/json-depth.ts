@@ -9,7 +9,6 @@
 
 import { MAX_JSON_DEPTH } from '../core/limits.js';
 
-
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const OPEN_BRACKET = 0x5b;
@@ -18,18 +17,18 @@ const CLOSE_BRACKET = 0x5d;
 const CLOSE_BRACE = 0x7d;
 
 /**
- * True when the JSON text opens more than `limit` arrays or objects inside one another.
- * Brackets inside strings do not count. For text that is not JSON the answer is only a
- * heuristic, but such text is refused as `invalid_json` anyway. Works on UTF-8 bytes or on a
- * string: every character it looks at is ASCII, and no byte of a multi-byte UTF-8 sequence is.
+ * True when the JSON text, as UTF-8 bytes, opens more than `limit` arrays or objects inside
+ * one another. Brackets inside strings do not count. For text that is not JSON the answer is
+ * only a heuristic, but such text is refused as `invalid_json` anyway. Only UTF-8 is read
+ * (src/http/request-body.ts refuses every other charset): every byte the scan looks at is
+ * ASCII, and no byte of a multi-byte UTF-8 sequence is, so it sees the text JSON.parse sees.
  */
-export function nestsDeeperThan(text: string | Uint8Array, limit = MAX_JSON_DEPTH): boolean {
-  const length = text.length;
-  const at: (i: number) => number = typeof text === 'string' ? (i) => text.charCodeAt(i) : (i) => text[i]!;
+export function nestsDeeperThan(bytes: Uint8Array, limit = MAX_JSON_DEPTH): boolean {
+  const length = bytes.length;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < length; i++) {
-    const c = at(i);
+    const c = bytes[i]!;
     if (inString) {
       if (c === BACKSLASH) i++;
       else if (c === QUOTE) inString = false;

@@ -3,56 +3,58 @@
  *
  * - only GET and POST reach tRPC; any other method is 404 `missing_endpoint` (a TRACE would
  *   make the adapter's `new Request()` throw, a 500);
- * - the body is read here, up to the 100 KiB limit, and its nesting is checked on the raw
- *   text, as is a GET's `input`; tRPC then gets the text as `req.body` and parses it once;
+ * - a POST's body is read here as the REST door reads one (src/http/request-body.ts: UTF-8
+ *   `application/json`, unencoded, up to 100 KiB, at most 64 levels deep), and a GET's
+ *   `input` is checked the same way (UTF-8 once percent-decoded, the nesting limit); tRPC then
+ *   gets the text as `req.body` and parses it once;
  * - a batch holds at most MAX_BATCH_CALLS calls.
  *
- * A refusal found while reading is remembered on the request and raised from the context
- * factory, so that tRPC answers it in its own error shape (one error per call of a batch),
- * carrying the contract's envelope in `data.errors` like every other /trpc error.
+ * A refusal found while reading is remembered on the request and handed to each call's
+ * context (`doorRefusal`); the procedure raises it after authenticating the caller, as on
+ * REST, and tRPC answers it in its own error shape (one error per call of a batch), carrying
+ * the contract's envelope in `data.errors` like every other /trpc error.
  */
 import type { Request, RequestHandler } from 'express';
-import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
-import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS } from '../core/limits.js';
+import { DomainError } from '../core/errors.js';
+import { MAX_BATCH_CALLS } from '../core/limits.js';
 import { toErrorResponse } from '../core/failures.js';
 import { toTRPCError } from '../core/trpc.js';
-import { nestsDeeperThan } from './json-depth.js';
+import { mediaTypeRefusal, readBody, textRefusal } from './request-body.js';
 import { sendErrorResponse } from './rest.js';
 
-/** Most calls one /trpc batch request may carry. */
+const refusals = new WeakMap<Request, DomainError>();
 
-type Refusal = 'too_deep' | 'too_large';
-const refusals = new WeakMap<Request, Refusal>();
+const HEX_PAIR = /^[0-9A-Fa-f]{2}$/;
 
-function readBody(req: Request, limit: number): Promise<{ text: string } | { tooLarge: true }> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onEnd);
-      req.off('aborted', onEnd);
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        req.pause();
-        resolve({ tooLarge: true });
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve({ text: Buffer.concat(chunks).toString('utf8') });
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onEnd);
-    req.on('aborted', onEnd);
-  });
+/** The bytes a form-encoded query value stands for (`+` a space, `%XX` a byte; a stray `%` stays itself). */
+function percentDecodedBytes(value: string): Buffer {
+  const bytes: number[] = [];
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 0x25 && HEX_PAIR.test(value.slice(i + 1, i + 3))) {
+      bytes.push(Number.parseInt(value.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else if (c === 0x2b) {
+      bytes.push(0x20);
+    } else if (c < 0x80) {
+      bytes.push(c);
+    } else {
+      bytes.push(...Buffer.from(value[i]!, 'utf8'));
+    }
+  }
+  return Buffer.from(bytes);
+}
+
+/** The raw (still percent-encoded) value of the first `input` member of the query, as tRPC reads that member. */
+function rawQueryInput(url: string): string | undefined {
+  const queryAt = url.indexOf('?');
+  if (queryAt < 0) return undefined;
+  for (const member of url.slice(queryAt + 1).split('&')) {
+    const equals = member.indexOf('=');
+    const name = equals < 0 ? member : member.slice(0, equals);
+    if (percentDecodedBytes(name).toString('utf8') === 'input') return equals < 0 ? '' : member.slice(equals + 1);
+  }
+  return undefined;
 }
 
 /** Express middleware in front of tRPC's. */
@@ -62,42 +64,40 @@ export const trpcDoorGuard: RequestHandler = (req, res, next) => {
     return;
   }
   if (req.method === 'GET') {
-    let input: string | null = null;
-    try {
-      input = new URL(req.url, 'http://localhost').searchParams.get('input');
-    } catch {
-      // An unreadable URL: tRPC answers it (400) when it parses it itself.
-    }
-    if (input !== null && nestsDeeperThan(input)) refusals.set(req, 'too_deep');
+    const input = rawQueryInput(req.url);
+    const refusal = input === undefined ? undefined : textRefusal(percentDecodedBytes(input));
+    if (refusal) refusals.set(req, refusal);
     next();
     return;
   }
-  readBody(req, BODY_LIMIT_BYTES).then((body) => {
-    if ('tooLarge' in body) {
-      refusals.set(req, 'too_large');
-      req.body = '';
-    } else if (nestsDeeperThan(body.text)) {
-      refusals.set(req, 'too_deep');
-      req.body = '';
-    } else {
-      req.body = body.text;
+  const refuse = (refusal: DomainError) => {
+    refusals.set(req, refusal);
+    // tRPC gets a call it can frame (JSON, no input), whose procedure raises the refusal.
+    req.headers['content-type'] = 'application/json';
+    req.body = '';
+    next();
+  };
+  const mediaType = mediaTypeRefusal(req);
+  if (mediaType) {
+    refuse(mediaType);
+    return;
+  }
+  readBody(req).then((body) => {
+    if ('refusal' in body) {
+      refuse(body.refusal);
+      return;
     }
+    req.body = body.text;
     next();
   }, next);
 };
 
-/** Raised from the context factory: what the guard found, and the batch cap. */
-export function refuseCall(req: Request, info: { isBatchCall: boolean; calls: readonly unknown[] } | undefined): void {
-  const refusal = refusals.get(req);
-  if (refusal === 'too_deep') {
-    throw toTRPCError(DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL }));
-  }
-  if (refusal === 'too_large') {
-    throw toTRPCError(DomainError.of('payload_too_large'));
-  }
+/** For the context factory: what the guard found (raised by the procedure, after authentication); a batch over the cap throws. */
+export function doorRefusal(req: Request, info: { isBatchCall: boolean; calls: readonly unknown[] } | undefined): DomainError | undefined {
   if (info?.isBatchCall && info.calls.length > MAX_BATCH_CALLS) {
     throw toTRPCError(
       DomainError.of('batch_too_large', { detail: `A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${info.calls.length}.` }),
     );
   }
+  return refusals.get(req);
 }

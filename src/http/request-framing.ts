@@ -1,0 +1,130 @@
+/**
+ * What every request is held to before anything that depends on its path or its host runs
+ * (API-CONTRACT.md §1, §2, §7; RFC 9112 §3.2, §6.1):
+ *
+ * - `normaliseTarget`: the request target is read once, as a URL parser reads it, and every
+ *   later step sees that one path. Dot segments (`/x/../api`, `%2e%2e`) are resolved and a
+ *   backslash is a slash, as the REST routes always matched them; before, the middleware that
+ *   sets `Cache-Control: no-store` on /api and /trpc saw the raw target and the router the
+ *   resolved one, so `/x/../api/users/me` reached a procedure without the header. A target
+ *   starting with `//` or `/\` stays a path (it names no host, and no route); an absolute-form
+ *   target keeps only its path and query.
+ * - `checkFraming`: a request without a Host (HTTP/1.1), with several, or with one that is not
+ *   a host is 400 `malformed_request`; links are built from the host that passed this check
+ *   (`requestOrigin`). A transfer coding other than `chunked` is 501 `not_implemented`: Node
+ *   decodes chunked only, and a `gzip, chunked` body read as plain chunked would be garbage
+ *   taken for JSON.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Request, RequestHandler } from 'express';
+import { DomainError } from '../core/errors.js';
+import { toErrorResponse } from '../core/failures.js';
+import { sendErrorResponse } from './rest.js';
+
+/** Origin-form targets are resolved against this; only the path and query are kept. */
+const PLACEHOLDER_ORIGIN = 'http://127.0.0.1';
+
+/** The target as the service reads it: path (dot segments resolved, `\` as `/`) and query; undefined when it is no URL. */
+export function normalisedTarget(target: string): string | undefined {
+  return parsedTarget(target)?.path;
+}
+
+function parsedTarget(target: string): { path: string; authority?: string } | undefined {
+  const originForm = target.startsWith('/');
+  let url: URL;
+  try {
+    url = new URL(originForm ? `${PLACEHOLDER_ORIGIN}${target}` : target);
+  } catch {
+    return undefined;
+  }
+  return { path: `${url.pathname}${url.search}`, authority: originForm ? undefined : url.host };
+}
+
+/**
+ * Rewrites the request's target as `normalisedTarget` reads it. Done by the server before the
+ * app sees the request (src/http/http-server.ts): Express's router keeps an absolute-form
+ * target's scheme and host by their length, so the target cannot change under it. A target
+ * that is no URL at all (`*`) is left as it is: no route matches it (404).
+ */
+export function normaliseTarget(req: IncomingMessage): void {
+  const target = parsedTarget(req.url ?? '/');
+  if (target === undefined) return;
+  req.url = target.path;
+  // An absolute-form target names the host itself, in place of the Host header (RFC 9112 §3.2.2).
+  if (target.authority) req.headers.host = target.authority;
+}
+
+/**
+ * A host as links may carry it: a DNS name or IPv4 address (letters, digits, `.`, `-`, `_`),
+ * or an IPv6 literal in brackets, with an optional port.
+ */
+const HOST = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$/;
+
+function validHost(host: string | undefined): host is string {
+  if (host === undefined || !HOST.test(host)) return false;
+  const port = /:([0-9]{1,5})$/.exec(host.startsWith('[') ? host.slice(host.indexOf(']')) : host)?.[1];
+  return port === undefined || Number(port) <= 65_535;
+}
+
+/** The address the client connected to, as a host (HTTP/1.0 may omit Host). */
+function localHost(req: Request): string {
+  const address = req.socket.localAddress ?? '127.0.0.1';
+  const plain = address.startsWith('::ffff:') ? address.slice(7) : address;
+  const name = plain.includes(':') ? `[${plain}]` : plain;
+  return req.socket.localPort ? `${name}:${req.socket.localPort}` : name;
+}
+
+function hostLines(req: Request): number {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === 'host') count++;
+  return count;
+}
+
+const ORIGIN = Symbol('request origin');
+type FramedRequest = Request & { [ORIGIN]?: string };
+
+/**
+ * Scheme and host of the links of this request's answer (API-CONTRACT.md §7): Express's
+ * `req.protocol` and `req.host` (X-Forwarded-Proto/-Host when TRUST_PROXY trusts the proxy),
+ * as `checkFraming` validated them.
+ */
+export function requestOrigin(req: Request): string {
+  const known = (req as FramedRequest)[ORIGIN];
+  if (known !== undefined) return known;
+  const origin = originOf(req);
+  return origin ?? `http://${localHost(req)}`;
+}
+
+function originOf(req: Request): string | undefined {
+  const protocol = req.protocol === 'https' ? 'https' : 'http';
+  const host = req.headers.host === undefined && !req.get('x-forwarded-host') ? localHost(req) : req.host;
+  return validHost(host) ? `${protocol}://${host.toLowerCase()}` : undefined;
+}
+
+/** The transfer codings Node decodes: `chunked`, alone. */
+function decodableTransferEncoding(value: string | undefined): boolean {
+  return value === undefined || value.trim().toLowerCase() === 'chunked';
+}
+
+export const checkFraming: RequestHandler = (req, res, next) => {
+  const lines = hostLines(req);
+  const missing = lines === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1;
+  const origin = missing || lines > 1 ? undefined : originOf(req);
+  if (origin === undefined) {
+    const detail = missing
+      ? 'An HTTP/1.1 request must carry a Host header.'
+      : lines > 1
+        ? 'A request must carry one Host header, not several.'
+        : 'The Host header (or the forwarded host) is not a valid host.';
+    sendErrorResponse(res, toErrorResponse(DomainError.of('malformed_request', { detail })));
+    return;
+  }
+  if (!decodableTransferEncoding(req.headers['transfer-encoding'])) {
+    const detail = 'Only the chunked transfer coding is supported: send the body with Content-Length, or chunked alone.';
+    res.setHeader('Connection', 'close');
+    sendErrorResponse(res, toErrorResponse(DomainError.of('not_implemented', { detail })));
+    return;
+  }
+  (req as FramedRequest)[ORIGIN] = origin;
+  next();
+};
