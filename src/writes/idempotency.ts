@@ -22,7 +22,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { DomainError, type ApiError } from '../core/errors.js';
+import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
+import { MAX_JSON_DEPTH } from '../core/limits.js';
 import type { Call } from '../core/context.js';
 
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 3600 * 1000;
@@ -55,21 +56,31 @@ export function idempotencyKey(header: string | undefined): string | undefined {
 
 /**
  * JSON with sorted members, for any value a door can hand over (superjson gives tRPC
- * inputs Dates, BigInts, Maps and Sets, even in members the schema then drops).
+ * inputs Dates, BigInts, Maps and Sets, even in members the schema then drops). Bounded like
+ * everything that walks request data: the doors refuse text nested deeper than
+ * MAX_JSON_DEPTH, and a value deeper than that (however it got here) is refused the same way
+ * rather than walked until the stack runs out.
  */
-function canonical(value: unknown, seen = new Set<object>()): string {
+function canonical(value: unknown, depth = 0, seen = new Set<object>()): string {
   if (typeof value === 'bigint') return `{"$bigint":"${value}"}`;
   if (value === undefined || typeof value === 'function' || typeof value === 'symbol') return 'null';
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (seen.has(value)) return '"$cycle"';
+  if (value instanceof Date) return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
+  // `depth` containers hold this one; it counts as deep as the JSON it came from (superjson
+  // sends a Set as an array and a Map as an array of pairs).
+  if (depth >= MAX_JSON_DEPTH) throw DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL });
+  const inner = (v: unknown) => canonical(v, depth + 1, seen);
   seen.add(value);
   try {
-    if (value instanceof Date) return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
-    if (value instanceof Map) return `{"$map":${canonical([...value.entries()], seen)}}`;
-    if (value instanceof Set) return `{"$set":${canonical([...value.values()], seen)}}`;
-    if (Array.isArray(value)) return `[${value.map((v) => canonical(v, seen)).join(',')}]`;
+    if (value instanceof Map) {
+      if (value.size > 0 && depth + 1 >= MAX_JSON_DEPTH) throw DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL });
+      return `{"$map":[${[...value.entries()].map(([k, v]) => `[${canonical(k, depth + 2, seen)},${canonical(v, depth + 2, seen)}]`).join(',')}]}`;
+    }
+    if (value instanceof Set) return `{"$set":[${[...value.values()].map(inner).join(',')}]}`;
+    if (Array.isArray(value)) return `[${value.map(inner).join(',')}]`;
     const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], seen)}`).join(',')}}`;
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${inner((value as Record<string, unknown>)[k])}`).join(',')}}`;
   } finally {
     seen.delete(value);
   }
@@ -131,10 +142,6 @@ export function storeSql(userId: number, keyed: Keyed, outcome: Omit<StoredOutco
 export async function storeOutcome(em: SqlEntityManager, userId: number, keyed: Keyed, outcome: Omit<StoredOutcome, 'fingerprint'>, now: Date): Promise<void> {
   const { sql, params } = storeSql(userId, keyed, outcome, now);
   await em.execute(sql, params);
-}
-
-export function failureBody(errors: readonly ApiError[]): { errors: readonly ApiError[] } {
-  return { errors };
 }
 
 const PRUNE_EVERY_MS = 60_000;
