@@ -134,12 +134,12 @@ export const projectsUpdate = <ThrowOnError extends boolean = false>(options: Op
 /**
  * Change the state of a project
  *
- * Moves the project along its state machine:
- * - newed → started (start): `due_at` required and after today; fewer than 3 started projects. Sets startedAt and dueAt; the project's newed tasks start.
- * - started → paused (pause): sets pausedAt; the project's started tasks go back to newed.
- * - paused → started (restart): `due_at` optional, after today; fewer than 3 started projects. Unsets pausedAt; newed tasks start.
- * - started → finished (finish): `finished_at` optional, between startedAt and today; defaults to now.
- * Any other move is `invalid_transition`. Checks stop at the first failure: state missing, transition, must/cannot be set, dates, started limit.
+ * Moves the project along its state machine (each line: the action, its move, its conditions, its effects):
+ * - start: newed → started; `due_at` required, after today; fewer than 3 started projects. startedAt = now, dueAt = `due_at`, its newed tasks become started (start).
+ * - pause: started → paused. pausedAt = now, its started tasks become newed (cancel).
+ * - restart: paused → started; `due_at` optional, after today; fewer than 3 started projects. dueAt = `due_at` when given, pausedAt unset, its newed tasks become started (start).
+ * - finish: started → finished; `finished_at` optional, between startedAt and today. finishedAt = `finished_at`, else now.
+ * Any other move is `invalid_transition`; `due_at` or `finished_at` where a line does not take it, and any other member of `project`, is `cannot_be_set`. Checks stop at the first failure: state missing, transition, must/cannot be set, dates, started limit.
  */
 export const projectsChangeState = <ThrowOnError extends boolean = false>(options: Options<ProjectsChangeStateData, ThrowOnError>): RequestResult<ProjectsChangeStateResponses, ProjectsChangeStateErrors, ThrowOnError> => (options.client ?? client).put<ProjectsChangeStateResponses, ProjectsChangeStateErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
@@ -211,10 +211,10 @@ export const tasksUpdate = <ThrowOnError extends boolean = false>(options: Optio
  *
  * The requested state and the current one select the action:
  * - start: newed → started (startedAt = now if unset)
- * - plan: newed/started → planned (plannedAt = now, plannedCount + 1)
- * - replan: planned/finished → planned (plannedAt = now, plannedCount + 1, finishedAt unset)
+ * - plan: newed/started → planned (startedAt = now if unset, plannedAt = now, plannedCount + 1)
+ * - replan: planned/finished → planned (plannedAt = now, finishedAt unset, plannedCount + 1)
  * - finish: planned → finished (finishedAt = now)
- * - cancel: started/planned → newed (startedAt and plannedAt unset)
+ * - cancel: started/planned → newed (startedAt unset, plannedAt unset)
  * - abandon: newed/started/planned → abandoned (abandonedAt = now)
  * Anything else is `invalid_transition`; a member of `task` other than `state` is `cannot_be_set`.
  */
@@ -252,7 +252,7 @@ export const tasksReorder = <ThrowOnError extends boolean = false>(options: Opti
  *
  * With `Accept: text/event-stream` the same path is a Server-Sent Events stream (`id:` the event id, `event:` its type, `data:` the event), resumable with `Last-Event-ID` or `?after=`, with a `: heartbeat` comment every 15 s. A browser's EventSource, which cannot send an Authorization header, opens it with `?ticket=` from POST /api/users/me/events/tickets.
  *
- * A cursor older than what is kept (EVENTS_RETENTION_DAYS) is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading.
+ * A cursor older than what is kept (EVENTS_RETENTION_DAYS), or beyond the newest id (`after` on a fresh account, a cursor of another account or database), is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading.
  */
 export const eventsList = <ThrowOnError extends boolean = false>(options?: Options<EventsListData, ThrowOnError>): RequestResult<EventsListResponses, EventsListErrors, ThrowOnError> => (options?.client ?? client).get<EventsListResponses, EventsListErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],

@@ -151,7 +151,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -176,7 +176,7 @@ export type CursorExpired = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -827,7 +827,6 @@ export type ProjectsChangeStateData = {
              * Unix time in whole seconds (UTC).
              */
             finished_at?: number;
-            [key: string]: unknown;
         };
     };
     headers?: {
@@ -1218,7 +1217,6 @@ export type TasksChangeStateData = {
     body: {
         task: {
             state: 'newed' | 'started' | 'planned' | 'finished' | 'abandoned';
-            [key: string]: unknown;
         };
     };
     headers?: {
@@ -1428,7 +1426,7 @@ export type EventsListErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * Gone: `cursor_expired`
+     * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor)
      */
     410: CursorExpired;
     /**

@@ -29,8 +29,14 @@ function strict<T extends z.ZodType>(schema: T): T {
   return schema;
 }
 
-/** Text with no NUL and no unpaired surrogate, as a JSON Schema (Unicode) pattern. */
-export const WELL_FORMED_TEXT = '^[^\\u0000\\uD800-\\uDFFF]*$';
+/**
+ * Text with no NUL, as a JSON Schema pattern every regex engine reads alike (ECMA-262 with or
+ * without the `u` and `v` flags, RE2, Rust's regex, PCRE): `\uD800-\uDFFF` made RE2- and
+ * Rust-based tools drop the pattern and send NUL as valid. The other rule, no unpaired
+ * surrogate, is said in the description: JSON text can only write one as an escape, which
+ * no portable pattern can name.
+ */
+export const WELL_FORMED_TEXT = '^[^\\x00]*$';
 
 export function codePointLength(value: string): number {
   let n = 0;

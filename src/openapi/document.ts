@@ -85,7 +85,9 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   if (meta.openapi?.protect !== false) specs.push({ status: 401, codes: ['unauthorized'] });
   if (domain.includes('login_failed')) specs.push({ status: 401, codes: ['login_failed'] });
   if (meta.resource) specs.push({ status: 404, codes: ['record_not_found'] });
-  if (domain.includes('cursor_expired')) specs.push({ status: 410, codes: ['cursor_expired'] });
+  if (domain.includes('cursor_expired')) {
+    specs.push({ status: 410, codes: ['cursor_expired'], note: 'a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor' });
+  }
   specs.push({ status: 413, codes: ['payload_too_large'], note: bodyNote }, { status: 415, codes: ['unsupported_media_type'], note: bodyNote });
   if (conditional.keyed) specs.push({ status: 409, codes: ['request_in_progress'] });
   if (conditional.ifMatch) specs.push({ status: 412, codes: ['precondition_failed'] });
@@ -453,7 +455,7 @@ function describeEventStream(operation: Json): void {
       description: 'Stream only: resume after this event id (what EventSource sends when it reconnects); wins over `after`.',
     },
     {
-      name: 'ticket', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,100}$' },
+      name: 'ticket', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_\\-]{1,100}$' },
       description: 'Stream only: a ticket from POST /api/users/me/events/tickets, in place of the Authorization header (for EventSource).',
     },
   );
@@ -477,12 +479,13 @@ const TAGS = [
 const DESCRIPTION = [
   `Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson); a /trpc batch holds at most ${MAX_BATCH_CALLS} calls (more is 400 \`batch_too_large\` for each call), and methods other than GET and POST on /trpc are 404 \`missing_endpoint\`.`,
   '',
-  `- Bodies are JSON, sent with \`Content-Type: application/json\`, at most ${BODY_LIMIT_BYTES / 1024} KiB (else 415, 400 or 413). A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
+  `- Bodies are JSON in UTF-8, sent with \`Content-Type: application/json\` (no charset, or \`charset=utf-8\`) and no \`Content-Encoding\`, at most ${BODY_LIMIT_BYTES / 1024} KiB: another media type, charset or coding is 415, bytes that are not UTF-8 or not JSON are 400 \`invalid_json\`, a larger body 413. A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
+  '- Without a valid token, an operation that needs one answers 401 before anything else is checked (path id, query, media type, body).',
   `- Arrays and objects may nest at most ${MAX_JSON_DEPTH} levels deep (\`{"task":{"order":1}}\` is 2): a deeper body is 400 \`invalid_json\`, on /trpc too.`,
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
   '- Every project and task response carries `meta` with a notice that the output may change soon.',
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',
-  '- A path or method that no operation answers is 404 `missing_endpoint`; a request Node cannot read as HTTP is 400 `malformed_request`, oversized headers 431 `headers_too_large`.',
+  '- A path or method that no operation answers is 404 `missing_endpoint` (the path is read with its dot segments resolved and `\\` as `/`); a request that is not valid HTTP, or an HTTP/1.1 request without one valid `Host`, is 400 `malformed_request`; oversized headers 431 `headers_too_large`; an `Expect` other than `100-continue` 417 `expectation_failed`; a `Transfer-Encoding` other than `chunked` 501 `not_implemented`.',
   '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
   '- Retries: every write of projects and tasks takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours. A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
   '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition). On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',

@@ -9,7 +9,7 @@
  *   own dates, and its effect on the project's tasks (an action of task.lifecycle.ts).
  * The order in which the rules are checked is in Project.changeState (project.entity.ts).
  */
-import type { ProjectTaskEffect } from '../tasks/task.lifecycle.js';
+import { taskAction, type ProjectTaskEffect } from '../tasks/task.lifecycle.js';
 
 export const PROJECT_STATES = ['newed', 'started', 'paused', 'finished'] as const;
 export type ProjectState = (typeof PROJECT_STATES)[number];
@@ -93,4 +93,51 @@ export const PROJECT_TRANSITIONS: readonly ProjectTransition[] = [
 
 export function findProjectTransition(from: ProjectState, to: string): ProjectTransition | undefined {
   return PROJECT_TRANSITIONS.find((t) => t.from === from && t.to === to);
+}
+
+/**
+ * What a transition's `apply` does to the project's own dates, found by running it: on a
+ * blank project with distinct instants for now and the given dates, once with the optional
+ * dates given and once without. So the description is read from the table itself and cannot
+ * drift from it.
+ */
+function describeProjectEffects(transition: ProjectTransition): string[] {
+  const now = new Date(1_000);
+  const given = { dueAt: new Date(2_000), finishedAt: new Date(3_000) };
+  const names = new Map<number | undefined, string>([[now.getTime(), 'now'], [given.dueAt.getTime(), '`due_at`'], [given.finishedAt.getTime(), '`finished_at`']]);
+  const withDates: ProjectDates = {};
+  const withoutDates: ProjectDates = {};
+  transition.apply(withDates, { now, ...given });
+  transition.apply(withoutDates, { now, dueAt: undefined, finishedAt: undefined });
+  const dates = ['startedAt', 'dueAt', 'pausedAt', 'finishedAt'] as const;
+  return dates.flatMap((date) => {
+    const set = withDates[date];
+    const fallback = withoutDates[date];
+    if (set === undefined && fallback === undefined) return [];
+    if (set === null) return [`${date} unset`];
+    const value = names.get(set?.getTime());
+    if (fallback === undefined) return [`${date} = ${value} when given`];
+    const otherwise = names.get(fallback?.getTime() ?? undefined);
+    // A required date is always given: what the transition does without it never happens.
+    const required = (date === 'dueAt' || date === 'finishedAt') && transition[date] === 'required';
+    return [value === otherwise || required ? `${date} = ${value}` : `${date} = ${value}, else ${otherwise ?? 'unset'}`];
+  });
+}
+
+const DATE_RULE_TEXT: Record<'dueAt' | 'finishedAt', Record<Exclude<DateRule, 'forbidden'>, string>> = {
+  dueAt: { required: '`due_at` required, after today', optional: '`due_at` optional, after today' },
+  finishedAt: { required: '`finished_at` required, between startedAt and today', optional: '`finished_at` optional, between startedAt and today' },
+};
+
+/** PROJECT_TRANSITIONS as the lines of the project state change's description in openapi.json. */
+export function describeProjectTransitions(): string[] {
+  return PROJECT_TRANSITIONS.map((t) => {
+    const conditions = [
+      ...(['dueAt', 'finishedAt'] as const).flatMap((date) => (t[date] === 'forbidden' ? [] : [DATE_RULE_TEXT[date][t[date]]])),
+      ...(t.countsAsStarted ? [`fewer than ${MAX_STARTED_PROJECTS} started projects`] : []),
+    ];
+    const effects = describeProjectEffects(t);
+    if (t.tasks) effects.push(`its ${t.tasks.states.join('/')} tasks become ${taskAction(t.tasks.action).to} (${t.tasks.action})`);
+    return `- ${t.action}: ${t.from} → ${t.to}${conditions.length ? `; ${conditions.join('; ')}` : ''}. ${effects.join(', ')}.`;
+  });
 }

@@ -9,7 +9,7 @@ export const PROJECT_PAGE_SIZE = 25;
 export const projectName = text({
   min: 1,
   max: 100,
-  pattern: /^[A-Za-z0-9_-]+$/,
+  pattern: /^[A-Za-z0-9_\-]+$/,
   patternDetail: 'Project name may contain only letters, digits, underscores and hyphens.',
   what: 'Project name',
 });
@@ -35,11 +35,15 @@ export const UpdateProjectInput = inputObject({
 
 export const ChangeProjectStateInput = inputObject({
   id: pathId,
-  project: z.looseObject({
-    state: stateField(REQUESTABLE_PROJECT_STATES),
-    due_at: timestamp().optional(),
-    finished_at: timestamp().optional(),
-  }),
+  // Loose, so that any other member reaches the entity's check and is refused as
+  // `cannot_be_set` on its own pointer; documented as closed, which is what clients see.
+  project: z
+    .looseObject({
+      state: stateField(REQUESTABLE_PROJECT_STATES),
+      due_at: timestamp().optional(),
+      finished_at: timestamp().optional(),
+    })
+    .meta({ additionalProperties: false }),
 });
 
 const secondsField = z.int().meta({ description: 'Unix time in whole seconds; 0 when unset.' });

@@ -12,7 +12,7 @@ import { createProject } from './create-project.js';
 import { deleteProject } from './delete-project.js';
 import { getProject } from './get-project.js';
 import { PROJECTS_PATH, listProjects } from './list-projects.js';
-import { MAX_STARTED_PROJECTS } from './project.lifecycle.js';
+import { describeProjectTransitions } from './project.lifecycle.js';
 import {
   ChangeProjectStateInput, CreateProjectInput, ListProjectsInput, PROJECT_PAGE_SIZE, ProjectDocument, ProjectIdInput, ProjectListDocument,
   UpdateProjectInput,
@@ -75,12 +75,9 @@ export const projectsRouter = router({
         method: 'PUT', path: '/api/projects/{id}/state', tags: TAGS,
         summary: 'Change the state of a project',
         description: [
-          'Moves the project along its state machine:',
-          `- newed → started (start): \`due_at\` required and after today; fewer than ${MAX_STARTED_PROJECTS} started projects. Sets startedAt and dueAt; the project's newed tasks start.`,
-          '- started → paused (pause): sets pausedAt; the project\'s started tasks go back to newed.',
-          `- paused → started (restart): \`due_at\` optional, after today; fewer than ${MAX_STARTED_PROJECTS} started projects. Unsets pausedAt; newed tasks start.`,
-          '- started → finished (finish): `finished_at` optional, between startedAt and today; defaults to now.',
-          'Any other move is `invalid_transition`. Checks stop at the first failure: state missing, transition, must/cannot be set, dates, started limit.',
+          'Moves the project along its state machine (each line: the action, its move, its conditions, its effects):',
+          ...describeProjectTransitions(),
+          'Any other move is `invalid_transition`; `due_at` or `finished_at` where a line does not take it, and any other member of `project`, is `cannot_be_set`. Checks stop at the first failure: state missing, transition, must/cannot be set, dates, started limit.',
         ].join('\n'),
       },
       resource: 'project',

@@ -157,3 +157,17 @@ export interface ProjectTaskEffect {
 
 /** API-CONTRACT.md §6: deleting a project abandons its tasks that can be (and detaches all). */
 export const PROJECT_DELETED: ProjectTaskEffect = { action: 'abandon', states: taskAction('abandon').from };
+
+const DATE_EFFECT_TEXT: Record<DateEffect, string> = { now: '= now', nowIfUnset: '= now if unset', unset: 'unset' };
+
+/** One action's effects, as openapi.json says them: `plannedAt = now, plannedCount + 1`. */
+export function describeTaskEffects(action: TaskAction): string {
+  const effects = (Object.entries(action.dates) as Array<[TaskDate, DateEffect]>).map(([date, effect]) => `${date} ${DATE_EFFECT_TEXT[effect]}`);
+  if (action.counts) effects.push('plannedCount + 1');
+  return effects.join(', ');
+}
+
+/** TASK_ACTIONS as the lines of the task state change's description in openapi.json. */
+export function describeTaskActions(): string[] {
+  return TASK_ACTIONS.map((a) => `- ${a.action}: ${a.from.join('/')} → ${a.to} (${describeTaskEffects(a)})`);
+}

@@ -31,7 +31,8 @@ export const UpdateTaskInput = inputObject({
 
 export const ChangeTaskStateInput = inputObject({
   id: pathId,
-  task: z.looseObject({ state: stateField(TASK_STATES) }),
+  // Loose, so that any other member reaches the entity's check (`cannot_be_set`); documented as closed.
+  task: z.looseObject({ state: stateField(TASK_STATES) }).meta({ additionalProperties: false }),
 });
 
 export const ReorderTaskInput = inputObject({

@@ -11,6 +11,7 @@ import { createTask } from './create-task.js';
 import { getTask } from './get-task.js';
 import { FINISHED_LISTED_DAYS, TASKS_PATH, listTasks } from './list-tasks.js';
 import { reorderTask } from './reorder-task.js';
+import { describeTaskActions } from './task.lifecycle.js';
 import {
   ChangeTaskStateInput, CreateTaskInput, ListTasksInput, ReorderTaskInput, TASK_PAGE_SIZE, TaskDocument, TaskIdInput, TaskListDocument,
   TaskOrderDocument, UpdateTaskInput,
@@ -79,12 +80,7 @@ export const tasksRouter = router({
         summary: 'Change the state of a task',
         description: [
           'The requested state and the current one select the action:',
-          '- start: newed → started (startedAt = now if unset)',
-          '- plan: newed/started → planned (plannedAt = now, plannedCount + 1)',
-          '- replan: planned/finished → planned (plannedAt = now, plannedCount + 1, finishedAt unset)',
-          '- finish: planned → finished (finishedAt = now)',
-          '- cancel: started/planned → newed (startedAt and plannedAt unset)',
-          '- abandon: newed/started/planned → abandoned (abandonedAt = now)',
+          ...describeTaskActions(),
           'Anything else is `invalid_transition`; a member of `task` other than `state` is `cannot_be_set`.',
         ].join('\n'),
       },

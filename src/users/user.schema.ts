@@ -4,7 +4,7 @@ import { inputObject, text } from '../core/fields.js';
 export const usernameField = text({
   min: 1,
   max: 50,
-  pattern: /^[a-z0-9_-]+$/,
+  pattern: /^[a-z0-9_\-]+$/,
   patternDetail: 'Username may contain only a-z, 0-9, underscores and hyphens.',
   what: 'Username',
 });

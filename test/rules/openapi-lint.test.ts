@@ -11,7 +11,10 @@ import { createConfig, lint, parseYaml } from '@redocly/openapi-core';
 import spectralCore from '@stoplight/spectral-core';
 import spectralParsers from '@stoplight/spectral-parsers';
 import { oas } from '@stoplight/spectral-rulesets';
+import { RE2JS } from 're2js';
 import { describe, expect, it } from 'vitest';
+import { PROJECT_TRANSITIONS } from '../../src/projects/project.lifecycle.js';
+import { TASK_ACTIONS } from '../../src/tasks/task.lifecycle.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const DOC_PATH = path.join(ROOT, 'openapi.json');
@@ -69,7 +72,7 @@ describe('what the document declares', () => {
     }
   });
 
-  it('every text member of a request body refuses NUL and unpaired surrogates in its schema', () => {
+  it('every text member of a request body refuses NUL in its pattern and says the surrogate rule in its description', () => {
     const texts: Array<[string, any]> = [];
     const walk = (schema: any, where: string) => {
       if (!schema || typeof schema !== 'object') return;
@@ -85,9 +88,86 @@ describe('what the document declares', () => {
     for (const [where, schema] of texts) {
       if (where.endsWith('/state')) continue; // a state is matched against its enum, not stored
       expect(schema.pattern, where).toBeDefined();
-      const pattern = new RegExp(schema.pattern, 'u');
-      for (const bad of ['a\u0000b', 'x\ud800', '\udfffy']) expect(pattern.test(bad), `${where} takes ${JSON.stringify(bad)}`).toBe(false);
+      // Under every engine: JavaScript's (with and without the u flag) and RE2's.
+      for (const pattern of [new RegExp(schema.pattern, 'u'), new RegExp(schema.pattern), RE2JS.compile(schema.pattern)]) {
+        expect(pattern.test('a\u0000b'), `${where} takes NUL (${String(pattern)})`).toBe(false);
+      }
+      // An unpaired surrogate can only be written as a JSON escape; no pattern RE2 or Rust
+      // reads can name one, so the rule is the description's (the service refuses it: 422).
       expect(schema.description, where).toMatch(/no NUL character, no unpaired surrogate/);
+    }
+  });
+});
+
+describe('patterns as tools in other languages read them', () => {
+  /** Every `pattern` of the document, with where it is. */
+  const patterns: Array<[string, string]> = [];
+  const walk = (node: unknown, where: string) => {
+    if (Array.isArray(node)) node.forEach((n, i) => walk(n, `${where}/${i}`));
+    else if (node && typeof node === 'object') {
+      for (const [key, value] of Object.entries(node)) {
+        if (key === 'pattern' && typeof value === 'string') patterns.push([where, value]);
+        else walk(value, `${where}/${key}`);
+      }
+    }
+  };
+  walk(doc, '#');
+
+  it('every pattern compiles under RE2 (the engine of Go, Rust-like and RE2-based validators) and ECMA-262 with the u and v flags', () => {
+    expect(patterns.length).toBeGreaterThanOrEqual(10);
+    for (const [where, pattern] of patterns) {
+      expect(() => RE2JS.compile(pattern), `${where}: ${pattern}`).not.toThrow();
+      for (const flags of ['', 'u', 'v']) expect(() => new RegExp(pattern, flags), `${where}: ${pattern} /${flags}`).not.toThrow();
+      // The portable subset: no \u escapes (RE2 and Rust read \x{..}), no lookaround or backreference.
+      expect(pattern, where).not.toMatch(/\\u|\(\?[=!<]|\\[1-9]/);
+    }
+  });
+
+  it('every pattern accepts and refuses the same strings under RE2 as under JavaScript', () => {
+    const samples = ['', 'a', 'Coffee', 'coffee-roasting_2', 'a b', '1', '01', '0', '42', '1e3', 'é', '😀', 'a\u0000b', 'x'.repeat(300), '-', '_'];
+    for (const [where, pattern] of patterns) {
+      const re2 = RE2JS.compile(pattern);
+      const js = new RegExp(pattern, 'u');
+      for (const sample of samples) expect(re2.test(sample), `${where}: ${pattern} on ${JSON.stringify(sample)}`).toBe(js.test(sample));
+    }
+  });
+});
+
+describe('the state changes, as the document says them', () => {
+  const body = (p: string) => doc.paths[p].put.requestBody.content['application/json'].schema;
+  const wrapper = (p: string, name: string) => {
+    const schema = body(p);
+    return (schema.properties ?? doc.components.schemas[schema.$ref?.split('/').pop()]?.properties)[name];
+  };
+
+  it('both bodies are closed (additionalProperties false): any other member is 422 cannot_be_set', () => {
+    expect(wrapper('/api/projects/{id}/state', 'project').additionalProperties).toBe(false);
+    expect(wrapper('/api/tasks/{id}/state', 'task').additionalProperties).toBe(false);
+  });
+
+  it('the task state change names every effect of every action of TASK_ACTIONS', () => {
+    const lines = (doc.paths['/api/tasks/{id}/state'].put.description as string).split('\n');
+    for (const action of TASK_ACTIONS) {
+      const line = lines.find((l) => l.startsWith(`- ${action.action}: `));
+      expect(line, action.action).toBeDefined();
+      expect(line).toContain(`${action.from.join('/')} → ${action.to}`);
+      for (const date of Object.keys(action.dates)) expect(line, `${action.action} ${date}`).toContain(date);
+      if (action.counts) expect(line).toContain('plannedCount + 1');
+    }
+  });
+
+  it('the project state change names every transition of PROJECT_TRANSITIONS with its conditions and effects', () => {
+    const lines = (doc.paths['/api/projects/{id}/state'].put.description as string).split('\n');
+    for (const t of PROJECT_TRANSITIONS) {
+      const line = lines.find((l) => l.startsWith(`- ${t.action}: ${t.from} → ${t.to}`));
+      expect(line, t.action).toBeDefined();
+      if (t.dueAt !== 'forbidden') expect(line).toContain(`\`due_at\` ${t.dueAt}`);
+      if (t.finishedAt !== 'forbidden') expect(line).toContain(`\`finished_at\` ${t.finishedAt}`);
+      expect(line!.includes('started projects')).toBe(t.countsAsStarted);
+      if (t.tasks) expect(line).toContain(`its ${t.tasks.states.join('/')} tasks become`);
+      const written: Record<string, unknown> = {};
+      t.apply(written, { now: new Date(1), dueAt: new Date(2), finishedAt: new Date(3) });
+      for (const date of Object.keys(written)) expect(line, `${t.action} ${date}`).toContain(date);
     }
   });
 });
