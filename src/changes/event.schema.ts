@@ -5,7 +5,6 @@ import { ProjectResource } from '../projects/project.schema.js';
 import { TaskResource } from '../tasks/task.schema.js';
 
 export const EVENT_TYPES = ['project.created', 'project.updated', 'project.deleted', 'task.created', 'task.updated'] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
 
 export const EventId = z.string().regex(EVENT_ID).meta({ description: 'An event id (opaque; increasing within your log).', example: '42' });
 

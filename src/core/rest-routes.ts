@@ -16,8 +16,6 @@ import type { AnyTRPCProcedure, AnyTRPCRouter } from '@trpc/server';
 import type { z } from 'zod';
 import type { AppMeta } from './context.js';
 
-export type RestMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-
 /** A procedure of the REST door, with what its calls need worked out once. */
 export interface RestProcedure {
   /** Its tRPC path (`tasks.list`). */

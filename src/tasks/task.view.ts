@@ -50,10 +50,6 @@ export function fieldsOf(task: TaskRecord): TaskFields {
   };
 }
 
-export function presentTask(task: Task): TaskResource {
-  return presentTaskFields(fieldsOf(task));
-}
-
 export function presentTaskFields(task: TaskFields): TaskResource {
   return {
     type: 'task',
