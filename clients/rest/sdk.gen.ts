@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses } from './types.gen.js';
+import type { EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -21,7 +21,7 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
 /**
  * Register a user
  *
- * Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters.
+ * Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user's "today".
  */
 export const usersRegister = <ThrowOnError extends boolean = false>(options: Options<UsersRegisterData, ThrowOnError>): RequestResult<UsersRegisterResponses, UsersRegisterErrors, ThrowOnError> => (options.client ?? client).post<UsersRegisterResponses, UsersRegisterErrors, ThrowOnError>({
     url: '/api/users',
@@ -49,12 +49,27 @@ export const usersAuthorize = <ThrowOnError extends boolean = false>(options: Op
 /**
  * The current user
  *
- * Returns the user the access token belongs to.
+ * Returns the user the access token belongs to, with the time zone of its "today".
  */
 export const usersMe = <ThrowOnError extends boolean = false>(options?: Options<UsersMeData, ThrowOnError>): RequestResult<UsersMeResponses, UsersMeErrors, ThrowOnError> => (options?.client ?? client).get<UsersMeResponses, UsersMeErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
     url: '/api/users/me',
     ...options
+});
+
+/**
+ * Change the current user's time zone
+ *
+ * Sets `time_zone`, an IANA name (`Europe/Paris`, `America/New_York`, `UTC`; a name the tz database does not know is 422 `invalid`). Every rule that says "today" (a project's `due_at` and `finished_at`, the task list's 14-day window, `planned_on`) uses the user's day in that zone from the next request on.
+ */
+export const usersUpdate = <ThrowOnError extends boolean = false>(options: Options<UsersUpdateData, ThrowOnError>): RequestResult<UsersUpdateResponses, UsersUpdateErrors, ThrowOnError> => (options.client ?? client).patch<UsersUpdateResponses, UsersUpdateErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });
 
 /**
@@ -71,9 +86,12 @@ export const usersRevoke = <ThrowOnError extends boolean = false>(options?: Opti
 /**
  * List projects
  *
- * The current user's projects by id, 25 a page. A page beyond the last has an empty `data`.
+ * The current user's projects, by id unless `sort` says otherwise, 25 a page unless `page_size` says otherwise.
+ *
+ * Filters combine (all must hold); a comma list keeps an item that matches one of its values. `links` keep every parameter and change only `page`; `last` counts the filtered projects. A page beyond the last has an empty `data`. A bad value of any parameter is 400 `invalid` on that parameter, every bad parameter reported.
  */
 export const projectsList = <ThrowOnError extends boolean = false>(options?: Options<ProjectsListData, ThrowOnError>): RequestResult<ProjectsListResponses, ProjectsListErrors, ThrowOnError> => (options?.client ?? client).get<ProjectsListResponses, ProjectsListErrors, ThrowOnError>({
+    querySerializer: { parameters: { state: { array: { explode: false } } } },
     security: [{ name: 'Authorization', type: 'apiKey' }],
     url: '/api/users/me/projects',
     ...options
@@ -154,9 +172,12 @@ export const projectsChangeState = <ThrowOnError extends boolean = false>(option
 /**
  * List tasks
  *
- * The current user's tasks by order, 50 a page. Abandoned tasks and tasks finished before the UTC day 14 days ago are left out. A page beyond the last has an empty `data`.
+ * The current user's tasks, by order unless `sort` says otherwise, 50 a page unless `page_size` says otherwise. Abandoned tasks and tasks finished before the user's day 14 days ago (in the user's time zone) are never listed: the filters only narrow that.
+ *
+ * Filters combine (all must hold); a comma list keeps an item that matches one of its values. `links` keep every parameter and change only `page`; `last` counts the filtered tasks. A page beyond the last has an empty `data`. A bad value of any parameter is 400 `invalid` on that parameter, every bad parameter reported.
  */
 export const tasksList = <ThrowOnError extends boolean = false>(options?: Options<TasksListData, ThrowOnError>): RequestResult<TasksListResponses, TasksListErrors, ThrowOnError> => (options?.client ?? client).get<TasksListResponses, TasksListErrors, ThrowOnError>({
+    querySerializer: { parameters: { state: { array: { explode: false } }, project_id: { array: { explode: false } } } },
     security: [{ name: 'Authorization', type: 'apiKey' }],
     url: '/api/users/me/tasks',
     ...options

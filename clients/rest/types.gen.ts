@@ -9,6 +9,10 @@ export type User = {
     id: number;
     attributes: {
         username: string;
+        /**
+         * The IANA time zone of the user's "today" (API-CONTRACT.md §13).
+         */
+        timeZone: string;
     };
 };
 
@@ -206,6 +210,10 @@ export type UsersRegisterData = {
              * 8 to 200 characters (Unicode code points); no NUL character, no unpaired surrogate.
              */
             password: string;
+            /**
+             * An IANA time zone name (`Europe/Paris`, `America/New_York`, `UTC`): the zone of every "today" rule of this user. A name the tz database does not know is 422 `invalid`.
+             */
+            time_zone?: string;
         };
     };
     path?: never;
@@ -384,6 +392,68 @@ export type UsersMeResponses = {
 
 export type UsersMeResponse = UsersMeResponses[keyof UsersMeResponses];
 
+export type UsersUpdateData = {
+    body: {
+        user: {
+            /**
+             * An IANA time zone name (`Europe/Paris`, `America/New_York`, `UTC`): the zone of every "today" rule of this user. A name the tz database does not know is 422 `invalid`.
+             */
+            time_zone?: string;
+        };
+    };
+    path?: never;
+    query?: never;
+    url: '/api/users/me';
+};
+
+export type UsersUpdateErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type UsersUpdateError = UsersUpdateErrors[keyof UsersUpdateErrors];
+
+export type UsersUpdateResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: User;
+    };
+};
+
+export type UsersUpdateResponse = UsersUpdateResponses[keyof UsersUpdateResponses];
+
 export type UsersRevokeData = {
     body?: never;
     path?: never;
@@ -447,6 +517,30 @@ export type ProjectsListData = {
          * Page number, from 1.
          */
         page?: number;
+        /**
+         * Items per page, 1 to 200 (default 25).
+         */
+        page_size?: number;
+        /**
+         * Keeps projects in one of these states: a comma list of `newed`, `started`, `paused`, `finished` (on /trpc an array).
+         */
+        state?: Array<'newed' | 'started' | 'paused' | 'finished'>;
+        /**
+         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL.
+         */
+        q?: string;
+        /**
+         * Keeps projects due at or after this Unix time (seconds); a project without a due date never matches.
+         */
+        due_after?: number;
+        /**
+         * Keeps projects due before this Unix time (seconds); a project without a due date never matches.
+         */
+        due_before?: number;
+        /**
+         * One attribute to sort by, `-` in front for descending (default `id`); ties by id, ascending.
+         */
+        sort?: 'id' | 'name' | 'dueAt' | 'startedAt' | '-id' | '-name' | '-dueAt' | '-startedAt';
     };
     url: '/api/users/me/projects';
 };
@@ -924,6 +1018,38 @@ export type TasksListData = {
          * Page number, from 1.
          */
         page?: number;
+        /**
+         * Items per page, 1 to 200 (default 50).
+         */
+        page_size?: number;
+        /**
+         * Keeps tasks in one of these states: a comma list of `newed`, `started`, `planned`, `finished` (on /trpc an array).
+         */
+        state?: Array<'newed' | 'started' | 'planned' | 'finished'>;
+        /**
+         * Keeps tasks of one of these projects: a comma list of project ids and `none` for tasks of no project (on /trpc an array, `null` for none). An id that is not one of yours matches nothing.
+         */
+        project_id?: Array<number | 'none'>;
+        /**
+         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL.
+         */
+        q?: string;
+        /**
+         * Keeps tasks planned at or after this Unix time (seconds); a task never planned never matches.
+         */
+        planned_after?: number;
+        /**
+         * Keeps tasks planned before this Unix time (seconds); a task never planned never matches.
+         */
+        planned_before?: number;
+        /**
+         * `today`, `tomorrow` or a date `YYYY-MM-DD` that exists: the day in the user's time zone.
+         */
+        planned_on?: string;
+        /**
+         * One attribute to sort by, `-` in front for descending (default `order`); ties by id, ascending.
+         */
+        sort?: 'order' | 'id' | 'label' | 'startedAt' | 'plannedAt' | 'finishedAt' | '-order' | '-id' | '-label' | '-startedAt' | '-plannedAt' | '-finishedAt';
     };
     url: '/api/users/me/tasks';
 };

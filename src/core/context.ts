@@ -103,6 +103,8 @@ export interface LiveSubscription {
 export interface AuthedUser {
   id: number;
   username: string;
+  /** The user's IANA time zone (API-CONTRACT.md §13): the zone of every "today" rule. */
+  timeZone: string;
 }
 
 export interface Authentication {

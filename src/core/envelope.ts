@@ -30,10 +30,14 @@ export function pageOf(page: number, size: number): Page {
   return { page, size, offset: (page - 1) * size };
 }
 
-/** Links of API-CONTRACT.md §7: last is at least 1; a page beyond it still gets them. */
-export function pageLinks(baseUrl: string, path: string, page: number, size: number, total: number): PageLinks {
+/**
+ * Links of API-CONTRACT.md §7 and §12: last is at least 1; a page beyond it still gets them.
+ * `query` is the request's other parameters, as `name=value&` each (src/core/list-query.ts
+ * `linkQuery`): they are kept, and only `page` changes.
+ */
+export function pageLinks(baseUrl: string, path: string, page: number, size: number, total: number, query = ''): PageLinks {
   const last = Math.max(1, Math.ceil(total / size));
-  const at = (n: number) => `${baseUrl}${path}?page=${n}`;
+  const at = (n: number) => `${baseUrl}${path}?${query}page=${n}`;
   const links: PageLinks = { first: at(1), last: at(last) };
   if (page > 1) links.prev = at(page - 1);
   if (page < last) links.next = at(page + 1);

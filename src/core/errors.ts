@@ -6,7 +6,7 @@
  * Touch this file to add or reword an error; nothing else lists codes or statuses.
  */
 import type { ZodError } from 'zod';
-import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from './limits.js';
+import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH, MAX_LIST_VALUES, MAX_PAGE_SIZE, MAX_SEARCH_LENGTH } from './limits.js';
 
 export const TOO_DEEP_DETAIL = `The request body nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep.`;
 
@@ -161,12 +161,29 @@ export class ValidationErrors {
 /** Change-log event ids: per-user numbers written as decimal strings; "0" stands before the first. */
 export const EVENT_ID = /^(0|[1-9][0-9]{0,17})$/;
 
-/** The query parameters the API takes, each written one way only (no `01`, `1e3`, `0x1`, ` 1`). */
-export const QUERY_PARAMETERS: Record<string, { pattern: RegExp; detail: string; integer?: true }> = {
-  page: { pattern: /^[1-9][0-9]*$/, detail: 'Query parameter page must be an integer >= 1.', integer: true },
-  after: { pattern: EVENT_ID, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
+/**
+ * How the REST door reads a query parameter's text (src/http/rest.ts): `integer`, written as
+ * decimal digits with no sign, leading zero, exponent or space; `list`, a comma list of
+ * texts; `ids`, a comma list of ids and `none`; `text`, as it is.
+ */
+export type QueryParameterKind = 'integer' | 'list' | 'ids' | 'text';
+
+/** The query parameters the API takes (API-CONTRACT.md §7, §10, §12), each written one way only. */
+export const QUERY_PARAMETERS: Record<string, { kind: QueryParameterKind; detail: string; pattern?: RegExp }> = {
+  page: { kind: 'integer', detail: 'Query parameter page must be an integer >= 1.' },
+  page_size: { kind: 'integer', detail: `Query parameter page_size must be an integer from 1 to ${MAX_PAGE_SIZE}.` },
+  state: { kind: 'list', detail: `Query parameter state must be a comma list of at most ${MAX_LIST_VALUES} states of this list (abandoned tasks are never listed).` },
+  project_id: { kind: 'ids', detail: `Query parameter project_id must be a comma list of at most ${MAX_LIST_VALUES} project ids and none.` },
+  q: { kind: 'text', detail: `Query parameter q must be 1 to ${MAX_SEARCH_LENGTH} characters, without NUL.` },
+  planned_after: { kind: 'integer', detail: 'Query parameter planned_after must be a Unix time in whole seconds.' },
+  planned_before: { kind: 'integer', detail: 'Query parameter planned_before must be a Unix time in whole seconds.' },
+  planned_on: { kind: 'text', detail: 'Query parameter planned_on must be today, tomorrow or a date YYYY-MM-DD that exists.' },
+  due_after: { kind: 'integer', detail: 'Query parameter due_after must be a Unix time in whole seconds.' },
+  due_before: { kind: 'integer', detail: 'Query parameter due_before must be a Unix time in whole seconds.' },
+  sort: { kind: 'text', detail: 'Query parameter sort must be one attribute this list sorts by, with - in front for descending.' },
+  after: { kind: 'text', pattern: EVENT_ID, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
   // events.onChange's cursor: in the URL of its stream, and answered like `after` and Last-Event-ID.
-  lastEventId: { pattern: EVENT_ID, detail: 'lastEventId must be an event id: digits, no leading zero.' },
+  lastEventId: { kind: 'text', pattern: EVENT_ID, detail: 'lastEventId must be an event id: digits, no leading zero.' },
 };
 
 /** A query parameter not written as QUERY_PARAMETERS says. */
@@ -215,7 +232,9 @@ export function fromZodError(error: ZodError, options: ZodConversionOptions): Do
   }
   const query = issues.filter((i) => typeof i.path[0] === 'string' && queryParameters.includes(i.path[0]));
   if (query.length > 0) {
-    return new DomainError(query.map((i) => invalidQueryParameter(String(i.path[0]))));
+    // One error per parameter, every bad parameter of the request, in the order of the query's schema.
+    const names = queryParameters.filter((name) => query.some((i) => i.path[0] === name));
+    return new DomainError(names.map((name) => invalidQueryParameter(name)));
   }
 
   const seen = new Set<string>();

@@ -19,7 +19,7 @@ export const MAX_ID = 2_147_483_647;
  * does so on the shared schema object. Body numbers must stay strict ("5", null and true are
  * `invalid`), so their `coerce` flag is pinned off.
  */
-function strict<T extends z.ZodType>(schema: T): T {
+export function strict<T extends z.ZodType>(schema: T): T {
   Object.defineProperty(schema._zod.def, 'coerce', {
     get: () => false,
     set: () => undefined,

@@ -12,3 +12,10 @@ export const BODY_LIMIT_BYTES = 100 * 1024;
 export const MAX_JSON_DEPTH = 64;
 /** A /trpc batch holds at most this many calls (more is 400 `batch_too_large` for each). */
 export const MAX_BATCH_CALLS = 20;
+
+/** Most items a list page may hold (`page_size`, API-CONTRACT.md §12). */
+export const MAX_PAGE_SIZE = 200;
+/** Most values a comma list of a list's query (`state`, `project_id`) may hold. */
+export const MAX_LIST_VALUES = 100;
+/** Longest `q` of a list's query, in code points. */
+export const MAX_SEARCH_LENGTH = 100;

@@ -10,7 +10,7 @@
  */
 import type { AppMeta, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
-import { DomainError, QUERY_PARAMETERS, fromZodError } from './errors.js';
+import { DomainError, fromZodError } from './errors.js';
 import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
 import { enforceRateLimit } from './rate-limit.js';
 import type { RateLimitKind } from './request-scope.js';
@@ -97,22 +97,14 @@ function restShapedInput(raw: unknown): unknown {
 const POSITIVE_INTEGER_TEXT = /^[1-9][0-9]*$/;
 
 /**
- * REST hands the path id and query integers over as text, already checked to be written as
- * positive integers (src/http/rest.ts); here they become numbers. The schemas of ids and pages
- * never coerce (src/core/fields.ts), so on /trpc an id or a page that is not a JSON integer
- * ("0x1225", [4645], " 4645 ", "2") is refused as it is on REST.
+ * REST hands the path id over as text, already checked to be written as a positive integer
+ * (src/http/rest.ts); here it becomes a number (the query's values are read by the door
+ * itself). The schemas of ids never coerce (src/core/fields.ts), so on /trpc an id that is
+ * not a JSON integer ("0x1225", [4645], " 4645 ") is refused as it is on REST.
  */
 function restIntegers(ctx: Context, meta: AppMeta | undefined, raw: unknown): unknown {
-  if (ctx.door !== 'rest' || !isPlainObject(raw)) return raw;
-  // Event ids (`after`) stay text: only integers (QUERY_PARAMETERS) become numbers.
-  const names = [...(meta?.resource ? ['id'] : []), ...(meta?.queryParameters ?? []).filter((n) => QUERY_PARAMETERS[n]?.integer)];
-  if (names.length === 0) return raw;
-  const converted = { ...raw };
-  for (const name of names) {
-    const value = converted[name];
-    if (typeof value === 'string' && POSITIVE_INTEGER_TEXT.test(value)) converted[name] = Number(value);
-  }
-  return converted;
+  if (ctx.door !== 'rest' || !meta?.resource || !isPlainObject(raw) || typeof raw.id !== 'string' || !POSITIVE_INTEGER_TEXT.test(raw.id)) return raw;
+  return { ...raw, id: Number(raw.id) };
 }
 
 export const publicProcedure = t.procedure.use(door);

@@ -15,3 +15,34 @@ export const pageLimit = (limit: number): number => {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a page's size must be a positive whole number, not ${limit}`);
   return limit;
 };
+
+/**
+ * `value` as the pattern of a LIKE that finds it anywhere, ignoring case: its `\`, `%` and `_`
+ * escaped (a LIKE's escape character is `\` unless it says otherwise), the whole folded by
+ * the same `lower` as the column it is matched against (`foldedText`).
+ */
+export const containsPattern = (value: string): string => `%${value.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/**
+ * A text column folded to Unicode lower case by ICU's root locale, whatever the database's
+ * own locale (the embedded one has none, whose `lower` folds ASCII only): `É` is `é`, `Σ` is
+ * `σ`. A search compares it with `lower(pattern)` of the same collation.
+ */
+export const foldedText = (expression: string): string => `lower(${expression} collate "und-x-icu")`;
+
+/** The conditions of a WHERE, each with its values in the order they are written. */
+export class Conditions {
+  readonly parts: string[] = [];
+  readonly params: unknown[] = [];
+  add(sql: string, ...params: unknown[]): this {
+    this.parts.push(sql);
+    this.params.push(...params);
+    return this;
+  }
+  get sql(): string {
+    return this.parts.join(' and ');
+  }
+}
+
+/** Texts as one PostgreSQL array literal, each quoted (for values a schema has limited to words). */
+export const textArray = (values: readonly string[]) => `{${values.map((v) => `"${v.replace(/["\\]/g, (c) => `\\${c}`)}"`).join(',')}}`;

@@ -22,7 +22,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../core/clock.js';
-import { DomainError, invalidQueryParameter, QUERY_PARAMETERS } from '../core/errors.js';
+import { DomainError, EVENT_ID, invalidQueryParameter } from '../core/errors.js';
 import { enforceRateLimit } from '../core/rate-limit.js';
 import { errorBody, toErrorResponse } from '../core/failures.js';
 import type { FailureLog } from '../core/failure-log.js';
@@ -112,7 +112,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
       }
       const lastEventId = req.headers['last-event-id'];
       const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : req.query.after;
-      if (after !== undefined && (typeof after !== 'string' || !QUERY_PARAMETERS.after!.pattern.test(after))) {
+      if (after !== undefined && (typeof after !== 'string' || !EVENT_ID.test(after))) {
         const error = invalidQueryParameter('after');
         if (after === lastEventId) error.source = { parameter: 'Last-Event-ID' };
         throw new DomainError([error]);

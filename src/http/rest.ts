@@ -15,7 +15,7 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { getTRPCErrorFromUnknown } from '@trpc/server';
-import { DomainError, QUERY_PARAMETERS, invalidQueryParameter } from '../core/errors.js';
+import { DomainError, QUERY_PARAMETERS } from '../core/errors.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { FailureLog } from '../core/failure-log.js';
 import type { Context } from '../core/context.js';
@@ -43,35 +43,51 @@ interface RestOptions {
   logFailure: FailureLog;
 }
 
-/** The query as trpc-to-openapi reads it: each member's value, or its values when repeated; empty values left out. */
-function queryInput(req: Request): Record<string, unknown> {
+const INTEGER_TEXT = /^(0|[1-9][0-9]*)$/;
+const ID_TEXT = /^[1-9][0-9]*$/;
+
+/** An integer written as decimal digits, with no sign, leading zero, exponent or space; else the text, which the schema refuses. */
+const integerOf = (text: string): number | string => (INTEGER_TEXT.test(text) ? Number(text) : text);
+
+/**
+ * A query parameter's text as its schema reads it (QUERY_PARAMETERS: integers, comma lists,
+ * ids and `none`). Text that does not read stays text, and a parameter given more than once
+ * becomes null: the schema refuses both as `invalid` on that parameter, with every other bad
+ * parameter of the request.
+ */
+function queryValue(name: string, value: string | string[]): unknown {
+  if (Array.isArray(value)) return value.length === 1 ? queryValue(name, value[0]!) : null;
+  switch (QUERY_PARAMETERS[name]?.kind) {
+    case 'integer':
+      return integerOf(value);
+    case 'list':
+      return value.split(',');
+    case 'ids':
+      return value.split(',').map((v) => (v === 'none' ? null : ID_TEXT.test(v) ? Number(v) : v));
+    default:
+      return value;
+  }
+}
+
+/** The query's parameters that the procedure takes, read into their types; other parameters are ignored. */
+function queryInput(req: Request, names: readonly string[]): Record<string, unknown> {
   const query: Record<string, unknown> = {};
-  const parsed = req.query as Record<string, unknown>;
-  for (const key of Object.keys(parsed)) {
-    const value = parsed[key];
-    if (value) query[key] = Array.isArray(value) && value.length === 1 ? value[0] : value;
+  const parsed = req.query as Record<string, string | string[] | undefined>;
+  for (const name of names) {
+    const value = parsed[name];
+    if (value !== undefined) query[name] = queryValue(name, value);
   }
   return query;
 }
 
 /**
- * What the path id and the query say against the request, before its body is read: ids are
- * written as plain positive integers ("01", "1e0", "0x1" or "+1" name no record), and query
- * parameters one way only (QUERY_PARAMETERS: "?page=", "1e3", "0x10" or "01" are refused,
- * since empty values are left out of the input and Number() would accept the others).
+ * What the path id says against the request, before its body is read: ids are written as
+ * plain positive integers ("01", "1e0", "0x1" or "+1" name no record).
  */
-function pathAndQueryRefusal({ procedure, pathInput }: RestMatch, search: string): DomainError | undefined {
+function pathRefusal({ procedure, pathInput }: RestMatch): DomainError | undefined {
   const { meta } = procedure;
   const id = pathInput.id;
-  if (id !== undefined && meta?.resource && !/^[1-9][0-9]*$/.test(id)) return DomainError.notFound(meta.resource);
-  if (!meta?.queryParameters?.length || search === '') return undefined;
-  const params = new URLSearchParams(search);
-  for (const name of meta.queryParameters) {
-    const pattern = QUERY_PARAMETERS[name]?.pattern;
-    if (pattern && params.has(name) && params.getAll(name).some((v) => !pattern.test(v))) {
-      return new DomainError([invalidQueryParameter(name)]);
-    }
-  }
+  if (id !== undefined && meta?.resource && !ID_TEXT.test(id)) return DomainError.notFound(meta.resource);
   return undefined;
 }
 
@@ -97,8 +113,7 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       // DELETE or a POST that takes none, which then ignore it once it has been read (and
       // found to be JSON within limits). What is wrong with the request is found here and
       // raised by the procedure after authentication.
-      const queryAt = req.url.indexOf('?');
-      let refusal = pathAndQueryRefusal(route, queryAt < 0 ? '' : req.url.slice(queryAt));
+      let refusal = pathRefusal(route);
       const takesBody = readsBody(req.method) && !procedure.takesNoInput;
       let body: unknown;
       if (!refusal && (takesBody || carriesBody(req))) {
@@ -114,10 +129,7 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       let input: Record<string, unknown> | undefined;
       if (!procedure.takesNoInput && !refusal) {
         const useBody = readsBody(req.method);
-        input = { ...(useBody ? (body as Record<string, unknown>) : queryInput(req)), ...pathInput };
-        if (!useBody) {
-          for (const key of procedure.arrayMembers) if (input[key] !== undefined && !Array.isArray(input[key])) input[key] = [input[key]];
-        }
+        input = { ...(useBody ? (body as Record<string, unknown>) : queryInput(req, procedure.meta?.queryParameters ?? [])), ...pathInput };
       }
       const ctx: Context = { ...(await createContext(req, res)), door: 'rest', refusal };
       // As tRPC's own caller calls a procedure (router.createCaller), without its proxy.

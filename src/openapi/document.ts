@@ -7,9 +7,10 @@
  */
 import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
-import { DomainError, ERROR_CODES, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
+import { DomainError, ERROR_CODES, QUERY_PARAMETERS, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
 import type { AppMeta } from '../core/context.js';
 import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS, MAX_JSON_DEPTH } from '../core/limits.js';
+import { MAX_ID } from '../core/fields.js';
 import { appRouter } from '../app/router.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 
@@ -125,7 +126,7 @@ const ORIGIN = 'http://localhost:3000';
 const TOKEN = 'mF3yq0c5JkR8vT2wXbN6pL1sD9gH4aZeUoIiYr7tQxE';
 const STABILITY = { stability: 'unstable', notice: 'This output may change soon.' } as const;
 
-const user = { type: 'user', id: 1, attributes: { username: 'alice' } } as const;
+const user = { type: 'user', id: 1, attributes: { username: 'alice', timeZone: 'Europe/Paris' } } as const;
 
 function project(id: number, attributes: Partial<Record<string, unknown>>, taskIds: number[] = []) {
   return {
@@ -179,7 +180,7 @@ interface OperationDocs {
 
 const OPERATION_DOCS: Record<string, OperationDocs> = {
   'users-register': {
-    request: { register: { summary: 'A new user', value: { user: { username: 'alice', password: 'correct horse battery staple' } } } },
+    request: { register: { summary: 'A new user', value: { user: { username: 'alice', password: 'correct horse battery staple', time_zone: 'Europe/Paris' } } } },
     response: { data: user, meta: { token: TOKEN } },
     unprocessable: [
       ['parameter_missing', '/user', 'The request body needs a "user" object.'],
@@ -198,8 +199,16 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
     ],
   },
   'users-me': {
-    description: 'Returns the user the access token belongs to.',
+    description: 'Returns the user the access token belongs to, with the time zone of its "today".',
     response: { data: user },
+  },
+  'users-update': {
+    request: { zone: { summary: 'Live in Paris', value: { user: { time_zone: 'Europe/Paris' } } } },
+    response: { data: user },
+    unprocessable: [
+      ['parameter_missing', '/user', 'The request body needs a "user" object.'],
+      ['invalid', '/user/time_zone', 'time_zone must be an IANA time zone name, such as Europe/Paris or UTC.'],
+    ],
   },
   'users-revoke': {},
   'projects-create': {
@@ -457,6 +466,7 @@ function describeEventStream(operation: Json): void {
     {
       name: 'ticket', in: 'query', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9_\\-]{1,100}$' },
       description: 'Stream only: a ticket from POST /api/users/me/events/tickets, in place of the Authorization header (for EventSource).',
+      example: 'Zx1c0Qm8R2vT5bLk9pW3yN7h',
     },
   );
   const ok = (operation.responses as Record<string, Json>)['200']!;
@@ -532,6 +542,26 @@ export function buildOpenApiDocument(): Json {
       if (parameter.in === 'query' && parameter.name === 'after') {
         parameter.description = 'The last event id you have (`0` for the whole kept log). Not an event id: 400 `invalid`.';
         parameter.example = '1041';
+      }
+      // The parameters of a list (API-CONTRACT.md §12) say what their schema says, and give its example.
+      const schema = parameter.schema as Json | undefined;
+      if (parameter.in === 'query' && parameter.description === undefined && typeof schema?.description === 'string') {
+        parameter.description = `${schema.description} Otherwise 400 \`invalid\`.`;
+        if (schema.example !== undefined) parameter.example = schema.example;
+      }
+      // On REST, "no project" is the word `none` in the comma list (null on /trpc).
+      if (parameter.in === 'query' && parameter.name === 'project_id' && schema) {
+        schema.items = { anyOf: [{ type: 'integer', minimum: 1, maximum: MAX_ID }, { type: 'string', enum: ['none'] }] };
+        schema.example = [3, 'none'];
+        parameter.example = [3, 'none'];
+      }
+      // A comma list: `state=newed,started` (OpenAPI's form style without explode).
+      if (parameter.in === 'query' && (parameter.schema as Json | undefined)?.type === 'array') {
+        parameter.style = 'form';
+        parameter.explode = false;
+      }
+      if (parameter.in === 'query' && QUERY_PARAMETERS[parameter.name as string]?.kind === 'integer' && parameter.name !== 'page') {
+        (parameter.schema as Json).pattern ??= '^(0|[1-9][0-9]*)$';
       }
       if (parameter.in === 'query' && parameter.name === 'page') {
         parameter.required = false;

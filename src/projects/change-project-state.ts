@@ -17,10 +17,11 @@ type Input = z.infer<typeof ChangeProjectStateInput>;
 
 export const changeProjectState: UseCase<Input, ProjectAnswer> = {
   async transaction(scope, input) {
-    const { em, userId, now, changes } = scope;
+    const { em, userId, now, timeZone, changes } = scope;
     const project = await findOwnedProject(em, userId, input.id);
     const transition = await project.changeState(input.project, {
       now,
+      timeZone,
       startedProjects: () => em.count(Project, { userId, state: 'started' }),
     });
     await em.flush();

@@ -3,7 +3,8 @@
  * its editable attributes; callers load it, call a method, and flush.
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
-import { endOfToday, fromSeconds, startOfTomorrow, toSeconds } from '../core/clock.js';
+import { fromSeconds, toSeconds } from '../core/clock.js';
+import { endOfDay, userDay } from '../core/user-day.js';
 import { DomainError, pointerOf } from '../core/errors.js';
 import {
   MAX_STARTED_PROJECTS,
@@ -46,6 +47,8 @@ export interface ProjectStateRequest {
 
 export interface ProjectStateContext {
   now: Date;
+  /** The owner's time zone: "today" is the owner's day in it (src/core/user-day.ts). */
+  timeZone: string;
   /** How many projects of the owner are started now (read under the owner's lock). */
   startedProjects: () => Promise<number>;
 }
@@ -110,15 +113,17 @@ export class Project extends ProjectSchema.class {
     }
 
     const { now } = ctx;
+    const today = userDay(now, ctx.timeZone);
     const dueAt = request.due_at === undefined ? undefined : fromSeconds(request.due_at);
-    if (dueAt && dueAt < startOfTomorrow(now)) {
+    // After today: at or after the first instant of the owner's tomorrow.
+    if (dueAt && dueAt < today.next) {
       throw DomainError.validation('cannot_be_before_started_at', '/project/due_at', 'due_at must be after today.');
     }
     const finishedAt = request.finished_at === undefined ? undefined : fromSeconds(request.finished_at);
     if (finishedAt && this.startedAt && finishedAt < this.startedAt) {
       throw DomainError.validation('cannot_be_before_started_at', '/project/finished_at', 'finished_at cannot be before the project started.');
     }
-    if (finishedAt && finishedAt > endOfToday(now)) {
+    if (finishedAt && finishedAt > endOfDay(today)) {
       throw DomainError.validation('cannot_be_after_today', '/project/finished_at', 'finished_at cannot be after today.');
     }
     if (transition.countsAsStarted && (await ctx.startedProjects()) >= MAX_STARTED_PROJECTS) {

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { PageLinks, StabilityMeta, ref } from '../core/envelope.js';
 import { inputObject, pageParam, pathId, stateField, text, timestamp } from '../core/fields.js';
+import { listParam, pageSizeParam, searchParam, secondsParam, sortParam } from '../core/list-query.js';
 import { PROJECT_STATES, REQUESTABLE_PROJECT_STATES } from './project.lifecycle.js';
 
 export const PROJECT_PAGE_SIZE = 25;
@@ -19,8 +20,26 @@ export const CreateProjectInput = inputObject({
   project: z.object({ name: projectName }),
 });
 
-/** No input at all is page 1, on /trpc as on REST without `?page`. */
-export const ListProjectsInput = z.object({ page: pageParam }).prefault({});
+/** What the project list sorts by (API-CONTRACT.md §12). */
+export const PROJECT_SORTS = ['id', 'name', 'dueAt', 'startedAt'] as const;
+
+/**
+ * The project list's query (API-CONTRACT.md §12): each member a REST query parameter, in the
+ * order links repeat them. No input at all is page 1 of every project, on /trpc as on REST
+ * without a query.
+ */
+export const ListProjectsInput = z
+  .object({
+    page: pageParam,
+    page_size: pageSizeParam(PROJECT_PAGE_SIZE),
+    state: listParam(z.enum(PROJECT_STATES), 'Keeps projects in one of these states: a comma list of `newed`, `started`, `paused`, `finished` (on /trpc an array).', ['started', 'paused']),
+    q: searchParam,
+    due_after: secondsParam('Keeps projects due at or after this Unix time (seconds); a project without a due date never matches.'),
+    due_before: secondsParam('Keeps projects due before this Unix time (seconds); a project without a due date never matches.'),
+    sort: sortParam(PROJECT_SORTS, 'id'),
+  })
+  .prefault({});
+export type ListProjectsQuery = z.infer<typeof ListProjectsInput>;
 
 export const ProjectIdInput = inputObject({ id: pathId });
 

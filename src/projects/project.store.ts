@@ -3,7 +3,8 @@
  * order): a page of the list with its total, or projects by id, each in one statement.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { idArray, pageLimit, secondsOf } from '../db/sql-fragments.js';
+import { Conditions, containsPattern, foldedText, idArray, pageLimit, secondsOf, textArray } from '../db/sql-fragments.js';
+import type { Sort } from '../core/list-query.js';
 import { execute } from '../db/prepared.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { projectEtag } from '../core/conditional.js';
@@ -49,21 +50,62 @@ function fieldsOf(row: ProjectRow): ProjectFields & { version: number } {
   };
 }
 
-/** One page of the user's projects by id, and how many there are in all. */
+/** What a project list keeps (API-CONTRACT.md §12); absent members keep everything. */
+export interface ProjectSelection {
+  states?: readonly string[];
+  /** A substring of the name, compared in Unicode lower case. */
+  q?: string;
+  /** dueAt >= dueFrom and < dueUntil. */
+  dueFrom?: Date;
+  dueUntil?: Date;
+}
+
+export type ProjectSortAttribute = 'id' | 'name' | 'dueAt' | 'startedAt';
+
+/** Each sort as an expression over a `projects` row: unset dates are 0 as presented, names in code point order. */
+const PROJECT_SORT_KEYS: Record<ProjectSortAttribute, (p: string) => string> = {
+  id: (p) => `${p}.id`,
+  name: (p) => `${p}.name collate "C"`,
+  dueAt: (p) => `coalesce(${p}.due_at, 'epoch'::timestamptz)`,
+  startedAt: (p) => `coalesce(${p}.started_at, 'epoch'::timestamptz)`,
+};
+
+function projectOrderBy(sort: Sort<ProjectSortAttribute>, p: string): string {
+  const direction = sort.descending ? ' desc' : '';
+  return sort.attribute === 'id' ? `${p}.id${direction}` : `${PROJECT_SORT_KEYS[sort.attribute](p)}${direction}, ${p}.id`;
+}
+
+const BY_ID: Sort<ProjectSortAttribute> = { attribute: 'id', descending: false };
+
+/**
+ * One page of the user's projects, as the selection keeps and sorts them (by id by default),
+ * and how many it keeps in all, in one statement. A user's projects are few (hundreds, where
+ * tasks are thousands): the primary key (user_id, id) finds them all, and a filter or another
+ * sort reads them all. The list without a query is prepared; one with a query is planned for
+ * its values.
+ */
 export async function listProjects(
   em: SqlEntityManager,
   userId: number,
   limit: number,
   offset: number,
+  selection: ProjectSelection = {},
+  sort: Sort<ProjectSortAttribute> = BY_ID,
 ): Promise<{ projects: Array<ProjectFields & { version: number }>; total: number }> {
-  const rows = await execute<ProjectRow>(
-    em,
-    `select c.total, ${PROJECT_COLUMNS('p')}
-       from (select count(*)::int as total from projects where user_id = ?) as c
-       left join lateral (select * from projects where user_id = ? order by id limit ${pageLimit(limit)} offset ?) as p on true
-      order by p.id`,
-    [userId, userId, offset],
-  );
+  const where = new Conditions().add('projects.user_id = ?', userId);
+  if (selection.states) where.add('projects.state = any(?::text[])', textArray(selection.states));
+  if (selection.q !== undefined) where.add(`${foldedText('projects.name')} like ${foldedText('?::text')}`, containsPattern(selection.q));
+  if (selection.dueFrom) where.add('projects.due_at >= ?', selection.dueFrom);
+  if (selection.dueUntil) where.add('projects.due_at < ?', selection.dueUntil);
+  const sql = `select c.total, ${PROJECT_COLUMNS('p')}
+       from (select count(*)::int as total from projects where ${where.sql}) as c
+       left join lateral (
+         select * from projects where ${where.sql} order by ${projectOrderBy(sort, 'projects')} limit ${pageLimit(limit)} offset ?
+       ) as p on true
+      order by ${projectOrderBy(sort, 'p')}`;
+  const params = [...where.params, ...where.params, offset];
+  const plain = where.parts.length === 1 && sort.attribute === 'id' && !sort.descending;
+  const rows = plain ? await execute<ProjectRow>(em, sql, params) : await em.execute<ProjectRow[]>(sql, params);
   // An empty page is one row carrying the total, with no project.
   return { projects: rows.filter((row) => row.id !== null).map(fieldsOf), total: Number(rows[0]?.total ?? 0) };
 }

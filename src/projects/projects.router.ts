@@ -41,9 +41,12 @@ export const projectsRouter = router({
       openapi: {
         method: 'GET', path: PROJECTS_PATH, tags: TAGS,
         summary: 'List projects',
-        description: `The current user's projects by id, ${PROJECT_PAGE_SIZE} a page. A page beyond the last has an empty \`data\`.`,
+        description: [
+          `The current user's projects, by id unless \`sort\` says otherwise, ${PROJECT_PAGE_SIZE} a page unless \`page_size\` says otherwise.`,
+          'Filters combine (all must hold); a comma list keeps an item that matches one of its values. `links` keep every parameter and change only `page`; `last` counts the filtered projects. A page beyond the last has an empty `data`. A bad value of any parameter is 400 `invalid` on that parameter, every bad parameter reported.',
+        ].join('\n\n'),
       },
-      queryParameters: ['page'],
+      queryParameters: ['page', 'page_size', 'state', 'q', 'due_after', 'due_before', 'sort'],
     })
     .input(ListProjectsInput)
     .output(ProjectListDocument)

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { PageLinks, StabilityMeta, ref } from '../core/envelope.js';
 import { inputObject, integer, pageParam, pathId, recordId, stateField, text, timestamp } from '../core/fields.js';
+import { dayParam, listParam, pageSizeParam, searchParam, secondsParam, sortParam } from '../core/list-query.js';
 import { TASK_STATES } from './task.lifecycle.js';
 
 export const TASK_PAGE_SIZE = 50;
@@ -16,8 +17,34 @@ export const CreateTaskInput = inputObject({
   }),
 });
 
-/** No input at all is page 1, on /trpc as on REST without `?page`. */
-export const ListTasksInput = z.object({ page: pageParam }).prefault({});
+/** The states a task list can show: SPEC.md 4.6 never lists abandoned tasks. */
+export const LISTED_TASK_STATES = ['newed', 'started', 'planned', 'finished'] as const;
+/** What the task list sorts by (API-CONTRACT.md §12). */
+export const TASK_SORTS = ['order', 'id', 'label', 'startedAt', 'plannedAt', 'finishedAt'] as const;
+
+/**
+ * The task list's query (API-CONTRACT.md §12): each member a REST query parameter, in the
+ * order links repeat them. No input at all is page 1 of every listed task, on /trpc as on
+ * REST without a query.
+ */
+export const ListTasksInput = z
+  .object({
+    page: pageParam,
+    page_size: pageSizeParam(TASK_PAGE_SIZE),
+    state: listParam(z.enum(LISTED_TASK_STATES), 'Keeps tasks in one of these states: a comma list of `newed`, `started`, `planned`, `finished` (on /trpc an array).', ['newed', 'started']),
+    project_id: listParam(
+      recordId().nullable(),
+      'Keeps tasks of one of these projects: a comma list of project ids and `none` for tasks of no project (on /trpc an array, `null` for none). An id that is not one of yours matches nothing.',
+      [3, null],
+    ),
+    q: searchParam,
+    planned_after: secondsParam('Keeps tasks planned at or after this Unix time (seconds); a task never planned never matches.'),
+    planned_before: secondsParam('Keeps tasks planned before this Unix time (seconds); a task never planned never matches.'),
+    planned_on: dayParam,
+    sort: sortParam(TASK_SORTS, 'order'),
+  })
+  .prefault({});
+export type ListTasksQuery = z.infer<typeof ListTasksInput>;
 
 export const TaskIdInput = inputObject({ id: pathId });
 

@@ -11,7 +11,8 @@ import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, t
 import { taskEtag } from '../core/conditional.js';
 import type { ResourceReader } from '../core/resource.js';
 import { presentTaskFields, type TaskFields } from './task.view.js';
-import { idArray, pageLimit } from '../db/sql-fragments.js';
+import { Conditions, containsPattern, foldedText, idArray, pageLimit, textArray } from '../db/sql-fragments.js';
+import type { Sort } from '../core/list-query.js';
 import { BY_ORDER, LISTED, TASK_COLUMNS, presentedTaskColumns } from './task.sql.js';
 import { execute } from '../db/prepared.js';
 
@@ -251,38 +252,107 @@ export interface TaskListPage {
   total: number;
 }
 
+/** What a task list keeps (API-CONTRACT.md §12), as instants and values; absent members keep everything. */
+export interface TaskSelection {
+  /** SPEC.md 4.6: finished tasks are listed from this instant on (the start of the day 14 days ago). */
+  finishedSince: Date;
+  states?: readonly string[];
+  /** Tasks of these projects; `loose` adds the tasks of no project. */
+  projectIds?: readonly number[];
+  loose?: boolean;
+  /** A substring of the label, compared in Unicode lower case. */
+  q?: string;
+  /** plannedAt >= plannedFrom and < plannedUntil. */
+  plannedFrom?: Date;
+  plannedUntil?: Date;
+}
+
+export type TaskSortAttribute = 'order' | 'id' | 'label' | 'startedAt' | 'plannedAt' | 'finishedAt';
+
+/** Each sort as an expression over a `tasks` row: unset dates are 0 as presented, labels in code point order. */
+const TASK_SORT_KEYS: Record<TaskSortAttribute, (t: string) => string> = {
+  order: (t) => `${t}."order"`,
+  id: (t) => `${t}.id`,
+  label: (t) => `${t}.label collate "C"`,
+  startedAt: (t) => `coalesce(${t}.started_at, 'epoch'::timestamptz)`,
+  plannedAt: (t) => `coalesce(${t}.planned_at, 'epoch'::timestamptz)`,
+  finishedAt: (t) => `coalesce(${t}.finished_at, 'epoch'::timestamptz)`,
+};
+
+/** ORDER BY of a sort over `t`: the attribute, then the id ascending. */
+function taskOrderBy(sort: Sort<TaskSortAttribute>, t: string): string {
+  const direction = sort.descending ? ' desc' : '';
+  return sort.attribute === 'id' ? `${t}.id${direction}` : `${TASK_SORT_KEYS[sort.attribute](t)}${direction}, ${t}.id`;
+}
+
+const BY_ORDER_SORT: Sort<TaskSortAttribute> = { attribute: 'order', descending: false };
+
+/** Whether the selection keeps every listed task (only the 14-day window applies). */
+const keepsAll = (s: TaskSelection) =>
+  s.states === undefined && s.projectIds === undefined && !s.loose && s.q === undefined && s.plannedFrom === undefined && s.plannedUntil === undefined;
+
 /**
  * One page of a user's listed tasks (SPEC.md 4.6: not abandoned, not finished before
- * `finishedSince`), by order, and how many are listed in all: one statement that reads
- * plain rows. The total is the user's open tasks (kept in `task_counts` by triggers) plus
- * the finished ones since `finishedSince` (an index range), so it costs the same at 1,000
- * tasks as at 100,000. The page's ids come from the (user_id, order, id) index alone, which
- * also carries the filtered columns: a deep page skips the tasks before it without reading
- * them (still O(offset), but index entries only); then its 50 rows are read by id.
+ * `finishedSince`), as the selection keeps and sorts them, and how many it keeps in all: one
+ * statement that reads plain rows.
+ *
+ * Every listed task, by order (the list without a query): the total is the user's open tasks
+ * (kept in `task_counts` by triggers) plus the finished ones since `finishedSince` (an index
+ * range), so it costs the same at 1,000 tasks as at 100,000. The page's ids come from the
+ * (user_id, order, id) index alone, which also carries the filtered columns: a deep page skips
+ * the tasks before it without reading them (still O(offset), but index entries only); then its
+ * rows are read by id. This statement is prepared.
+ *
+ * A selection or another sort: the same statement with the selection's conditions, counted by
+ * `count(*)` over the rows they keep, which the indexes of each condition find
+ * (src/db/migrations/Migration20261127000000_time_zones_and_list_indexes.ts; bench/README.md
+ * "Filtered lists" has the plans and what they cost at 100,000 tasks). It is planned for its
+ * values each time (a generic plan would not know that one project holds 50 tasks and one
+ * state 90,000), so it is not prepared.
  */
 export async function listTasks(
   em: SqlEntityManager,
   userId: number,
-  finishedSince: Date,
+  selection: TaskSelection,
   limit: number,
   offset: number,
+  sort: Sort<TaskSortAttribute> = BY_ORDER_SORT,
 ): Promise<TaskListPage> {
-  const rows = await execute<ListedTaskRow>(
-    em,
-    `select c.total, ${TASK_COLUMNS('t')}
-       from (select ((select coalesce(sum("open"), 0) from task_counts where user_id = ?)
-                  + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int as total) as c
+  const where = new Conditions()
+    .add('tasks.user_id = ?', userId)
+    .add(LISTED('tasks'))
+    .add("(tasks.state <> 'finished' or tasks.finished_at >= ?)", selection.finishedSince);
+  if (selection.states) where.add('tasks.state = any(?::text[])', textArray(selection.states));
+  if (selection.projectIds || selection.loose) {
+    const ids = selection.projectIds?.length ? 'tasks.project_id = any(?::int[])' : undefined;
+    if (ids && selection.loose) where.add(`(${ids} or tasks.project_id is null)`, idArray(selection.projectIds!));
+    else if (ids) where.add(ids, idArray(selection.projectIds!));
+    else where.add('tasks.project_id is null');
+  }
+  if (selection.q !== undefined) where.add(`${foldedText('tasks.label')} like ${foldedText('?::text')}`, containsPattern(selection.q));
+  if (selection.plannedFrom) where.add('tasks.planned_at >= ?', selection.plannedFrom);
+  if (selection.plannedUntil) where.add('tasks.planned_at < ?', selection.plannedUntil);
+
+  const all = keepsAll(selection);
+  const total = all
+    ? `((select coalesce(sum("open"), 0) from task_counts where user_id = ?)
+        + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int`
+    : `(select count(*) from tasks where ${where.sql})::int`;
+  const totalParams = all ? [userId, userId, selection.finishedSince] : where.params;
+  const sql = `select c.total, ${TASK_COLUMNS('t')}
+       from (select ${total} as total) as c
        left join lateral (
          select tasks.* from (
-           select user_id, id from tasks
-            where user_id = ? and ${LISTED('tasks')} and (state <> 'finished' or finished_at >= ?)
-            order by ${BY_ORDER('tasks')}
+           select tasks.user_id, tasks.id from tasks
+            where ${where.sql}
+            order by ${taskOrderBy(sort, 'tasks')}
             limit ${pageLimit(limit)} offset ?
          ) as page join tasks on tasks.user_id = page.user_id and tasks.id = page.id
        ) as t on true
-      order by t."order", t.id`,
-    [userId, userId, finishedSince, userId, finishedSince, offset],
-  );
+      order by ${taskOrderBy(sort, 't')}`;
+  const params = [...totalParams, ...where.params, offset];
+  const byOrder = sort.attribute === 'order' && !sort.descending;
+  const rows = all && byOrder ? await execute<ListedTaskRow>(em, sql, params) : await em.execute<ListedTaskRow[]>(sql, params);
   // An empty page is one row carrying the total, with no task.
   const tasks = rows.filter((row) => row.id !== null).map(taskFieldsOf);
   return { tasks, total: Number(rows[0]?.total ?? 0) };

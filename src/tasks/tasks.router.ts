@@ -45,9 +45,12 @@ export const tasksRouter = router({
       openapi: {
         method: 'GET', path: TASKS_PATH, tags: TAGS,
         summary: 'List tasks',
-        description: `The current user's tasks by order, ${TASK_PAGE_SIZE} a page. Abandoned tasks and tasks finished before the UTC day ${FINISHED_LISTED_DAYS} days ago are left out. A page beyond the last has an empty \`data\`.`,
+        description: [
+          `The current user's tasks, by order unless \`sort\` says otherwise, ${TASK_PAGE_SIZE} a page unless \`page_size\` says otherwise. Abandoned tasks and tasks finished before the user's day ${FINISHED_LISTED_DAYS} days ago (in the user's time zone) are never listed: the filters only narrow that.`,
+          'Filters combine (all must hold); a comma list keeps an item that matches one of its values. `links` keep every parameter and change only `page`; `last` counts the filtered tasks. A page beyond the last has an empty `data`. A bad value of any parameter is 400 `invalid` on that parameter, every bad parameter reported.',
+        ].join('\n\n'),
       },
-      queryParameters: ['page'],
+      queryParameters: ['page', 'page_size', 'state', 'project_id', 'q', 'planned_after', 'planned_before', 'planned_on', 'sort'],
     })
     .input(ListTasksInput)
     .output(TaskListDocument)

@@ -13,13 +13,13 @@ export async function authenticate(em: SqlEntityManager, authorization: string |
   const token = tokenFromHeader(authorization);
   if (!token) return null;
   const tokenHash = hashAccessToken(token);
-  const [user] = await execute<{ id: number; username: string; seq: string }>(
+  const [user] = await execute<{ id: number; username: string; time_zone: string; seq: string }>(
     em,
-    `select u.id, u.username, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id
+    `select u.id, u.username, u.time_zone, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id
       where t.token_hash = ? and t.expires_at > ?`,
     [tokenHash, now],
   );
-  return user ? { user: { id: user.id, username: user.username }, tokenHash, lastEventSeq: user.seq } : null;
+  return user ? { user: { id: user.id, username: user.username, timeZone: user.time_zone }, tokenHash, lastEventSeq: user.seq } : null;
 }
 
 /** Whether an access token, by its hash, is still known and unexpired (open streams re-check it). */

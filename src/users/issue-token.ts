@@ -19,6 +19,6 @@ export function issueToken(em: SqlEntityManager, now: Date, user: { id: number }
   return token;
 }
 
-export function userWithToken(user: { id: number; username: string }, token: string) {
+export function userWithToken(user: { id: number; username: string; timeZone: string }, token: string) {
   return { data: presentUser(user), meta: { token } };
 }

@@ -8,6 +8,7 @@ import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { z } from 'zod';
 import type { Context } from '../core/context.js';
 import { DomainError } from '../core/errors.js';
+import { DEFAULT_TIME_ZONE } from '../core/user-day.js';
 import { hashPassword } from './credentials.js';
 import { issueToken, userWithToken } from './issue-token.js';
 import type { RegisterInput } from './user.schema.js';
@@ -18,12 +19,12 @@ function taken(): DomainError {
 }
 
 export async function registerUser(ctx: Context, input: z.infer<typeof RegisterInput>) {
-  const { username, password } = input.user;
+  const { username, password, time_zone: timeZone = DEFAULT_TIME_ZONE } = input.user;
   if (await isUsernameTaken(ctx.em, username)) throw taken();
   const passwordHash = await hashPassword(password, ctx.passwordHashCost);
   try {
     return await ctx.em.transactional(async (em) => {
-      const user = await insertUser(em, { username, passwordHash, createdAt: ctx.clock.now() });
+      const user = await insertUser(em, { username, passwordHash, timeZone, createdAt: ctx.clock.now() });
       const token = issueToken(em, ctx.clock.now(), user);
       await em.flush();
       return userWithToken(user, token);

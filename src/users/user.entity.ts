@@ -12,6 +12,8 @@ const UserSchema = defineEntity({
     id: p.integer().primary().autoincrement(),
     username: p.text(),
     passwordHash: p.text().hidden(),
+    /** An IANA zone name (src/core/user-day.ts); `UTC` unless the user set another. */
+    timeZone: p.text().default('UTC'),
     createdAt: p.datetime().columnType('timestamptz'),
   },
 });

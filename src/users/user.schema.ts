@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { inputObject, text } from '../core/fields.js';
+import { ZONE_NAME, timeZoneOf } from '../core/user-day.js';
 
 export const usernameField = text({
   min: 1,
@@ -10,8 +11,33 @@ export const usernameField = text({
 });
 export const passwordField = text({ min: 8, max: 200, tooShort: 'too_short', what: 'Password' });
 
+/**
+ * An IANA time zone name (API-CONTRACT.md §13), read as the zone it names: `europe/paris` is
+ * `Europe/Paris`. A name the tz database does not know (or an offset) is `invalid`.
+ */
+export const timeZoneField = z
+  .string()
+  .transform((name, ctx) => {
+    const zone = timeZoneOf(name);
+    if (zone === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'time_zone must be an IANA time zone name, such as Europe/Paris or UTC.', params: { code: 'invalid' } });
+      return z.NEVER;
+    }
+    return zone;
+  })
+  .meta({
+    description: 'An IANA time zone name (`Europe/Paris`, `America/New_York`, `UTC`): the zone of every "today" rule of this user. A name the tz database does not know is 422 `invalid`.',
+    pattern: ZONE_NAME.source,
+    maxLength: 64,
+    example: 'Europe/Paris',
+  });
+
 export const RegisterInput = inputObject({
-  user: z.object({ username: usernameField, password: passwordField }),
+  user: z.object({ username: usernameField, password: passwordField, time_zone: timeZoneField.optional() }),
+});
+
+export const UpdateUserInput = inputObject({
+  user: z.object({ time_zone: timeZoneField.optional() }),
 });
 
 // Login takes any text a registration could have stored (no NUL, no lone surrogate);
@@ -24,7 +50,10 @@ export const AuthorizeInput = inputObject({
 export const UserResource = z.object({
   type: z.literal('user'),
   id: z.int(),
-  attributes: z.object({ username: z.string() }),
+  attributes: z.object({
+    username: z.string(),
+    timeZone: z.string().meta({ description: 'The IANA time zone of the user\'s "today" (API-CONTRACT.md §13).', example: 'Europe/Paris' }),
+  }),
 }).meta({ id: 'User' });
 
 export const UserDocument = z.object({ data: UserResource });
@@ -33,6 +62,6 @@ export const UserWithTokenDocument = z.object({
   meta: z.object({ token: z.string().meta({ description: 'Access token, shown only here. Valid 30 days.' }) }),
 });
 
-export function presentUser(user: { id: number; username: string }) {
-  return { type: 'user' as const, id: user.id, attributes: { username: user.username } };
+export function presentUser(user: { id: number; username: string; timeZone: string }) {
+  return { type: 'user' as const, id: user.id, attributes: { username: user.username, timeZone: user.timeZone } };
 }

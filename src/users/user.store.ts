@@ -19,28 +19,44 @@ export async function isUsernameTaken(em: SqlEntityManager, username: string): P
  */
 export async function insertUser(
   em: SqlEntityManager,
-  user: { username: string; passwordHash: string; createdAt: Date },
-): Promise<{ id: number; username: string }> {
-  const [row] = await em.execute<Array<{ id: number; username: string }>>(
+  user: { username: string; passwordHash: string; timeZone: string; createdAt: Date },
+): Promise<StoredUser> {
+  const [row] = await em.execute<Array<{ id: number; username: string; time_zone: string }>>(
     `with "user" as (
-       insert into users (username, password_hash, created_at) values (?, ?, ?) returning id, username
+       insert into users (username, password_hash, time_zone, created_at) values (?, ?, ?, ?) returning id, username, time_zone
      ), "name" as (
        insert into usernames (username, user_id) select username, id from "user"
      )
-     select id, username from "user"`,
-    [user.username, user.passwordHash, user.createdAt],
+     select id, username, time_zone from "user"`,
+    [user.username, user.passwordHash, user.timeZone, user.createdAt],
   );
-  return row!;
+  return { id: row!.id, username: row!.username, timeZone: row!.time_zone };
+}
+
+/** A user as its documents show it. */
+export interface StoredUser {
+  id: number;
+  username: string;
+  timeZone: string;
+}
+
+/** Sets the user's time zone; the user as stored after. */
+export async function updateTimeZone(em: SqlEntityManager, userId: number, timeZone: string): Promise<StoredUser> {
+  const [row] = await em.execute<Array<{ id: number; username: string; time_zone: string }>>(
+    'update users set time_zone = ? where id = ? returning id, username, time_zone',
+    [timeZone, userId],
+  );
+  return { id: row!.id, username: row!.username, timeZone: row!.time_zone };
 }
 
 /** The user with this name, through the directory, with its password hash; null when none. */
 export async function userByName(
   em: SqlEntityManager,
   username: string,
-): Promise<{ id: number; username: string; passwordHash: string } | null> {
-  const [row] = await em.execute<Array<{ id: number; username: string; password_hash: string }>>(
-    'select u.id, u.username, u.password_hash from usernames n join users u on u.id = n.user_id where n.username = ?',
+): Promise<(StoredUser & { passwordHash: string }) | null> {
+  const [row] = await em.execute<Array<{ id: number; username: string; time_zone: string; password_hash: string }>>(
+    'select u.id, u.username, u.time_zone, u.password_hash from usernames n join users u on u.id = n.user_id where n.username = ?',
     [username],
   );
-  return row ? { id: row.id, username: row.username, passwordHash: row.password_hash } : null;
+  return row ? { id: row.id, username: row.username, timeZone: row.time_zone, passwordHash: row.password_hash } : null;
 }

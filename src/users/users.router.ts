@@ -9,7 +9,8 @@ import { credentialsProcedure } from './credentials-procedure.js';
 import { logIn } from './log-in.js';
 import { registerUser } from './register-user.js';
 import { revokeToken } from './revoke-token.js';
-import { AuthorizeInput, RegisterInput, UserDocument, UserWithTokenDocument, presentUser } from './user.schema.js';
+import { AuthorizeInput, RegisterInput, UpdateUserInput, UserDocument, UserWithTokenDocument, presentUser } from './user.schema.js';
+import { updateUser } from './update-user.js';
 
 const TAGS = ['users'];
 
@@ -19,7 +20,7 @@ export const usersRouter = router({
       openapi: {
         method: 'POST', path: '/api/users', tags: TAGS, protect: false,
         summary: 'Register a user',
-        description: 'Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters.',
+        description: 'Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user\'s "today".',
       },
       successStatus: 201,
       errorCodes: ['parameter_missing', 'invalid', 'too_long', 'too_short', 'taken'],
@@ -47,6 +48,19 @@ export const usersRouter = router({
     .input(z.void())
     .output(UserDocument)
     .query(({ ctx }) => ({ data: presentUser(ctx.user) })),
+
+  update: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PATCH', path: '/api/users/me', tags: TAGS,
+        summary: 'Change the current user\'s time zone',
+        description: 'Sets `time_zone`, an IANA name (`Europe/Paris`, `America/New_York`, `UTC`; a name the tz database does not know is 422 `invalid`). Every rule that says "today" (a project\'s `due_at` and `finished_at`, the task list\'s 14-day window, `planned_on`) uses the user\'s day in that zone from the next request on.',
+      },
+      errorCodes: ['parameter_missing', 'invalid'],
+    })
+    .input(UpdateUserInput)
+    .output(UserDocument)
+    .mutation(({ ctx, input }) => updateUser(ctx, input)),
 
   revoke: authedProcedure
     .meta({

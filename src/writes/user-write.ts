@@ -102,6 +102,8 @@ export interface WriteScope {
   em: SqlEntityManager;
   userId: number;
   now: Date;
+  /** The owner's time zone: the zone of the write's "today" rules (src/core/user-day.ts). */
+  timeZone: string;
   changes: ChangeSet;
   /** The ETag of the resource the write answers with; called after the flush. */
   etag?: () => string;
@@ -233,7 +235,9 @@ async function runWrite<T>(
 ): Promise<Outcome<T>> {
   return retried(ctx, () =>
     ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
-      const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), changes: new ChangeSet(), oneStatementChangedNothing };
+      const scope: WriteScope = {
+        em, userId: ctx.user.id, now: ctx.clock.now(), timeZone: ctx.user.timeZone, changes: new ChangeSet(), oneStatementChangedNothing,
+      };
       if (keyed) await tryClaim(em, keyed);
       const record = await lockOwner(em, scope.userId, keyed && recordColumn(scope.userId, keyed, scope.now));
       if (record) return replayOf(keyed!, record);

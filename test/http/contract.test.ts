@@ -161,6 +161,16 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     await expectStatus('users-me', 200, { token: `Bearer ${token}` });
   });
 
+  it('users-update: 200 with the new time zone, and 422 with its codes', async () => {
+    const res = await expectStatus('users-update', 200, { token, body: { user: { time_zone: 'america/new_york' } } });
+    expect(res.body.data.attributes).toEqual({ username, timeZone: 'America/New_York' });
+    expect((await expectStatus('users-me', 200, { token })).body.data.attributes.timeZone).toBe('America/New_York');
+    await expectStatus('users-update', 422, { token, body: { user: { time_zone: 'Mars/Olympus_Mons' } } }, ['invalid']);
+    await expectStatus('users-update', 422, { token, body: { user: { time_zone: '+01:00' } } }, ['invalid']);
+    await expectStatus('users-update', 422, { token, body: { zone: 'UTC' } }, ['parameter_missing']);
+    await expectStatus('users-update', 200, { token, body: { user: { time_zone: 'UTC' } } });
+  });
+
   it('users-revoke: 204, then the token is 401', async () => {
     const res = await expectStatus('users-revoke', 204, { token: revokedToken });
     expect(res.text).toBe('');
@@ -318,7 +328,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
 
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
     const secured = operations.filter((o) => o.op.security?.length);
-    expect(secured).toHaveLength(16);
+    expect(secured).toHaveLength(17);
     for (const operation of secured) {
       for (const bad of [undefined, 'not-a-token', revokedToken]) {
         await expectStatus(
@@ -345,7 +355,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
   });
 
   it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {
-    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(9);
+    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(10);
     for (const operation of operations) {
       if (operation.id === 'users-revoke') continue; // its success would end the session; covered below
       const id = operation.path.startsWith('/api/projects') ? ids.startedProject : ids.task;

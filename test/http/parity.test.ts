@@ -27,7 +27,7 @@ for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
 }
 
 const PROCEDURES = [
-  'users.register', 'users.authorize', 'users.me', 'users.revoke',
+  'users.register', 'users.authorize', 'users.me', 'users.update', 'users.revoke',
   'projects.create', 'projects.list', 'projects.get', 'projects.update', 'projects.changeState', 'projects.delete',
   'tasks.create', 'tasks.list', 'tasks.get', 'tasks.update', 'tasks.changeState', 'tasks.reorder',
   'events.list', 'events.ticket',
@@ -87,6 +87,9 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'me', procedure: 'users.me' },
     { name: 'me without token', procedure: 'users.me', auth: 'none', fails: ['unauthorized'] },
     { name: 'me with an unknown token', procedure: 'users.me', auth: 'unknown', fails: ['unauthorized'] },
+    { name: 'move to Tokyo', procedure: 'users.update', input: () => ({ user: { time_zone: 'asia/tokyo' } }) },
+    { name: 'move nowhere', procedure: 'users.update', input: () => ({ user: { time_zone: 'Nowhere/Special' } }), fails: ['invalid'] },
+    { name: 'move back to UTC', procedure: 'users.update', input: () => ({ user: { time_zone: 'UTC' } }) },
     { name: 'revoke the second token', procedure: 'users.revoke', auth: 'second' },
     { name: 'revoke it again', procedure: 'users.revoke', auth: 'second', fails: ['unauthorized'] },
 
@@ -98,6 +101,8 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'create without token', procedure: 'projects.create', auth: 'none', input: () => ({ project: { name: 'Nope' } }), fails: ['unauthorized'] },
     { name: 'list projects', procedure: 'projects.list', input: () => ({}) },
     { name: 'list projects page 2', procedure: 'projects.list', input: () => ({ page: 2 }) },
+    { name: 'list newed projects by name, descending', procedure: 'projects.list', input: () => ({ state: ['newed'], sort: '-name', page_size: 1 }) },
+    { name: 'list projects with bad parameters', procedure: 'projects.list', input: () => ({ page_size: 0, state: ['abandoned'], sort: 'dueat' }), fails: ['invalid', 'invalid', 'invalid'] },
     { name: 'list projects page 0', procedure: 'projects.list', input: () => ({ page: 0 }), fails: ['invalid'] },
     { name: 'get Coffee', procedure: 'projects.get', input: (s) => ({ id: s.refs.coffee }) },
     { name: 'get a foreign project', procedure: 'projects.get', input: () => ({ id: foreign.project }), fails: ['record_not_found'] },

@@ -114,7 +114,7 @@ describe('the generated REST client', () => {
 
       const me = await usersMe({ client });
       expect(me.response?.status).toBe(200);
-      expect(me.data?.data).toEqual({ type: 'user', id: registered.data!.data.id, attributes: { username } });
+      expect(me.data?.data).toEqual({ type: 'user', id: registered.data!.data.id, attributes: { username, timeZone: 'UTC' } });
       const noToken = await usersMe({ client: anonymous });
       expect(noToken.response?.status).toBe(401);
       expectEnvelope(noToken.error, 401, ['unauthorized']);

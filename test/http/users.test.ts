@@ -9,12 +9,12 @@ describe('register', () => {
     expect(res.status).toBe(201);
     expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
     expect(res.body).toEqual({
-      data: { type: 'user', id: expect.any(Number), attributes: { username: 'alice' } },
+      data: { type: 'user', id: expect.any(Number), attributes: { username: 'alice', timeZone: 'UTC' } },
       meta: { token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) },
     });
     const me = await app.request('GET', '/api/users/me', { token: res.body.meta.token });
     expect(me.status).toBe(200);
-    expect(me.body).toEqual({ data: { type: 'user', id: res.body.data.id, attributes: { username: 'alice' } } });
+    expect(me.body).toEqual({ data: { type: 'user', id: res.body.data.id, attributes: { username: 'alice', timeZone: 'UTC' } } });
   });
 
   it('refuses a taken username', async () => {
@@ -166,7 +166,7 @@ describe('the tRPC door', () => {
     expect(created.data.attributes.username).toBe('trpc_user');
     const login = await anonymous.users.authorize.mutate({ username: 'trpc_user', password: 'password1' });
     const me = await app.trpc(login.meta.token).users.me.query();
-    expect(me).toEqual({ data: { type: 'user', id: created.data.id, attributes: { username: 'trpc_user' } } });
+    expect(me).toEqual({ data: { type: 'user', id: created.data.id, attributes: { username: 'trpc_user', timeZone: 'UTC' } } });
     await app.trpc(login.meta.token).users.revoke.mutate();
     await expect(app.trpc(login.meta.token).users.me.query()).rejects.toMatchObject({
       data: { code: 'unauthorized', httpStatus: 401 },

@@ -30,6 +30,7 @@ describe('every procedure output, serialised for /trpc', () => {
     await note('users.authorize', procedures.caller().users.authorize({ username: user.username, password: 'correct horse' }));
     await note('users.register', procedures.caller().users.register({ user: { username: `${user.username}b`, password: 'correct horse' } }));
     await note('users.me', api.users.me());
+    await note('users.update', api.users.update({ user: { time_zone: 'Europe/Paris' } }));
     await note('projects.list', api.projects.list({}));
     await note('tasks.list', api.tasks.list({}));
     await note('events.list', api.events.list({}));
@@ -47,6 +48,7 @@ describe('every procedure output, serialised for /trpc', () => {
     await note('projects.changeState', api.projects.changeState({ id: project.id, project: { state: 'paused' } }));
     await note('projects.list', api.projects.list({ page: 1 }));
     await note('tasks.list', api.tasks.list({ page: 1 }));
+    await note('tasks.list', api.tasks.list({ state: ['newed', 'planned'], project_id: [null], q: 'grout', sort: '-label', page_size: 5 }));
     await note('events.list', api.events.list({ after: '0' }));
     await note('events.ticket', api.events.ticket());
     await note('projects.delete', api.projects.delete({ id: project.id }));

@@ -6,10 +6,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { doc, operations, schemaErrors, type Json } from '../helpers/openapi-document.js';
+import { QUERY_PARAMETERS } from '../../src/core/errors.js';
 
 describe('openapi.json describes itself', () => {
   it('documents 18 operations, each with an operationId, tag and summary', () => {
-    expect(operations).toHaveLength(18);
+    expect(operations).toHaveLength(19);
     for (const { id, op } of operations) {
       expect(id).toMatch(/^(users|projects|tasks|events)-[a-zA-Z]+$/);
       expect(op.tags, id).toEqual([id.split('-')[0]]);
@@ -56,13 +57,17 @@ describe('openapi.json describes itself', () => {
       expect(parameters.filter((p) => p.in === 'path').map((p) => p.name), id).toEqual(pathParams);
       for (const p of parameters) {
         expect(p.description, `${id} ${p.name}`).toBeTruthy();
-        // Headers of API-CONTRACT.md §10–§11, event ids and tickets are strings; path ids and pages are integers.
+        // Headers of API-CONTRACT.md §10–§11, event ids and tickets are strings; path ids, pages and the
+        // integers of §12 are integers; the comma lists of §12 are arrays, written without explode.
         if (p.in === 'header') {
           expect(['Idempotency-Key', 'If-Match', 'If-None-Match', 'Accept', 'Last-Event-ID'], `${id} ${p.name}`).toContain(p.name);
           expect(p.schema.type, `${id} ${p.name}`).toBe('string');
           continue;
         }
-        expect(p.schema.type, `${id} ${p.name}`).toBe(p.in === 'path' || p.name === 'page' ? 'integer' : 'string');
+        const kind = p.in === 'query' ? QUERY_PARAMETERS[p.name]?.kind : undefined;
+        expect(p.schema.type, `${id} ${p.name}`).toBe(p.in === 'path' || kind === 'integer' ? 'integer' : kind === 'list' || kind === 'ids' ? 'array' : 'string');
+        if (p.schema.type === 'array') expect(p, `${id} ${p.name}`).toMatchObject({ style: 'form', explode: false });
+        if (p.in === 'query') expect(p.example, `${id} ${p.name}: an example`).toBeDefined();
         if (p.in === 'path') expect(p.required, id).toBe(true);
       }
       const page = parameters.find((p) => p.name === 'page');

@@ -93,8 +93,9 @@ describe('what the document declares', () => {
         expect(pattern.test('a\u0000b'), `${where} takes NUL (${String(pattern)})`).toBe(false);
       }
       // An unpaired surrogate can only be written as a JSON escape; no pattern RE2 or Rust
-      // reads can name one, so the rule is the description's (the service refuses it: 422).
-      expect(schema.description, where).toMatch(/no NUL character, no unpaired surrogate/);
+      // reads can name one, so the rule is the description's (the service refuses it: 422),
+      // unless the pattern allows only characters no surrogate is (a time zone name: ASCII).
+      if (new RegExp(schema.pattern, 'u').test('\ud800')) expect(schema.description, where).toMatch(/no NUL character, no unpaired surrogate/);
     }
   });
 });

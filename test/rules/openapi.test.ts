@@ -26,7 +26,7 @@ describe('openapi.json', () => {
     const operations = Object.entries(doc.paths).flatMap(([path, methods]: [string, any]) =>
       Object.entries(methods).map(([method, op]: [string, any]) => ({ path, method, op })),
     );
-    expect(operations).toHaveLength(18);
+    expect(operations).toHaveLength(19);
     for (const { method, path, op } of operations) {
       const statuses = Object.keys(op.responses);
       const success = statuses.filter((s) => s.startsWith('2'));

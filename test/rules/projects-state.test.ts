@@ -71,7 +71,7 @@ function counter(started: number) {
 /** Runs a project state change that must be refused with exactly one error. */
 async function expectProjectRefusal(p: Project, request: ProjectStateRequest, code: string, pointer: string, startedProjects = counter(0)) {
   const before = projectSnapshot(p);
-  const error = await p.changeState(request, { now, startedProjects }).then(
+  const error = await p.changeState(request, { now, timeZone: 'UTC', startedProjects }).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -139,7 +139,7 @@ describe('project state machine: every (from, requested) pair', () => {
       const p = makeProject(from);
       const before = projectSnapshot(p);
       const startedProjects = counter(0);
-      const transition = await p.changeState({ ...allowed.request }, { now, startedProjects });
+      const transition = await p.changeState({ ...allowed.request }, { now, timeZone: 'UTC', startedProjects });
       expect(transition.action).toBe(allowed.action);
       expect(transition.from).toBe(from);
       expect(transition.to).toBe(to);
@@ -179,7 +179,7 @@ describe('project state machine: every (from, requested) pair', () => {
 describe('project side effects in detail', () => {
   it('start sets startedAt = now and dueAt = due_at, and leaves the other dates unset', async () => {
     const p = makeProject('newed');
-    await p.changeState({ state: 'started', due_at: NEXT_MIDNIGHT_S }, { now, startedProjects: counter(0) });
+    await p.changeState({ state: 'started', due_at: NEXT_MIDNIGHT_S }, { now, timeZone: 'UTC', startedProjects: counter(0) });
     expect(p.state).toBe('started');
     expect(ms(p.startedAt)).toBe(NOW_S * 1000);
     expect(ms(p.dueAt)).toBe(NEXT_MIDNIGHT_S * 1000);
@@ -190,36 +190,36 @@ describe('project side effects in detail', () => {
   it('restart with due_at updates dueAt, keeps startedAt, unsets pausedAt', async () => {
     const p = makeProject('paused');
     const due = NEXT_MIDNIGHT_S + 30 * DAY;
-    const t = await p.changeState({ state: 'started', due_at: due }, { now, startedProjects: counter(2) });
+    const t = await p.changeState({ state: 'started', due_at: due }, { now, timeZone: 'UTC', startedProjects: counter(2) });
     expect(t.action).toBe('restart');
     expect(projectSnapshot(p)).toMatchObject({ state: 'started', startedAt: STARTED_S * 1000, dueAt: due * 1000, pausedAt: null, finishedAt: null });
   });
 
   it('restart without due_at keeps the old dueAt', async () => {
     const p = makeProject('paused');
-    await p.changeState({ state: 'started' }, { now, startedProjects: counter(0) });
+    await p.changeState({ state: 'started' }, { now, timeZone: 'UTC', startedProjects: counter(0) });
     expect(ms(p.dueAt)).toBe(DUE_S * 1000);
     expect(p.pausedAt).toBeNull();
   });
 
   it('pause then restart then pause again stamps pausedAt with each now', async () => {
     const p = makeProject('started');
-    await p.changeState({ state: 'paused' }, { now, startedProjects: counter(0) });
+    await p.changeState({ state: 'paused' }, { now, timeZone: 'UTC', startedProjects: counter(0) });
     expect(ms(p.pausedAt)).toBe(NOW_S * 1000);
-    await p.changeState({ state: 'started' }, { now: at(NOW_S + 60), startedProjects: counter(0) });
+    await p.changeState({ state: 'started' }, { now: at(NOW_S + 60), timeZone: 'UTC', startedProjects: counter(0) });
     expect(p.pausedAt).toBeNull();
-    await p.changeState({ state: 'paused' }, { now: at(NOW_S + 120), startedProjects: counter(0) });
+    await p.changeState({ state: 'paused' }, { now: at(NOW_S + 120), timeZone: 'UTC', startedProjects: counter(0) });
     expect(ms(p.pausedAt)).toBe((NOW_S + 120) * 1000);
     expect(ms(p.startedAt)).toBe(STARTED_S * 1000);
   });
 
   it('finish with finished_at stores it; without, stores now', async () => {
     const given = makeProject('started');
-    await given.changeState({ state: 'finished', finished_at: STARTED_S + DAY }, { now, startedProjects: counter(0) });
+    await given.changeState({ state: 'finished', finished_at: STARTED_S + DAY }, { now, timeZone: 'UTC', startedProjects: counter(0) });
     expect(ms(given.finishedAt)).toBe((STARTED_S + DAY) * 1000);
     expect(projectSnapshot(given)).toMatchObject({ state: 'finished', startedAt: STARTED_S * 1000, dueAt: DUE_S * 1000, pausedAt: null });
     const defaulted = makeProject('started');
-    await defaulted.changeState({ state: 'finished' }, { now, startedProjects: counter(0) });
+    await defaulted.changeState({ state: 'finished' }, { now, timeZone: 'UTC', startedProjects: counter(0) });
     expect(ms(defaulted.finishedAt)).toBe(NOW_S * 1000);
   });
 });
@@ -234,7 +234,7 @@ describe('project date rules (now = 2026-06-15T12:00:00Z)', () => {
       ['far in the future', NEXT_MIDNIGHT_S + 365 * DAY],
     ])('accepts %s', async (_what, due) => {
       const p = makeProject(from);
-      await p.changeState({ state: 'started', due_at: due }, { now, startedProjects: counter(0) });
+      await p.changeState({ state: 'started', due_at: due }, { now, timeZone: 'UTC', startedProjects: counter(0) });
       expect(p.state).toBe('started');
       expect(ms(p.dueAt)).toBe(due * 1000);
     });
@@ -257,7 +257,7 @@ describe('project date rules (now = 2026-06-15T12:00:00Z)', () => {
     ['the last second of today', END_OF_TODAY_S],
   ])('finish accepts finished_at = %s', async (_what, value) => {
     const p = makeProject('started');
-    await p.changeState({ state: 'finished', finished_at: value }, { now, startedProjects: counter(0) });
+    await p.changeState({ state: 'finished', finished_at: value }, { now, timeZone: 'UTC', startedProjects: counter(0) });
     expect(p.state).toBe('finished');
     expect(ms(p.finishedAt)).toBe(value * 1000);
   });
@@ -273,7 +273,7 @@ describe('project date rules (now = 2026-06-15T12:00:00Z)', () => {
 
   it('finish accepts a finished_at at startedAt when the project started today', async () => {
     const p = makeProject('started', { startedAt: at(NOW_S - HOUR) });
-    await p.changeState({ state: 'finished', finished_at: NOW_S - HOUR }, { now, startedProjects: counter(0) });
+    await p.changeState({ state: 'finished', finished_at: NOW_S - HOUR }, { now, timeZone: 'UTC', startedProjects: counter(0) });
     expect(ms(p.finishedAt)).toBe((NOW_S - HOUR) * 1000);
     await expectProjectRefusal(
       makeProject('started', { startedAt: at(NOW_S - HOUR) }),
@@ -374,7 +374,7 @@ describe('the limit of 3 started projects', () => {
     for (const n of [0, 2]) {
       const p = makeProject(from);
       const cb = counter(n);
-      await p.changeState({ ...request }, { now, startedProjects: cb });
+      await p.changeState({ ...request }, { now, timeZone: 'UTC', startedProjects: cb });
       expect(p.state).toBe('started');
       expect(cb).toHaveBeenCalledTimes(1);
     }
@@ -393,7 +393,7 @@ describe('the limit of 3 started projects', () => {
     const cb = vi.fn(async () => {
       throw new Error('must not be consulted');
     });
-    await p.changeState({ ...request }, { now, startedProjects: cb });
+    await p.changeState({ ...request }, { now, timeZone: 'UTC', startedProjects: cb });
     expect(p.state).toBe(to);
     expect(cb).not.toHaveBeenCalled();
   });

@@ -93,7 +93,7 @@ describe('the docs page in a browser', () => {
     expect(docsResponse?.status()).toBe(200);
     await page.locator('.opblock').first().waitFor();
     expect(await page.title()).toBe('Planning service API');
-    await eventually(async () => (await page.locator('.opblock').count()) === 18, { message: 'the 18 operations on the page' });
+    await eventually(async () => (await page.locator('.opblock').count()) === 19, { message: 'the 19 operations on the page' });
     const tags = await page.locator('.opblock-tag-section h3.opblock-tag').evaluateAll((els) => els.map((el) => el.getAttribute('data-tag')));
     expect(tags).toEqual(['users', 'projects', 'tasks', 'events']);
     for (const tag of tags) expect(await page.locator(`#operations-tag-${tag}`).count(), `#operations-tag-${tag}`).toBe(1);
@@ -109,7 +109,7 @@ describe('the docs page in a browser', () => {
         ['users', 'projects', 'tasks', 'events'].map(async (tag) => [tag, await page.locator(`.opblock-tag-section:has(h3[data-tag="${tag}"]) .opblock`).count()]),
       ),
     );
-    expect(perTag).toEqual({ users: 4, projects: 6, tasks: 6, events: 2 });
+    expect(perTag).toEqual({ users: 5, projects: 6, tasks: 6, events: 2 });
     expect(pageErrors).toEqual([]);
   }, 60_000);
 
@@ -120,7 +120,7 @@ describe('the docs page in a browser', () => {
     // POST /api/users, with the example body edited to a fresh username.
     const register = await tryOut('users-register');
     const textarea = register.locator('textarea.body-param__text');
-    expect(JSON.parse(await textarea.inputValue())).toEqual({ user: { username: 'alice', password: 'correct horse battery staple' } });
+    expect(JSON.parse(await textarea.inputValue())).toEqual({ user: { username: 'alice', password: 'correct horse battery staple', time_zone: 'Europe/Paris' } });
     await textarea.fill(JSON.stringify({ user: { username, password: 'correct horse battery staple' } }, null, 2));
     const registered = await execute(register);
     expect(registered.status, registered.body).toBe('201');

@@ -12,6 +12,7 @@ import { Migration20261123300000_next_task_order } from './Migration202611233000
 import { Migration20261124000000_event_stream_leases } from './Migration20261124000000_event_stream_leases.js';
 import { Migration20261124100000_user_keyed_layout } from './Migration20261124100000_user_keyed_layout.js';
 import { Migration20261125000000_task_count_row_triggers } from './Migration20261125000000_task_count_row_triggers.js';
+import { Migration20261127000000_time_zones_and_list_indexes } from './Migration20261127000000_time_zones_and_list_indexes.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -23,4 +24,5 @@ export const migrationsList = [
   { name: 'Migration20261124000000_event_stream_leases', class: Migration20261124000000_event_stream_leases },
   { name: 'Migration20261124100000_user_keyed_layout', class: Migration20261124100000_user_keyed_layout },
   { name: 'Migration20261125000000_task_count_row_triggers', class: Migration20261125000000_task_count_row_triggers },
+  { name: 'Migration20261127000000_time_zones_and_list_indexes', class: Migration20261127000000_time_zones_and_list_indexes },
 ];

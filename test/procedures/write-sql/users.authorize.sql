@@ -1,6 +1,6 @@
 -- users.authorize
 
-select u.id, u.username, u.password_hash from usernames n join users u on u.id = n.user_id where n.username = ?
+select u.id, u.username, u.time_zone, u.password_hash from usernames n join users u on u.id = n.user_id where n.username = ?
 
 begin
 
