@@ -57,17 +57,28 @@ function unwrapped(schema: Schema | undefined): Schema | undefined {
 
 const isArray = (schema: Schema | undefined) => schema?._zod.def.type === 'array';
 
-function prepare(path: string, procedure: AnyTRPCProcedure): RestProcedure {
+/** The schema a procedure's input is read into, and its type (`object`, `void`, ...). */
+function inputOf(procedure: AnyTRPCProcedure): { input: Schema | undefined; type: string | undefined } {
   const inputs = procedure._def.inputs as Schema[];
   const input = inputs.length === 1 ? unwrapped(inputs[0]) : undefined;
-  const type = input?._zod.def.type;
+  return { input, type: input?._zod.def.type };
+}
+
+/** Whether the procedure takes no input (void: revoke, a stream ticket); on either door it then reads no body. */
+export function takesNoInput(procedure: AnyTRPCProcedure): boolean {
+  const { type } = inputOf(procedure);
+  return type === 'void' || type === 'undefined' || type === 'never';
+}
+
+function prepare(path: string, procedure: AnyTRPCProcedure): RestProcedure {
+  const { input, type } = inputOf(procedure);
   const shape = type === 'object' ? ((input as unknown as z.ZodObject).shape as Record<string, Schema>) : {};
   return {
     path,
     procedure,
     type: procedure._def.type as RestProcedure['type'],
     meta: procedure._def.meta as AppMeta,
-    takesNoInput: type === 'void' || type === 'undefined' || type === 'never',
+    takesNoInput: takesNoInput(procedure),
     arrayMembers: Object.keys(shape).filter((key) => {
       const member = shape[key]!;
       return isArray(member) || (member._zod.def.type === 'optional' && isArray(member._zod.def.innerType));

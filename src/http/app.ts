@@ -133,13 +133,13 @@ export function createApp(deps: AppDependencies): express.Express {
       crossOriginEmbedderPolicy: false,
     }),
   );
-  // A request with no valid Host, or a transfer coding Node does not decode, goes no further.
-  app.use(checkFraming);
   // Answers carry tokens and user data: no cache, shared or private, may keep them.
   app.use(['/api', '/trpc'], (_req, res, next) => {
     res.setHeader('Cache-Control', 'no-store');
     next();
   });
+  // A request with no valid Host, or a transfer coding Node does not decode, goes no further.
+  app.use(checkFraming);
   if (deps.corsOrigins?.length) {
     app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'ETag', 'Idempotent-Replayed', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }
@@ -168,7 +168,7 @@ export function createApp(deps: AppDependencies): express.Express {
 
   app.use(
     '/trpc',
-    trpcDoorGuard,
+    trpcDoorGuard(appRouter),
     notModifiedOnTrpc,
     createExpressMiddleware({
       router: appRouter,

@@ -32,7 +32,8 @@ import { followEvents, startCursor } from '../changes/event-feed.js';
 import { hashTicket } from '../changes/events.router.js';
 import { redeemStreamTicket } from '../changes/event.store.js';
 import { isTokenValid } from '../users/authentication.js';
-import { sendErrorResponse } from './rest.js';
+import { carriesBody } from './request-body.js';
+import { ignoredBodyRefusal, sendErrorResponse } from './rest.js';
 
 export interface EventStreamOptions {
   orm: MikroORM;
@@ -109,6 +110,11 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
       // Opening a stream is a request of the token like any other.
       if (rateLimits.perMinute > 0) {
         await enforceRateLimit(orm.em.fork(), [`token:${client.tokenHash}`], rateLimits.perMinute, clock.now(), 'token', setHeader);
+      }
+      // A body sent along is held to the rules of any body, as on the JSON form of this path.
+      if (carriesBody(req)) {
+        const refusal = await ignoredBodyRefusal(req);
+        if (refusal) throw refusal;
       }
       const lastEventId = req.headers['last-event-id'];
       const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : req.query.after;

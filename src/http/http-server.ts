@@ -9,6 +9,8 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { Duplex } from 'node:stream';
 import { DomainError, type ErrorCode } from '../core/errors.js';
 import { errorBody, toErrorResponse } from '../core/failures.js';
+import { BODY_LIMIT_BYTES } from '../core/limits.js';
+import { continueWithheld } from './request-body.js';
 import { normaliseTarget } from './request-framing.js';
 
 /** Headers of an error answered before Express (and helmet) sees the request. */
@@ -70,9 +72,18 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
   // A missing Host is answered by the app (src/http/request-framing.ts), with the envelope:
   // Node's own answer to it is a bare 400.
   // The target is read once, before anything path-scoped runs (src/http/request-framing.ts).
-  const server = createServer({ connectionsCheckingInterval: 1_000, requireHostHeader: false }, (req, res) => {
+  const handle: RequestListener = (req, res) => {
     normaliseTarget(req);
     app(req, res);
+  };
+  const server = createServer({ connectionsCheckingInterval: 1_000, requireHostHeader: false }, handle);
+  // Expect: 100-continue: the client waits for a go before it sends its body. A body declared
+  // over the limit gets none: the request goes on without it, to be refused (413, or 401
+  // first), and its connection ends with the answer (src/http/request-body.ts).
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (Number(req.headers['content-length']) > BODY_LIMIT_BYTES) continueWithheld.add(req);
+    else res.writeContinue();
+    handle(req, res);
   });
   server.keepAliveTimeout = 5_000;
   server.headersTimeout = options.headersTimeoutMs ?? 10_000;

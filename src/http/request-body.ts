@@ -6,8 +6,12 @@
  *   other media type or charset is 415 `unsupported_media_type`, and so is a
  *   `Content-Encoding` other than `identity` (the service decodes none: gzip was inflated on
  *   one door and refused on the other);
- * - at most 100 KiB (413 `payload_too_large`, the rest left unread);
- * - valid UTF-8 (400 `invalid_json`: a byte that is no UTF-8 is never replaced and stored);
+ * - at most 100 KiB (413 `payload_too_large`);
+ * - all of it: a body cut off before its end (the client gone, a chunked body without its
+ *   last chunk) is refused, never acted on;
+ * - valid UTF-8 (400 `invalid_json`: a byte that is no UTF-8 is never replaced and stored),
+ *   a leading byte order mark dropped (RFC 8259 §8.1 lets a parser ignore it; tRPC's Fetch
+ *   decoding always did);
  * - arrays and objects at most 64 levels deep, checked on the raw bytes (400 `invalid_json`):
  *   with the charset pinned to UTF-8, the bytes the scan reads are the text JSON.parse reads.
  *
@@ -39,74 +43,80 @@ export function mediaTypeRefusal(req: Pick<IncomingMessage, 'headers'>): DomainE
   return undefined;
 }
 
-export const NOT_UTF8_DETAIL = 'The request body is not valid UTF-8.';
-
-/** Whether the text's bytes (or a URL-decoded query value) refuse it: not UTF-8, or nested too deep. */
-export function textRefusal(bytes: Uint8Array): DomainError | undefined {
-  if (!isUtf8(bytes)) return DomainError.of('invalid_json', { detail: NOT_UTF8_DETAIL });
-  if (nestsDeeperThan(bytes)) return DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL });
-  return undefined;
+/** A body is on its way: announced by a non-zero Content-Length or by Transfer-Encoding. */
+export function carriesBody(req: Pick<IncomingMessage, 'headers'>): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
 }
 
-export type BodyRead = { text: string } | { refusal: DomainError };
+export const NOT_UTF8_DETAIL = 'The request body is not valid UTF-8.';
+
+/** The text of the bytes, or why they are refused: not UTF-8, or nested too deep. */
+export function textOf(bytes: Uint8Array): { text: string } | { refusal: DomainError } {
+  if (!isUtf8(bytes)) return { refusal: DomainError.of('invalid_json', { detail: NOT_UTF8_DETAIL }) };
+  if (nestsDeeperThan(bytes)) return { refusal: DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL }) };
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  return { text: text.charCodeAt(0) === 0xfeff ? text.slice(1) : text };
+}
 
 /**
- * How much of an oversized body is read (and dropped) so that the client, still sending it,
- * gets the 413 on a connection that stays usable; a body larger than this has its connection
- * closed once the answer is out.
+ * Requests whose client asked `Expect: 100-continue` and was not told to go on (its declared
+ * body is over the limit: src/http/http-server.ts): their body will not come.
  */
-export const DRAINED_BYTES = 4 * 1024 * 1024;
+export const continueWithheld = new WeakSet<IncomingMessage>();
+
+export type BodyRead = { bytes: Buffer } | { refusal: DomainError };
+
+const tooLarge = () => DomainError.of('payload_too_large');
+const cutOff = () => DomainError.of('invalid_json', { detail: 'The request body did not arrive in full.' });
 
 /**
- * Reads the body up to the limit and checks its bytes. A body over the limit is refused at
- * once; the rest of it is read and dropped (up to DRAINED_BYTES), as a client that is still
- * sending expects its answer on a connection whose request has been read.
+ * Reads the whole body, keeping at most `limit` bytes. A body over the limit is read to its
+ * end and dropped, then refused: a client that sends all of its body before it reads gets its
+ * answer (answering earlier and closing makes its writes fail); Node's request timeout bounds
+ * how long that takes. A client that waits for a 100 Continue it was not sent sends nothing
+ * more: it is refused at once, and the connection ends with the answer.
  */
 export function readBody(req: IncomingMessage, limit = BODY_LIMIT_BYTES): Promise<BodyRead> {
   return new Promise((resolve) => {
+    const declared = Number(req.headers['content-length']);
+    if (declared > limit && continueWithheld.has(req)) {
+      const { res } = req as IncomingMessage & { res?: ServerResponse };
+      if (res && !res.headersSent) res.setHeader('Connection', 'close');
+      resolve({ refusal: tooLarge() });
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
+    let over = false;
     const cleanup = () => {
       req.off('data', onData);
       req.off('end', onEnd);
-      req.off('error', onEnd);
-      req.off('aborted', onEnd);
-    };
-    const drop = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > DRAINED_BYTES) {
-        req.off('data', drop);
-        req.pause();
-        // Past what is worth reading: the connection ends once the answer is out.
-        const { res } = req as IncomingMessage & { res?: ServerResponse };
-        if (res && !res.writableFinished) {
-          if (!res.headersSent) res.setHeader('Connection', 'close');
-          res.once('finish', () => req.socket.destroy());
-        } else {
-          req.socket.destroy();
-        }
-      }
+      req.off('error', onCut);
+      req.off('aborted', onCut);
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
+      if (over) return;
       if (size > limit) {
-        cleanup();
+        over = true;
         chunks.length = 0;
-        req.on('data', drop);
-        resolve({ refusal: DomainError.of('payload_too_large') });
         return;
       }
       chunks.push(chunk);
     };
     const onEnd = () => {
       cleanup();
-      const bytes = Buffer.concat(chunks);
-      const refusal = textRefusal(bytes);
-      resolve(refusal ? { refusal } : { text: bytes.toString('utf8') });
+      resolve(!req.complete ? { refusal: cutOff() } : over ? { refusal: tooLarge() } : { bytes: Buffer.concat(chunks) });
+    };
+    const onCut = () => {
+      cleanup();
+      resolve({ refusal: cutOff() });
     };
     req.on('data', onData);
     req.on('end', onEnd);
-    req.on('error', onEnd);
-    req.on('aborted', onEnd);
+    req.on('error', onCut);
+    req.on('aborted', onCut);
+    // Declared over the limit: kept from its first byte, and still read to its end.
+    if (declared > limit) over = true;
   });
 }

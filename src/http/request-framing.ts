@@ -37,8 +37,13 @@ function parsedTarget(target: string): { path: string; authority?: string } | un
   } catch {
     return undefined;
   }
+  // The absolute form names an http(s) resource (RFC 9112 §3.2.2), nothing else.
+  if (!originForm && url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   return { path: `${url.pathname}${url.search}`, authority: originForm ? undefined : url.host };
 }
+
+/** Requests whose target is no URL the service reads (`http://a:99999/…`, `foo://x/…`): 400 `malformed_request`. */
+const unreadableTargets = new WeakSet<IncomingMessage>();
 
 /**
  * Rewrites the request's target as `normalisedTarget` reads it. Done by the server before the
@@ -48,22 +53,27 @@ function parsedTarget(target: string): { path: string; authority?: string } | un
  */
 export function normaliseTarget(req: IncomingMessage): void {
   const target = parsedTarget(req.url ?? '/');
-  if (target === undefined) return;
+  if (target === undefined) {
+    // The asterisk form (`OPTIONS *`) asks about the server as a whole: no route answers it (404).
+    if (req.url !== '*') unreadableTargets.add(req);
+    return;
+  }
   req.url = target.path;
   // An absolute-form target names the host itself, in place of the Host header (RFC 9112 §3.2.2).
   if (target.authority) req.headers.host = target.authority;
 }
 
 /**
- * A host as links may carry it: a DNS name or IPv4 address (letters, digits, `.`, `-`, `_`),
- * or an IPv6 literal in brackets, with an optional port.
+ * A host as links may carry it: a DNS name or IPv4 address (dot-separated labels of letters,
+ * digits, `-` and `_` that start and end with a letter or digit, at most 253 characters), or an
+ * IPv6 literal in brackets; then an optional port from 1 to 65535, with no leading zero.
  */
-const HOST = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$/;
+const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?';
+const HOST = new RegExp(`^(?:(?=[^:]{1,254}(?::|$))${LABEL}(?:\\.${LABEL})*\\.?|\\[[0-9A-Fa-f:.]{2,45}\\])(?::([1-9][0-9]{0,4}))?$`);
 
 function validHost(host: string | undefined): host is string {
-  if (host === undefined || !HOST.test(host)) return false;
-  const port = /:([0-9]{1,5})$/.exec(host.startsWith('[') ? host.slice(host.indexOf(']')) : host)?.[1];
-  return port === undefined || Number(port) <= 65_535;
+  const match = host === undefined ? null : HOST.exec(host);
+  return match !== null && (match[1] === undefined || Number(match[1]) <= 65_535);
 }
 
 /** The address the client connected to, as a host (HTTP/1.0 may omit Host). */
@@ -97,7 +107,9 @@ export function requestOrigin(req: Request): string {
 
 function originOf(req: Request): string | undefined {
   const protocol = req.protocol === 'https' ? 'https' : 'http';
-  const host = req.headers.host === undefined && !req.get('x-forwarded-host') ? localHost(req) : req.host;
+  // Express's host: the trusted proxy's X-Forwarded-Host, else Host; with neither (HTTP/1.0),
+  // the address the client connected to.
+  const host = req.host ?? (req.headers.host === undefined ? localHost(req) : undefined);
   return validHost(host) ? `${protocol}://${host.toLowerCase()}` : undefined;
 }
 
@@ -107,6 +119,10 @@ function decodableTransferEncoding(value: string | undefined): boolean {
 }
 
 export const checkFraming: RequestHandler = (req, res, next) => {
+  if (unreadableTargets.has(req)) {
+    sendErrorResponse(res, toErrorResponse(DomainError.of('malformed_request', { detail: 'The request target is not a URL this service reads.' })));
+    return;
+  }
   const lines = hostLines(req);
   const missing = lines === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1;
   const origin = missing || lines > 1 ? undefined : originOf(req);

@@ -20,7 +20,7 @@ import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures
 import type { FailureLog } from '../core/failure-log.js';
 import type { Context } from '../core/context.js';
 import type { AppRouter } from '../app/router.js';
-import { mediaTypeRefusal, readBody } from './request-body.js';
+import { carriesBody, mediaTypeRefusal, readBody, textOf } from './request-body.js';
 import { readsBody, restRoutes, type RestMatch } from '../core/rest-routes.js';
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
@@ -28,12 +28,6 @@ export function sendErrorResponse(res: Response, response: ErrorResponse): void 
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   if (response.retryAfter !== undefined) res.setHeader('Retry-After', String(response.retryAfter));
   res.end(errorBody(response));
-}
-
-/** A body is on its way: announced by a non-zero Content-Length or by Transfer-Encoding. */
-function carriesBody(req: Request): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || Number(length) > 0;
 }
 
 interface RestOptions {
@@ -95,11 +89,30 @@ function pathRefusal({ procedure, pathInput }: RestMatch): DomainError | undefin
 async function jsonBody(req: Request): Promise<{ body: unknown } | { refusal: DomainError }> {
   const read = await readBody(req);
   if ('refusal' in read) return read;
-  if (read.text === '') return { body: {} };
+  const decoded = textOf(read.bytes);
+  if ('refusal' in decoded) return decoded;
+  if (decoded.text === '') return { body: {} };
   try {
-    return { body: JSON.parse(read.text) };
+    return { body: JSON.parse(decoded.text) };
   } catch {
     return { refusal: DomainError.of('invalid_json') };
+  }
+}
+
+/** What refuses a body sent to an operation that takes none: none when it is empty, else the rules of any body. */
+export async function ignoredBodyRefusal(req: Request): Promise<DomainError | undefined> {
+  const read = await readBody(req);
+  if ('refusal' in read) return read.refusal;
+  if (read.bytes.length === 0) return undefined;
+  const mediaType = mediaTypeRefusal(req);
+  if (mediaType) return mediaType;
+  const decoded = textOf(read.bytes);
+  if ('refusal' in decoded) return decoded.refusal;
+  try {
+    JSON.parse(decoded.text);
+    return undefined;
+  } catch {
+    return DomainError.of('invalid_json');
   }
 }
 
@@ -116,13 +129,17 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       let refusal = pathRefusal(route);
       const takesBody = readsBody(req.method) && !procedure.takesNoInput;
       let body: unknown;
-      if (!refusal && (takesBody || carriesBody(req))) {
+      if (!refusal && takesBody) {
+        // One that takes a body is sent JSON, also when the body is empty (then `{}`).
         refusal = mediaTypeRefusal(req);
         if (!refusal) {
           const read = await jsonBody(req);
           if ('refusal' in read) refusal = read.refusal;
           else body = read.body;
         }
+      } else if (!refusal && carriesBody(req)) {
+        // One that takes none reads what is sent: nothing (a chunked body of no bytes), or JSON it then ignores.
+        refusal = await ignoredBodyRefusal(req);
       }
       // As trpc-to-openapi builds it: the body's members (of a method that takes one) or the
       // query's, then the path's; none for a void input.

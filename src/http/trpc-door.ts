@@ -2,12 +2,15 @@
  * What the tRPC door checks before tRPC reads a call (API-CONTRACT.md §1, §8):
  *
  * - only GET and POST reach tRPC; any other method is 404 `missing_endpoint` (a TRACE would
- *   make the adapter's `new Request()` throw, a 500);
+ *   make the adapter's `new Request()` throw, a 500), and so is a path that does not
+ *   percent-decode (tRPC answered it in text/plain);
  * - a POST's body is read here as the REST door reads one (src/http/request-body.ts: UTF-8
- *   `application/json`, unencoded, up to 100 KiB, at most 64 levels deep), and a GET's
- *   `input` is checked the same way (UTF-8 once percent-decoded, the nesting limit); tRPC then
- *   gets the text as `req.body` and parses it once;
- * - a batch holds at most MAX_BATCH_CALLS calls.
+ *   `application/json`, unencoded, whole, up to 100 KiB, at most 64 levels deep; a call of
+ *   procedures that take no input may come with no body and no media type, as on REST), and a
+ *   GET's `input` is checked the same way (UTF-8 once percent-decoded, the nesting limit), as
+ *   is a body a GET carries; tRPC then gets the text as `req.body` and parses it once;
+ * - a batch holds at most MAX_BATCH_CALLS calls (one error each); one far over that is refused
+ *   with one envelope, not thousands.
  *
  * A refusal found while reading is remembered on the request and handed to each call's
  * context (`doorRefusal`); the procedure raises it after authenticating the caller, as on
@@ -19,8 +22,10 @@ import { DomainError } from '../core/errors.js';
 import { MAX_BATCH_CALLS } from '../core/limits.js';
 import { toErrorResponse } from '../core/failures.js';
 import { toTRPCError } from '../core/trpc.js';
-import { mediaTypeRefusal, readBody, textRefusal } from './request-body.js';
-import { sendErrorResponse } from './rest.js';
+import type { AnyTRPCProcedure, AnyTRPCRouter } from '@trpc/server';
+import { takesNoInput as takesNoInputOf } from '../core/rest-routes.js';
+import { carriesBody, mediaTypeRefusal, readBody, textOf } from './request-body.js';
+import { ignoredBodyRefusal, sendErrorResponse } from './rest.js';
 
 const refusals = new WeakMap<Request, DomainError>();
 
@@ -57,40 +62,84 @@ function rawQueryInput(url: string): string | undefined {
   return undefined;
 }
 
-/** Express middleware in front of tRPC's. */
-export const trpcDoorGuard: RequestHandler = (req, res, next) => {
-  if (req.method !== 'GET' && req.method !== 'POST') {
-    sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
-    return;
+/** More calls than this in one batch are refused with one envelope, not one error per call. */
+const MAX_ANSWERED_CALLS = 5 * MAX_BATCH_CALLS;
+
+/** The procedures a /trpc target calls (`/tasks.create`, `/a,b?batch=1`); undefined when its path does not decode. */
+function calledPaths(url: string): string[] | undefined {
+  const queryAt = url.indexOf('?');
+  const path = queryAt < 0 ? url : url.slice(0, queryAt);
+  const batch = queryAt >= 0 && new URLSearchParams(url.slice(queryAt + 1)).get('batch') === '1';
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(path.replace(/^\//, ''));
+  } catch {
+    return undefined;
   }
-  if (req.method === 'GET') {
-    const input = rawQueryInput(req.url);
-    const refusal = input === undefined ? undefined : textRefusal(percentDecodedBytes(input));
-    if (refusal) refusals.set(req, refusal);
-    next();
-    return;
-  }
-  const refuse = (refusal: DomainError) => {
-    refusals.set(req, refusal);
-    // tRPC gets a call it can frame (JSON, no input), whose procedure raises the refusal.
-    req.headers['content-type'] = 'application/json';
-    req.body = '';
-    next();
-  };
-  const mediaType = mediaTypeRefusal(req);
-  if (mediaType) {
-    refuse(mediaType);
-    return;
-  }
-  readBody(req).then((body) => {
-    if ('refusal' in body) {
-      refuse(body.refusal);
+  return batch ? decoded.split(',') : [decoded];
+}
+
+/** Express middleware in front of tRPC's, for the procedures of `router`. */
+export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
+  const procedures = router._def.procedures as Record<string, AnyTRPCProcedure>;
+  return (req, res, next) => {
+    if (req.method !== 'GET' && req.method !== 'POST') {
+      sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
       return;
     }
-    req.body = body.text;
-    next();
-  }, next);
-};
+    const paths = calledPaths(req.url);
+    if (paths === undefined) {
+      sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
+      return;
+    }
+    if (paths.length > MAX_ANSWERED_CALLS) {
+      const detail = `A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${paths.length}.`;
+      sendErrorResponse(res, toErrorResponse(DomainError.of('batch_too_large', { detail })));
+      return;
+    }
+    const refuse = (refusal: DomainError | undefined) => {
+      if (refusal) refusals.set(req, refusal);
+      if (req.method === 'POST') {
+        // tRPC gets a call it can frame (JSON, no input), whose procedure raises the refusal.
+        req.headers['content-type'] = 'application/json';
+        req.body = '';
+      }
+      next();
+    };
+    if (req.method === 'GET') {
+      // The input is in the query; a body sent along is read and held to the rules of any body.
+      const input = rawQueryInput(req.url);
+      const decoded = input === undefined ? undefined : textOf(percentDecodedBytes(input));
+      const inputRefusal = decoded && 'refusal' in decoded ? decoded.refusal : undefined;
+      if (inputRefusal || !carriesBody(req)) {
+        refuse(inputRefusal);
+        return;
+      }
+      ignoredBodyRefusal(req).then(refuse, next);
+      return;
+    }
+    // A call of procedures that take no input may come with no body and no media type, as on REST.
+    const takesNoInput = paths.every((path) => procedures[path] !== undefined && takesNoInputOf(procedures[path]));
+    if (takesNoInput && !carriesBody(req) && req.headers['content-type'] === undefined) {
+      req.headers['content-type'] = 'application/json';
+      req.body = '';
+      next();
+      return;
+    }
+    const mediaType = mediaTypeRefusal(req);
+    if (mediaType) {
+      refuse(mediaType);
+      return;
+    }
+    readBody(req).then((read) => {
+      if ('refusal' in read) return refuse(read.refusal);
+      const decoded = textOf(read.bytes);
+      if ('refusal' in decoded) return refuse(decoded.refusal);
+      req.body = decoded.text;
+      next();
+    }, next);
+  };
+}
 
 /** For the context factory: what the guard found (raised by the procedure, after authentication); a batch over the cap throws. */
 export function doorRefusal(req: Request, info: { isBatchCall: boolean; calls: readonly unknown[] } | undefined): DomainError | undefined {

@@ -56,34 +56,34 @@ export function idempotencyKey(header: string | undefined): string | undefined {
 
 /**
  * JSON with sorted members, for any value a door can hand over (superjson gives tRPC
- * inputs Dates, BigInts, Maps and Sets, even in members the schema then drops). Bounded like
- * everything that walks request data: the doors refuse text nested deeper than
- * MAX_JSON_DEPTH, and a value deeper than that (however it got here) is refused the same way
- * rather than walked until the stack runs out.
+ * inputs Dates, BigInts, Maps and Sets, even in members the schema then drops). Linear in the
+ * input and bounded like everything that walks request data:
+ * - an object met again (superjson's referential equalities make any number of paths lead to
+ *   one object, 2^n paths for n bytes of metadata) is written as a reference to its first
+ *   meeting, `{"$ref":k}`, not walked again; a cycle is such a reference too;
+ * - the doors refuse text nested deeper than MAX_JSON_DEPTH, and a value deeper than that
+ *   (however it got here) is refused the same way rather than walked until the stack runs out.
  */
-function canonical(value: unknown, depth = 0, seen = new Set<object>()): string {
+function canonical(value: unknown, depth = 0, met = new Map<object, number>()): string {
   if (typeof value === 'bigint') return `{"$bigint":"${value}"}`;
   if (value === undefined || typeof value === 'function' || typeof value === 'symbol') return 'null';
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (seen.has(value)) return '"$cycle"';
+  const first = met.get(value);
+  if (first !== undefined) return `{"$ref":${first}}`;
+  met.set(value, met.size);
   if (value instanceof Date) return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
   // `depth` containers hold this one; it counts as deep as the JSON it came from (superjson
   // sends a Set as an array and a Map as an array of pairs).
   if (depth >= MAX_JSON_DEPTH) throw DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL });
-  const inner = (v: unknown) => canonical(v, depth + 1, seen);
-  seen.add(value);
-  try {
-    if (value instanceof Map) {
-      if (value.size > 0 && depth + 1 >= MAX_JSON_DEPTH) throw DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL });
-      return `{"$map":[${[...value.entries()].map(([k, v]) => `[${canonical(k, depth + 2, seen)},${canonical(v, depth + 2, seen)}]`).join(',')}]}`;
-    }
-    if (value instanceof Set) return `{"$set":[${[...value.values()].map(inner).join(',')}]}`;
-    if (Array.isArray(value)) return `[${value.map(inner).join(',')}]`;
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${inner((value as Record<string, unknown>)[k])}`).join(',')}}`;
-  } finally {
-    seen.delete(value);
+  const inner = (v: unknown) => canonical(v, depth + 1, met);
+  if (value instanceof Map) {
+    if (value.size > 0 && depth + 1 >= MAX_JSON_DEPTH) throw DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL });
+    return `{"$map":[${[...value.entries()].map(([k, v]) => `[${canonical(k, depth + 2, met)},${canonical(v, depth + 2, met)}]`).join(',')}]}`;
   }
+  if (value instanceof Set) return `{"$set":[${[...value.values()].map(inner).join(',')}]}`;
+  if (Array.isArray(value)) return `[${value.map(inner).join(',')}]`;
+  const keys = Object.keys(value).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${inner((value as Record<string, unknown>)[k])}`).join(',')}}`;
 }
 
 /**

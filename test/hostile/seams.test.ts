@@ -360,3 +360,132 @@ describe('every error of the port carries the envelope', () => {
     expect(answer.status, answer.text).toBe(201);
   });
 });
+
+describe('found by a review of the seams (each pinned)', () => {
+  /** Sends `head` and the first `sent` bytes of a body, then closes its side: the rest never comes. */
+  function cutOff(head: string, body: Buffer): Promise<void> {
+    const { port } = new URL(app.baseUrl);
+    return new Promise((resolve) => {
+      const socket = net.connect(Number(port), '127.0.0.1', () => {
+        socket.write(Buffer.concat([Buffer.from(`${head}\r\n\r\n`), body]));
+        setTimeout(() => socket.destroy(), 100);
+      });
+      socket.on('close', () => resolve());
+      socket.on('error', () => resolve());
+    });
+  }
+
+  for (const { door, line, body } of DOORS) {
+    it(`${door}: a body cut off before its end changes nothing (Content-Length short, or chunked without its last chunk)`, async () => {
+      const before = await taskCount();
+      const bytes = Buffer.from(body('cut off'));
+      await cutOff([line, HOST, auth(), 'Content-Type: application/json', `Content-Length: ${bytes.length + 50}`].join('\r\n'), bytes);
+      await cutOff([line, HOST, auth(), 'Content-Type: application/json', 'Transfer-Encoding: chunked'].join('\r\n'), Buffer.from(`${bytes.length.toString(16)}\r\n${bytes}\r\n`));
+      // The server has read what came; a request after them sees their effect, if they had one.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await taskCount()).toBe(before);
+    });
+
+    it(`${door}: a 5 MiB body sent whole before reading gets its 413, and a 10 MB one declared with Expect: 100-continue gets it without a 100`, async () => {
+      const big = Buffer.alloc(5 * 1024 * 1024, 0x20);
+      const answer = await withBody(line, [HOST, auth(), 'Content-Type: application/json'], big);
+      expectEnvelope(answer, 413, 'payload_too_large');
+      const expecting = await send([line, HOST, auth(), 'Content-Type: application/json', 'Content-Length: 10000000', 'Expect: 100-continue'].join('\r\n'));
+      expect(expecting.head).not.toMatch(/^HTTP\/1\.1 100/);
+      expectEnvelope(expecting, 413, 'payload_too_large');
+    });
+
+    it(`${door}: a leading byte order mark is dropped, alike on both doors`, async () => {
+      const before = await taskCount();
+      const answer = await withBody(line, [HOST, auth(), 'Content-Type: application/json'], Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body('bom'))]));
+      expect(answer.status, answer.text).toBe(door === 'REST' ? 201 : 200);
+      expect(await taskCount()).toBe(before + 1);
+    });
+  }
+
+  it('a GET that carries a body not JSON is 415 on REST, on /trpc and on the event stream alike', async () => {
+    const text = Buffer.from('hello');
+    for (const [line, extra] of [
+      ['GET /api/users/me/tasks HTTP/1.1', []],
+      ['GET /trpc/tasks.list HTTP/1.1', []],
+      ['GET /api/users/me/events HTTP/1.1', ['Accept: text/event-stream']],
+    ] as const) {
+      expectEnvelope(await withBody(line, [HOST, auth(), 'Content-Type: text/plain', ...extra], text), 415, 'unsupported_media_type');
+      expectEnvelope(await withBody(line, [HOST, auth(), 'Content-Type: application/json', ...extra], Buffer.from([0x7b, 0xff])), 400, 'invalid_json');
+    }
+  });
+
+  it('a call that takes no input needs no body and no media type on /trpc either, as on REST', async () => {
+    const rest = await send(['POST /api/users/me/events/tickets HTTP/1.1', HOST, auth(), 'Content-Length: 0'].join('\r\n'));
+    expect(rest.status, rest.text).toBe(201);
+    const trpc = await send(['POST /trpc/events.ticket HTTP/1.1', HOST, auth(), 'Content-Length: 0'].join('\r\n'));
+    expect(trpc.status, trpc.text).toBe(200);
+    // One that takes input still needs its media type.
+    expectEnvelope(await send(['POST /trpc/tasks.create HTTP/1.1', HOST, auth(), 'Content-Length: 0'].join('\r\n')), 415, 'unsupported_media_type');
+  });
+
+  it('a chunked body of no bytes sent to a DELETE without a media type is no body', async () => {
+    const created = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: `Gone${Date.now().toString(36)}` } } });
+    const answer = await send([`DELETE /api/projects/${created.body.data.id} HTTP/1.1`, HOST, auth(), 'Transfer-Encoding: chunked'].join('\r\n'), Buffer.from('0\r\n\r\n'));
+    expect(answer.status, answer.text).toBe(204);
+  });
+
+  it('the framing refusals of /api and /trpc paths carry Cache-Control: no-store', async () => {
+    for (const head of [
+      ['GET /api/users/me HTTP/1.1', 'Host: a b'],
+      ['GET /trpc/users.me HTTP/1.1'],
+      ['POST /api/users/me/tasks HTTP/1.1', HOST, 'Transfer-Encoding: gzip, chunked'],
+    ]) {
+      const answer = await send(head.join('\r\n'), head.some((h) => h.startsWith('Transfer')) ? Buffer.from('0\r\n\r\n') : undefined);
+      expect(answer.status).toBeGreaterThanOrEqual(400);
+      expect(answer.headers['cache-control'], head[0]).toBe('no-store');
+    }
+  });
+
+  it('an untrusted X-Forwarded-Host is ignored, also on HTTP/1.0 without Host', async () => {
+    const answer = await send(['GET /api/users/me/tasks HTTP/1.0', auth(), 'X-Forwarded-Host: evil.example'].join('\r\n'));
+    expect(answer.status, answer.text).toBe(200);
+    expect(JSON.parse(answer.text).links.first).not.toContain('evil');
+  });
+
+  it.each([
+    ['GET http://a:99999/api/users/me HTTP/1.1'],
+    ['GET foo://x/api/users/me/tasks HTTP/1.1'],
+  ])('%s (a target that is no http URL) is 400 malformed_request', async (line) => {
+    expectEnvelope(await send([line, HOST, auth()].join('\r\n')), 400, 'malformed_request');
+    expectEnvelope(await send([line, HOST, auth(), 'Accept: text/event-stream'].join('\r\n')), 400, 'malformed_request');
+  });
+
+  it.each([['a..b'], ['_'], ['localhost:00000'], ['localhost:0'], ['-x.example']])('Host %s is 400 malformed_request', async (host) => {
+    expectEnvelope(await send(['GET /api/users/me/tasks HTTP/1.1', `Host: ${host}`, auth()].join('\r\n')), 400, 'malformed_request');
+  });
+
+  it('a /trpc path that does not decode is 404 missing_endpoint, in JSON', async () => {
+    for (const line of ['GET /trpc/%FF HTTP/1.1', 'POST /trpc/tasks.cr%ZZ HTTP/1.1']) {
+      expectEnvelope(await send([line, HOST, auth(), 'Content-Length: 0'].join('\r\n')), 404, 'missing_endpoint');
+    }
+  });
+
+  it('a batch far over the cap is answered with one envelope, not one error per call', async () => {
+    const calls = Array.from({ length: 1_000 }, () => 'users.me').join(',');
+    const answer = await send([`GET /trpc/${calls}?batch=1 HTTP/1.1`, HOST].join('\r\n'));
+    expectEnvelope(answer, 400, 'batch_too_large');
+    expect(answer.text.length).toBeLessThan(1_000);
+  });
+
+  it('a keyed tRPC write whose superjson metadata shares one object along 2^40 paths is fingerprinted at once', async () => {
+    let extra: unknown = 0;
+    const refs: Record<string, string[]> = {};
+    let path = 'extra';
+    for (let i = 0; i < 40; i++) {
+      extra = [extra, 0];
+      refs[`${path}.0`] = [`${path}.1`];
+      path += '.0';
+    }
+    const body = JSON.stringify({ json: { task: { label: 'shared' }, extra }, meta: { referentialEqualities: refs } });
+    const answer = await withBody('POST /trpc/tasks.create HTTP/1.1', [HOST, auth(), 'Content-Type: application/json', 'Idempotency-Key: shared-paths'], Buffer.from(body));
+    expect(answer.status, answer.text).toBe(200);
+    const again = await withBody('POST /trpc/tasks.create HTTP/1.1', [HOST, auth(), 'Content-Type: application/json', 'Idempotency-Key: shared-paths'], Buffer.from(body));
+    expect(again.headers['idempotent-replayed']).toBe('true');
+  });
+});
