@@ -36,7 +36,7 @@ describe('batches', () => {
     expect(body.every((call) => call.result)).toBe(true);
   });
 
-  it.each([MAX_BATCH_CALLS + 1, 1_000])('a batch of %i calls is 400 batch_too_large for every call, and none runs', async (n) => {
+  it.each([MAX_BATCH_CALLS + 1, 5 * MAX_BATCH_CALLS])('a batch of %i calls is 400 batch_too_large for every call, and none runs', async (n) => {
     const before = await app.request('GET', '/api/users/me/projects', { token });
     const input = Object.fromEntries(Array.from({ length: n }, (_, i) => [i, { json: { project: { name: `B${i}` } } }]));
     const url = `${app.baseUrl}/trpc/${Array.from({ length: n }, () => 'projects.create').join(',')}?batch=1`;
@@ -54,5 +54,21 @@ describe('batches', () => {
     }
     const after = await app.request('GET', '/api/users/me/projects', { token });
     expect(after.body).toEqual(before.body);
+  });
+
+  it('a batch of 1,000 calls (far over the cap) is one 400 batch_too_large envelope, not 1,000 errors, and none runs', async () => {
+    const before = await app.request('GET', '/api/users/me/projects', { token });
+    const n = 1_000;
+    const input = Object.fromEntries(Array.from({ length: n }, (_, i) => [i, { json: { project: { name: `B${i}` } } }]));
+    const response = await fetch(`${app.baseUrl}/trpc/${Array.from({ length: n }, () => 'projects.create').join(',')}?batch=1`, {
+      method: 'POST',
+      headers: { Authorization: token, 'Content-Type': 'application/json' },
+      body: JSON.stringify(input),
+    });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({
+      errors: [expect.objectContaining({ status: '400', code: 'batch_too_large', detail: `A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${n}.` })],
+    });
+    expect((await app.request('GET', '/api/users/me/projects', { token })).body).toEqual(before.body);
   });
 });
