@@ -42,17 +42,26 @@ function formatterOf(zone: string): Intl.DateTimeFormat {
 /** An IANA zone name as a name (`Area/Location`, `UTC`, `EST5EDT`), not an offset such as `+01:00`. */
 export const ZONE_NAME = /^[A-Za-z][A-Za-z0-9_+\-]*(?:\/[A-Za-z0-9_+\-]+){0,3}$/;
 
+/** The zones ICU lists (its canonical names), by lower case: to give a name its case back. */
+let listedZones: Map<string, string> | undefined;
+
 /**
- * The zone as stored and shown, when `name` is one the tz database knows (case as the database
- * writes it: `europe/paris` is `Europe/Paris`); undefined otherwise (offsets, unknown names).
+ * The zone as stored and shown, when `name` is one the tz database knows; undefined otherwise
+ * (offsets, unknown names). A name keeps its spelling (`Asia/Kolkata` stays so, though ICU
+ * calls it `Asia/Calcutta`), with its case set as the database writes it where ICU lists the
+ * name (`europe/paris` is `Europe/Paris`; `utc` is `UTC`).
  */
 export function timeZoneOf(name: string): string | undefined {
   if (name.length > 64 || !ZONE_NAME.test(name)) return undefined;
+  let resolved: string;
   try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
+    resolved = new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
   } catch {
     return undefined;
   }
+  listedZones ??= new Map(Intl.supportedValuesOf('timeZone').map((zone) => [zone.toLowerCase(), zone]));
+  const lower = name.toLowerCase();
+  return listedZones.get(lower) ?? (resolved.toLowerCase() === lower ? resolved : name);
 }
 
 /** The local date of `instant` in `zone`. */

@@ -1,0 +1,87 @@
+/**
+ * The one definition of a user's day (src/core/user-day.ts), held to what a day is: its first
+ * instant is the first whose local date is that date, the instant before it is on the day
+ * before, and every instant lies in the day its local date names; in every zone the tz
+ * database has, across daylight-saving changes and skipped midnights. The HTTP rules that use
+ * it are tested at real boundaries in test/http/time-zones.test.ts.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_TIME_ZONE, addDays, daysAgo, endOfDay, localDateOf, parseLocalDate, startOfDate, timeZoneOf, userDay } from '../../src/core/user-day.js';
+
+const ZONES = Intl.supportedValuesOf('timeZone');
+const keyOf = (d: { year: number; month: number; day: number }) => d.year * 10_000 + d.month * 100 + d.day;
+
+describe('a user\'s day', () => {
+  it('starts at the first instant of its local date, in any zone, at any instant from 1970 to 2200', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...ZONES), fc.integer({ min: 0, max: 7_258_118_400 }), (zone, seconds) => {
+        const now = new Date(seconds * 1000);
+        const day = userDay(now, zone);
+        expect(day.start.getTime()).toBeLessThanOrEqual(now.getTime());
+        expect(now.getTime()).toBeLessThan(day.next.getTime());
+        expect(keyOf(localDateOf(day.start, zone))).toBe(keyOf(day.date));
+        expect(keyOf(localDateOf(new Date(day.start.getTime() - 1000), zone))).toBeLessThan(keyOf(day.date));
+        expect(keyOf(localDateOf(day.next, zone))).toBe(keyOf(addDays(day.date, 1)));
+        expect(endOfDay(day).getTime()).toBe(day.next.getTime() - 1000);
+        // Whole seconds, as every timestamp of the API.
+        expect(Math.abs(day.start.getTime() % 1000)).toBe(0);
+      }),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it('is 23 or 25 hours long on daylight-saving days, and starts after a skipped midnight', () => {
+    const hours = (zone: string, iso: string) => {
+      const day = userDay(new Date(iso), zone);
+      return (day.next.getTime() - day.start.getTime()) / 3_600_000;
+    };
+    expect(hours('Europe/Paris', '2026-03-29T12:00:00Z')).toBe(23);
+    expect(hours('Europe/Paris', '2026-10-25T12:00:00Z')).toBe(25);
+    expect(hours('America/New_York', '2026-03-08T12:00:00Z')).toBe(23);
+    expect(hours('Pacific/Kiritimati', '2026-06-15T12:00:00Z')).toBe(24);
+    // Havana skips 00:00–01:00 on 2026-03-08: the day starts at 01:00 local, 05:00 UTC.
+    expect(userDay(new Date('2026-03-08T12:00:00Z'), 'America/Havana').start.toISOString()).toBe('2026-03-08T05:00:00.000Z');
+    expect(hours('America/Havana', '2026-03-08T12:00:00Z')).toBe(23);
+    // Samoa skipped 2011-12-30 entirely: the 29th is followed by the 31st.
+    const before = userDay(new Date('2011-12-30T09:00:00Z'), 'Pacific/Apia');
+    expect(before.date).toEqual({ year: 2011, month: 12, day: 29 });
+    expect(localDateOf(before.next, 'Pacific/Apia')).toEqual({ year: 2011, month: 12, day: 31 });
+  });
+
+  it('counts days ago by the calendar, not by 24 hours', () => {
+    const day = userDay(new Date('2026-04-05T12:00:00Z'), 'Europe/Paris');
+    // 14 days before 2026-04-05 is 2026-03-22, before the clocks moved: midnight CET.
+    expect(daysAgo(day, 14).toISOString()).toBe('2026-03-21T23:00:00.000Z');
+    expect(addDays({ year: 2028, month: 3, day: 1 }, -1)).toEqual({ year: 2028, month: 2, day: 29 });
+    expect(addDays({ year: 2026, month: 12, day: 31 }, 1)).toEqual({ year: 2027, month: 1, day: 1 });
+  });
+
+  it('reads a date only when it exists', () => {
+    expect(parseLocalDate('2028-02-29')).toEqual({ year: 2028, month: 2, day: 29 });
+    for (const text of ['2026-02-29', '2026-02-30', '2026-13-01', '2026-00-10', '2026-1-01', '26-01-01', '2026-01-01T00:00', ' 2026-01-01', '0000-00-00']) {
+      expect(parseLocalDate(text), text).toBeUndefined();
+    }
+  });
+});
+
+describe('time zone names', () => {
+  it('are the tz database\'s, in its case; offsets and unknown names are not zones', () => {
+    expect(DEFAULT_TIME_ZONE).toBe('UTC');
+    expect(timeZoneOf('Europe/Paris')).toBe('Europe/Paris');
+    expect(timeZoneOf('europe/paris')).toBe('Europe/Paris');
+    expect(timeZoneOf('utc')).toBe('UTC');
+    // Names keep their spelling, also where ICU's canonical name is another (Asia/Calcutta).
+    expect(timeZoneOf('Asia/Kolkata')).toBe('Asia/Kolkata');
+    expect(timeZoneOf('America/Argentina/Buenos_Aires')).toBe('America/Argentina/Buenos_Aires');
+    expect(timeZoneOf('Europe/Kyiv')).toBe('Europe/Kyiv');
+    expect(timeZoneOf('Etc/GMT+12')).toBe('Etc/GMT+12');
+    for (const name of ['+01:00', '-05:00', 'UTC+1', 'Mars/Olympus_Mons', '', ' UTC', 'Europe/Paris/', 'Europe//Paris', '../UTC', 'x'.repeat(65)]) {
+      expect(timeZoneOf(name), name).toBeUndefined();
+    }
+  });
+
+  it('every zone the database lists is taken', () => {
+    for (const zone of ZONES) expect(timeZoneOf(zone), zone).toBeDefined();
+  });
+});
