@@ -1,6 +1,7 @@
 /**
  * Time comes from a Clock so that "today", "after today", "two weeks ago" and token expiry
  * are testable without sleeping. All domain times are whole seconds (API-CONTRACT.md §1).
+ * What "today" is, in the user's time zone, is src/core/user-day.ts.
  */
 export interface Clock {
   /** The current time, truncated to a whole second. */
@@ -26,27 +27,6 @@ export class ManualClock implements Clock {
   advance(seconds: number): void {
     this.#ms += seconds * 1000;
   }
-}
-
-const DAY_MS = 86_400_000;
-
-/** Midnight UTC starting the day of `at`. */
-export function startOfUtcDay(at: Date): Date {
-  return new Date(Math.floor(at.getTime() / DAY_MS) * DAY_MS);
-}
-
-/** "After today" means at or after the next UTC midnight. */
-export function startOfTomorrow(at: Date): Date {
-  return new Date(startOfUtcDay(at).getTime() + DAY_MS);
-}
-
-/** Last second of the current UTC day (the inclusive end of "today"). */
-export function endOfToday(at: Date): Date {
-  return new Date(startOfTomorrow(at).getTime() - 1000);
-}
-
-export function daysBefore(at: Date, days: number): Date {
-  return new Date(at.getTime() - days * DAY_MS);
 }
 
 export function toSeconds(date: Date | null | undefined): number {

@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { daysBefore, startOfUtcDay } from '../../src/core/clock.js';
+import { daysAgo, userDay } from '../../src/core/user-day.js';
 import { DAY, T0, seconds, useTestApp } from '../helpers/test-app.js';
 
 const LIST = '/api/users/me/tasks';
@@ -33,7 +33,7 @@ async function countMismatches(): Promise<unknown[]> {
 
 /** What the list must show now: listed tasks of `userId`, by order. */
 async function expectedListing(userId: number): Promise<number[]> {
-  const cutoff = daysBefore(startOfUtcDay(app.clock.now()), 14);
+  const cutoff = daysAgo(userDay(app.clock.now(), 'UTC'), 14);
   const rows = await sql<{ id: number }>(
     `select id from tasks where user_id = ? and state <> 'abandoned' and (state <> 'finished' or finished_at >= ?) order by "order", id`,
     [userId, cutoff],

@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_TIME_ZONE, addDays, daysAgo, endOfDay, localDateOf, parseLocalDate, startOfDate, timeZoneOf, userDay } from '../../src/core/user-day.js';
+import { DEFAULT_TIME_ZONE, addDays, daysAgo, endOfDay, localDateOf, parseLocalDate, timeZoneOf, userDay } from '../../src/core/user-day.js';
 
 const ZONES = Intl.supportedValuesOf('timeZone');
 const keyOf = (d: { year: number; month: number; day: number }) => d.year * 10_000 + d.month * 100 + d.day;

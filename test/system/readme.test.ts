@@ -60,6 +60,9 @@ describe('README', () => {
     expect(stdout).toContain('"code":"precondition_failed"');
     expect(stdout).toContain(' -> 412');
     expect(stdout).toContain(' -> 304');
+    expect(stdout).toContain('"timeZone":"Europe/Paris"');
+    // The filtered list: the project's one task not abandoned, with links that keep the query.
+    expect(stdout).toContain(`"links":{"first":"${app.baseUrl}/api/users/me/tasks?page_size=100&state=newed,started,planned&project_id=1&sort=-order&page=1"`);
     const login = await app.request('POST', '/api/users/authorizations', { body: { username: 'alice', password: 'correct horse' } });
     const token = login.body.meta.token;
     const project = await app.request('GET', '/api/projects/1', { token });
@@ -87,9 +90,13 @@ describe('README', () => {
     const { data: project } = await api.projects.create.mutate({ project: { name: 'Tea' } });
     await api.tasks.create.mutate({ task: { label: 'Boil water', project_id: project.id } });
     const { data: tasks } = await api.tasks.list.query({ page: 1 });
+    await api.users.update.mutate({ user: { time_zone: 'America/New_York' } });
+    const { data: open } = await api.tasks.list.query({ project_id: [project.id], state: ['newed', 'started'], sort: '-order', page_size: 100 });
     expect(tasks.map((t) => [t.attributes.label, t.attributes.state, t.relationships.project.data])).toEqual([
       ['Boil water', 'newed', { type: 'project', id: project.id }],
     ]);
+    expect(open).toEqual(tasks);
+    expect((await api.users.me.query()).data.attributes.timeZone).toBe('America/New_York');
     expectCopiedHere('## Using it from TypeScript', "const url = 'http://localhost:3000';");
   });
 
