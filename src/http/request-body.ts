@@ -48,6 +48,27 @@ export function carriesBody(req: Pick<IncomingMessage, 'headers'>): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
 }
 
+const HEX_PAIR = /^[0-9A-Fa-f]{2}$/;
+
+/** The bytes a form-encoded query value stands for (`+` a space, `%XX` a byte; a stray `%` stays itself). */
+export function percentDecodedBytes(value: string): Buffer {
+  const bytes: number[] = [];
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 0x25 && HEX_PAIR.test(value.slice(i + 1, i + 3))) {
+      bytes.push(Number.parseInt(value.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else if (c === 0x2b) {
+      bytes.push(0x20);
+    } else if (c < 0x80) {
+      bytes.push(c);
+    } else {
+      bytes.push(...Buffer.from(value[i]!, 'utf8'));
+    }
+  }
+  return Buffer.from(bytes);
+}
+
 export const NOT_UTF8_DETAIL = 'The request body is not valid UTF-8.';
 
 /** The text of the bytes, or why they are refused: not UTF-8, or nested too deep. */

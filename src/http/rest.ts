@@ -20,7 +20,8 @@ import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures
 import type { FailureLog } from '../core/failure-log.js';
 import type { Context } from '../core/context.js';
 import type { AppRouter } from '../app/router.js';
-import { carriesBody, mediaTypeRefusal, readBody, textOf } from './request-body.js';
+import { isUtf8 } from 'node:buffer';
+import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
 import { readsBody, restRoutes, type RestMatch } from '../core/rest-routes.js';
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
@@ -63,13 +64,31 @@ function queryValue(name: string, value: string | string[]): unknown {
   }
 }
 
+/**
+ * The names of the query's members whose value is not UTF-8 once percent-decoded: Express
+ * reads such a value with U+FFFD in place of the bytes, which would then be searched for.
+ */
+function notUtf8(url: string): Set<string> {
+  const names = new Set<string>();
+  const queryAt = url.indexOf('?');
+  if (queryAt < 0) return names;
+  for (const member of url.slice(queryAt + 1).split('&')) {
+    const equals = member.indexOf('=');
+    if (equals < 0 || !member.includes('%')) continue;
+    if (!isUtf8(percentDecodedBytes(member.slice(equals + 1)))) names.add(percentDecodedBytes(member.slice(0, equals)).toString('utf8'));
+  }
+  return names;
+}
+
 /** The query's parameters that the procedure takes, read into their types; other parameters are ignored. */
 function queryInput(req: Request, names: readonly string[]): Record<string, unknown> {
   const query: Record<string, unknown> = {};
   const parsed = req.query as Record<string, string | string[] | undefined>;
+  const broken = req.url.includes('%') ? notUtf8(req.url) : undefined;
   for (const name of names) {
     const value = parsed[name];
-    if (value !== undefined) query[name] = queryValue(name, value);
+    // Bytes that are no UTF-8 read as null: refused as `invalid` on the parameter.
+    if (value !== undefined) query[name] = broken?.has(name) ? null : queryValue(name, value);
   }
   return query;
 }

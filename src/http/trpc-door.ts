@@ -24,31 +24,10 @@ import { toErrorResponse } from '../core/failures.js';
 import { toTRPCError } from '../core/trpc.js';
 import type { AnyTRPCProcedure, AnyTRPCRouter } from '@trpc/server';
 import { takesNoInput as takesNoInputOf } from '../core/rest-routes.js';
-import { carriesBody, mediaTypeRefusal, readBody, textOf } from './request-body.js';
+import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
 import { ignoredBodyRefusal, sendErrorResponse } from './rest.js';
 
 const refusals = new WeakMap<Request, DomainError>();
-
-const HEX_PAIR = /^[0-9A-Fa-f]{2}$/;
-
-/** The bytes a form-encoded query value stands for (`+` a space, `%XX` a byte; a stray `%` stays itself). */
-function percentDecodedBytes(value: string): Buffer {
-  const bytes: number[] = [];
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i);
-    if (c === 0x25 && HEX_PAIR.test(value.slice(i + 1, i + 3))) {
-      bytes.push(Number.parseInt(value.slice(i + 1, i + 3), 16));
-      i += 2;
-    } else if (c === 0x2b) {
-      bytes.push(0x20);
-    } else if (c < 0x80) {
-      bytes.push(c);
-    } else {
-      bytes.push(...Buffer.from(value[i]!, 'utf8'));
-    }
-  }
-  return Buffer.from(bytes);
-}
 
 /** The raw (still percent-encoded) value of the first `input` member of the query, as tRPC reads that member. */
 function rawQueryInput(url: string): string | undefined {

@@ -17,6 +17,7 @@
 import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
 import { fromSeconds } from '../core/clock.js';
+import { MAX_TIMESTAMP } from '../core/fields.js';
 import { listEtag, notModified } from '../core/conditional.js';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { linkQuery, sortOf } from '../core/list-query.js';
@@ -33,10 +34,19 @@ const PARAMETERS = ['page_size', 'state', 'project_id', 'q', 'planned_after', 'p
 
 type Query = z.infer<typeof ListTasksInput>;
 
-/** The instants `planned_on` names: its day's first instant and the next day's. */
-function plannedOn(value: string, today: UserDay): { from: Date; until: Date } {
+const EPOCH = new Date(0);
+/** The first instant after every timestamp the service holds (timestamps are at most MAX_TIMESTAMP). */
+const AFTER_ALL = fromSeconds(MAX_TIMESTAMP + 1);
+
+/**
+ * The instants `planned_on` names: its day's first instant and the next day's. A day before
+ * 1970 names nothing a task can hold (an empty range); a bound past the last timestamp is none.
+ */
+function plannedOn(value: string, today: UserDay): { from: Date; until?: Date } {
   const date = value === 'today' ? today.date : value === 'tomorrow' ? addDays(today.date, 1) : parseLocalDate(value)!;
-  return { from: startOfDate(date, today.zone), until: startOfDate(addDays(date, 1), today.zone) };
+  if (date.year < 1969) return { from: EPOCH, until: EPOCH };
+  const until = startOfDate(addDays(date, 1), today.zone);
+  return { from: startOfDate(date, today.zone), until: until < AFTER_ALL ? until : undefined };
 }
 
 /** What the query keeps: the window, its filters, and the bounds on plannedAt they give together. */
@@ -55,7 +65,7 @@ export function taskSelection(query: Query, today: UserDay): TaskSelection {
   if (query.planned_on !== undefined) {
     const day = plannedOn(query.planned_on, today);
     from.push(day.from);
-    until.push(day.until);
+    if (day.until) until.push(day.until);
   }
   if (from.length) selection.plannedFrom = new Date(Math.max(...from.map(Number)));
   if (until.length) selection.plannedUntil = new Date(Math.min(...until.map(Number)));
