@@ -269,13 +269,16 @@ export interface TaskSelection {
 
 export type TaskSortAttribute = 'order' | 'id' | 'label' | 'startedAt' | 'plannedAt' | 'finishedAt';
 
+/** plannedAt as presented (unset is 0), the expression `tasks_planned_at_index` holds. */
+const PLANNED_AT = (t: string) => `coalesce(${t}.planned_at, 'epoch'::timestamptz)`;
+
 /** Each sort as an expression over a `tasks` row: unset dates are 0 as presented, labels in code point order. */
 const TASK_SORT_KEYS: Record<TaskSortAttribute, (t: string) => string> = {
   order: (t) => `${t}."order"`,
   id: (t) => `${t}.id`,
   label: (t) => `${t}.label collate "C"`,
   startedAt: (t) => `coalesce(${t}.started_at, 'epoch'::timestamptz)`,
-  plannedAt: (t) => `coalesce(${t}.planned_at, 'epoch'::timestamptz)`,
+  plannedAt: PLANNED_AT,
   finishedAt: (t) => `coalesce(${t}.finished_at, 'epoch'::timestamptz)`,
 };
 
@@ -318,11 +321,20 @@ export async function listTasks(
   offset: number,
   sort: Sort<TaskSortAttribute> = BY_ORDER_SORT,
 ): Promise<TaskListPage> {
-  const where = new Conditions()
-    .add('tasks.user_id = ?', userId)
-    .add(LISTED('tasks'))
-    .add("(tasks.state <> 'finished' or tasks.finished_at >= ?)", selection.finishedSince);
-  if (selection.states) where.add('tasks.state = any(?::text[])', textArray(selection.states));
+  const where = new Conditions().add('tasks.user_id = ?', userId).add(LISTED('tasks'));
+  if (!selection.states) {
+    where.add("(tasks.state <> 'finished' or tasks.finished_at >= ?)", selection.finishedSince);
+  } else {
+    // The window only concerns finished tasks: written per state, each state's index is seen
+    // to hold what it asks for (one state as an equality; finished ones by the range of
+    // `tasks_finished_index`), where one OR over all states made PostgreSQL read the table.
+    const open = selection.states.filter((state) => state !== 'finished');
+    const arms: Array<{ sql: string; params: unknown[] }> = [];
+    if (open.length === 1) arms.push({ sql: 'tasks.state = ?', params: [open[0]] });
+    else if (open.length > 1) arms.push({ sql: 'tasks.state = any(?::text[])', params: [textArray(open)] });
+    if (selection.states.includes('finished')) arms.push({ sql: "(tasks.state = 'finished' and tasks.finished_at >= ?)", params: [selection.finishedSince] });
+    where.add(arms.length === 1 ? arms[0]!.sql : `(${arms.map((a) => a.sql).join(' or ')})`, ...arms.flatMap((a) => a.params));
+  }
   if (selection.projectIds || selection.loose) {
     const ids = selection.projectIds?.length ? 'tasks.project_id = any(?::int[])' : undefined;
     if (ids && selection.loose) where.add(`(${ids} or tasks.project_id is null)`, idArray(selection.projectIds!));
@@ -330,8 +342,11 @@ export async function listTasks(
     else where.add('tasks.project_id is null');
   }
   if (selection.q !== undefined) where.add(`${foldedText('tasks.label')} like ${foldedText('?::text')}`, containsPattern(selection.q));
-  if (selection.plannedFrom) where.add('tasks.planned_at >= ?', selection.plannedFrom);
-  if (selection.plannedUntil) where.add('tasks.planned_at < ?', selection.plannedUntil);
+  // On the expression `tasks_planned_at_index` holds (and sort=plannedAt reads), with the
+  // unset ones left out: an unset plannedAt never matches.
+  if (selection.plannedFrom || selection.plannedUntil) where.add('tasks.planned_at is not null');
+  if (selection.plannedFrom) where.add(`${PLANNED_AT('tasks')} >= ?`, selection.plannedFrom);
+  if (selection.plannedUntil) where.add(`${PLANNED_AT('tasks')} < ?`, selection.plannedUntil);
 
   const all = keepsAll(selection);
   const total = all
