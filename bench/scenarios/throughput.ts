@@ -329,7 +329,7 @@ runScenario('throughput', async (session) => {
   };
   for (const [label, user] of growthUsers) {
     const pages = Math.ceil(user.tasks / PAGE);
-    const params = (offset: number) => [user.id, user.id, cutoff, user.id, cutoff, PAGE, offset];
+    const params = (offset: number) => [user.id, user.id, cutoff, user.id, cutoff, offset];
     const first = await explainMs(pageSql, params(0));
     const last = await explainMs(pageSql, params((pages - 1) * PAGE));
     explainRows.push(`| ${label} | ${first.ms.toFixed(2)} | ${last.ms.toFixed(2)} | ${last.plan} |`);
