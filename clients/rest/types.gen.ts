@@ -526,7 +526,7 @@ export type ProjectsListData = {
          */
         state?: Array<'newed' | 'started' | 'paused' | 'finished'>;
         /**
-         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL.
+         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL. In a query string `+` is a space: write a plus as `%2B`.
          */
         q?: string;
         /**
@@ -1031,7 +1031,7 @@ export type TasksListData = {
          */
         project_id?: Array<number | 'none'>;
         /**
-         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL.
+         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL. In a query string `+` is a space: write a plus as `%2B`.
          */
         q?: string;
         /**

@@ -8,8 +8,8 @@
  *   the project's row);
  * - a list page: the user's newest change-log number (`users.last_event_seq`, moved by every
  *   write of the user's projects and tasks), the page, the origin its links are built from
- *   and, for the task list, the UTC day (finished tasks leave its window at midnight with no
- *   write at all).
+ *   and, for the task list, the user's day and its query (finished tasks leave its window at
+ *   the user's midnight with no write at all; src/tasks/list-tasks.ts).
  *
  * Versions travel only in headers, never in a body (no response body of SPEC.md changes).
  */

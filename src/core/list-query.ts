@@ -38,7 +38,7 @@ export const searchParam = z
     return length >= 1 && length <= MAX_SEARCH_LENGTH && !value.includes('\u0000') && value.isWellFormed();
   })
   .meta({
-    description: `Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to ${MAX_SEARCH_LENGTH} characters, no NUL.`,
+    description: `Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to ${MAX_SEARCH_LENGTH} characters, no NUL. In a query string \`+\` is a space: write a plus as \`%2B\`.`,
     minLength: 1,
     maxLength: MAX_SEARCH_LENGTH,
     example: 'invoice',

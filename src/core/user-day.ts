@@ -10,6 +10,8 @@
  * gap. Days are 23, 24 or 25 hours long (or other lengths where the zone says so).
  */
 
+import { TZ_NAMES } from './tz-names.js';
+
 /** Every user without a zone of their own has this one. */
 export const DEFAULT_TIME_ZONE = 'UTC';
 
@@ -42,26 +44,33 @@ function formatterOf(zone: string): Intl.DateTimeFormat {
 /** An IANA zone name as a name (`Area/Location`, `UTC`, `EST5EDT`), not an offset such as `+01:00`. */
 export const ZONE_NAME = /^[A-Za-z][A-Za-z0-9_+\-]*(?:\/[A-Za-z0-9_+\-]+){0,3}$/;
 
-/** The zones ICU lists (its canonical names), by lower case: to give a name its case back. */
-let listedZones: Map<string, string> | undefined;
+/** The tz database's names that ICU knows, by lower case: each in its tz spelling. */
+let knownZones: Map<string, string> | undefined;
+
+function zonesByLowerCase(): Map<string, string> {
+  knownZones ??= new Map(
+    TZ_NAMES.filter((name) => {
+      try {
+        new Intl.DateTimeFormat('en-US', { timeZone: name });
+        return true;
+      } catch {
+        return false;
+      }
+    }).map((name) => [name.toLowerCase(), name]),
+  );
+  return knownZones;
+}
 
 /**
- * The zone as stored and shown, when `name` is one the tz database knows; undefined otherwise
- * (offsets, unknown names). A name keeps its spelling (`Asia/Kolkata` stays so, though ICU
- * calls it `Asia/Calcutta`), with its case set as the database writes it where ICU lists the
- * name (`europe/paris` is `Europe/Paris`; `utc` is `UTC`).
+ * The zone as stored and shown, when `name` is a name of the tz database (in any case:
+ * `europe/paris` is `Europe/Paris`; `Asia/Kolkata` stays so, though ICU calls it
+ * `Asia/Calcutta`); undefined otherwise: offsets, unknown names, and ICU's own ids that are
+ * not tz names (`BST`, `IST`). So a zone has one spelling, and this process knows at most as
+ * many zones as the tz database has.
  */
 export function timeZoneOf(name: string): string | undefined {
   if (name.length > 64 || !ZONE_NAME.test(name)) return undefined;
-  let resolved: string;
-  try {
-    resolved = new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
-  } catch {
-    return undefined;
-  }
-  listedZones ??= new Map(Intl.supportedValuesOf('timeZone').map((zone) => [zone.toLowerCase(), zone]));
-  const lower = name.toLowerCase();
-  return listedZones.get(lower) ?? (resolved.toLowerCase() === lower ? resolved : name);
+  return zonesByLowerCase().get(name.toLowerCase());
 }
 
 /** The local date of `instant` in `zone`. */

@@ -26,9 +26,11 @@ export const containsPattern = (value: string): string => `%${value.replace(/[\\
 /**
  * A text column folded to Unicode lower case by ICU's root locale, whatever the database's
  * own locale (the embedded one has none, whose `lower` folds ASCII only): `É` is `é`, `Σ` is
- * `σ`. A search compares it with `lower(pattern)` of the same collation.
+ * `σ`. A search compares it with the pattern folded the same way. Lower case is not a fold
+ * everywhere: a capital sigma is `ς` at the end of a word and `σ` inside one, so `q=Σ` would
+ * miss `ΟΔΟΣ`; both become `σ`.
  */
-export const foldedText = (expression: string): string => `lower(${expression} collate "und-x-icu")`;
+export const foldedText = (expression: string): string => `replace(lower(${expression} collate "und-x-icu"), 'ς', 'σ')`;
 
 /** The conditions of a WHERE, each with its values in the order they are written. */
 export class Conditions {

@@ -95,6 +95,8 @@ export async function listProjects(
   const where = new Conditions().add('projects.user_id = ?', userId);
   if (selection.states) where.add('projects.state = any(?::text[])', textArray(selection.states));
   if (selection.q !== undefined) where.add(`${foldedText('projects.name')} like ${foldedText('?::text')}`, containsPattern(selection.q));
+  // A dueAt of 0 reads as unset: it never matches, as an unset one does not.
+  if (selection.dueFrom || selection.dueUntil) where.add("projects.due_at > 'epoch'::timestamptz");
   if (selection.dueFrom) where.add('projects.due_at >= ?', selection.dueFrom);
   if (selection.dueUntil) where.add('projects.due_at < ?', selection.dueUntil);
   const sql = `select c.total, ${PROJECT_COLUMNS('p')}

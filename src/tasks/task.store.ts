@@ -343,8 +343,8 @@ export async function listTasks(
   }
   if (selection.q !== undefined) where.add(`${foldedText('tasks.label')} like ${foldedText('?::text')}`, containsPattern(selection.q));
   // On the expression `tasks_planned_at_index` holds (and sort=plannedAt reads), with the
-  // unset ones left out: an unset plannedAt never matches.
-  if (selection.plannedFrom || selection.plannedUntil) where.add('tasks.planned_at is not null');
+  // unset ones left out: an unset plannedAt never matches, nor one of 0, which reads as unset.
+  if (selection.plannedFrom || selection.plannedUntil) where.add("tasks.planned_at > 'epoch'::timestamptz");
   if (selection.plannedFrom) where.add(`${PLANNED_AT('tasks')} >= ?`, selection.plannedFrom);
   if (selection.plannedUntil) where.add(`${PLANNED_AT('tasks')} < ?`, selection.plannedUntil);
 

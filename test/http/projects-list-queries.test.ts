@@ -433,3 +433,15 @@ describe('page sizes and far pages', () => {
     }
   });
 });
+
+describe('found by a review (pinned)', () => {
+  it('a project due at 0 reads as undated: no due filter keeps it', async () => {
+    const { token } = await app.register();
+    const project = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Zero' } } });
+    // A due_at of 0 cannot be set on a start (not after today); only an unset one reads as 0.
+    for (const query of ['due_after=0', 'due_before=1']) {
+      const res = await app.request('GET', `/api/users/me/projects?${query}`, { token });
+      expect(res.body.data.map((p: { id: number }) => p.id), query).not.toContain(project.body.data.id);
+    }
+  });
+});

