@@ -10,7 +10,6 @@ import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
 import { DomainError, ERROR_CODES, QUERY_PARAMETERS, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
 import type { AppMeta } from '../core/context.js';
 import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS, MAX_JSON_DEPTH } from '../core/limits.js';
-import { MAX_ID } from '../core/fields.js';
 import { appRouter } from '../app/router.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 
@@ -551,7 +550,7 @@ export function buildOpenApiDocument(): Json {
       }
       // On REST, "no project" is the word `none` in the comma list (null on /trpc).
       if (parameter.in === 'query' && parameter.name === 'project_id' && schema) {
-        schema.items = { anyOf: [{ type: 'integer', minimum: 1, maximum: MAX_ID }, { type: 'string', enum: ['none'] }] };
+        schema.items = { anyOf: [{ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER }, { type: 'string', enum: ['none'] }] };
         schema.example = [3, 'none'];
         parameter.example = [3, 'none'];
       }

@@ -32,8 +32,9 @@ export const ListTasksInput = z
     page: pageParam,
     page_size: pageSizeParam(TASK_PAGE_SIZE),
     state: listParam(z.enum(LISTED_TASK_STATES), 'Keeps tasks in one of these states: a comma list of `newed`, `started`, `planned`, `finished` (on /trpc an array).', ['newed', 'started']),
+    // Any positive id: one that is not the user's (or beyond every id) matches nothing.
     project_id: listParam(
-      recordId().nullable(),
+      integer(1, Number.MAX_SAFE_INTEGER).nullable(),
       'Keeps tasks of one of these projects: a comma list of project ids and `none` for tasks of no project (on /trpc an array, `null` for none). An id that is not one of yours matches nothing.',
       [3, null],
     ),

@@ -13,6 +13,7 @@ import type { ResourceReader } from '../core/resource.js';
 import { presentTaskFields, type TaskFields } from './task.view.js';
 import { Conditions, containsPattern, foldedText, idArray, pageLimit, textArray } from '../db/sql-fragments.js';
 import type { Sort } from '../core/list-query.js';
+import { MAX_ID } from '../core/fields.js';
 import { BY_ORDER, LISTED, TASK_COLUMNS, presentedTaskColumns } from './task.sql.js';
 import { execute } from '../db/prepared.js';
 
@@ -336,10 +337,13 @@ export async function listTasks(
     where.add(arms.length === 1 ? arms[0]!.sql : `(${arms.map((a) => a.sql).join(' or ')})`, ...arms.flatMap((a) => a.params));
   }
   if (selection.projectIds || selection.loose) {
-    const ids = selection.projectIds?.length ? 'tasks.project_id = any(?::int[])' : undefined;
-    if (ids && selection.loose) where.add(`(${ids} or tasks.project_id is null)`, idArray(selection.projectIds!));
-    else if (ids) where.add(ids, idArray(selection.projectIds!));
-    else where.add('tasks.project_id is null');
+    // An id beyond every id (ids are PostgreSQL integers) is no project of the user's: it matches nothing.
+    const projectIds = (selection.projectIds ?? []).filter((id) => id <= MAX_ID);
+    const ids = projectIds.length ? 'tasks.project_id = any(?::int[])' : undefined;
+    if (ids && selection.loose) where.add(`(${ids} or tasks.project_id is null)`, idArray(projectIds));
+    else if (ids) where.add(ids, idArray(projectIds));
+    else if (selection.loose) where.add('tasks.project_id is null');
+    else where.add('false');
   }
   if (selection.q !== undefined) where.add(`${foldedText('tasks.label')} like ${foldedText('?::text')}`, containsPattern(selection.q));
   // On the expression `tasks_planned_at_index` holds (and sort=plannedAt reads), with the

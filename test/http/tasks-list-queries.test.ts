@@ -574,3 +574,18 @@ describe('found by a review (pinned)', () => {
     }
   });
 });
+
+describe('project_id names no project of the user', () => {
+  it('an id beyond every id matches nothing (200, empty), as an unknown one does; with none it keeps the loose tasks', async () => {
+    const { token } = await app.register();
+    const loose = (await app.request('POST', TASKS, { token, body: { task: { label: 'loose' } } })).body.data.id;
+    for (const ids of ['999', '2147483648', '99999999999', `${Number.MAX_SAFE_INTEGER}`]) {
+      const rest = await app.request('GET', `${TASKS}?project_id=${ids}`, { token });
+      expect(rest.status, rest.text).toBe(200);
+      expect(rest.body.data, ids).toEqual([]);
+      expect((await app.trpc(token).tasks.list.query({ project_id: [Number(ids)] })).data).toEqual([]);
+      const withNone = await app.request('GET', `${TASKS}?project_id=${ids},none`, { token });
+      expect(withNone.body.data.map((t: { id: number }) => t.id)).toEqual([loose]);
+    }
+  });
+});
