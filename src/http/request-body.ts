@@ -69,7 +69,7 @@ export function percentDecodedBytes(value: string): Buffer {
   return Buffer.from(bytes);
 }
 
-export const NOT_UTF8_DETAIL = 'The request body is not valid UTF-8.';
+const NOT_UTF8_DETAIL = 'The request body is not valid UTF-8.';
 
 /** The text of the bytes, or why they are refused: not UTF-8, or nested too deep. */
 export function textOf(bytes: Uint8Array): { text: string } | { refusal: DomainError } {

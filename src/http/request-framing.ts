@@ -24,11 +24,7 @@ import { sendErrorResponse } from './rest.js';
 /** Origin-form targets are resolved against this; only the path and query are kept. */
 const PLACEHOLDER_ORIGIN = 'http://127.0.0.1';
 
-/** The target as the service reads it: path (dot segments resolved, `\` as `/`) and query; undefined when it is no URL. */
-export function normalisedTarget(target: string): string | undefined {
-  return parsedTarget(target)?.path;
-}
-
+/** The target as the service reads it: path (dot segments resolved, `\` as `/`) and query, and the authority of an absolute-form one; undefined when it is no http(s) URL. */
 function parsedTarget(target: string): { path: string; authority?: string } | undefined {
   const originForm = target.startsWith('/');
   let url: URL;
@@ -46,7 +42,7 @@ function parsedTarget(target: string): { path: string; authority?: string } | un
 const unreadableTargets = new WeakSet<IncomingMessage>();
 
 /**
- * Rewrites the request's target as `normalisedTarget` reads it. Done by the server before the
+ * Rewrites the request's target as `parsedTarget` reads it. Done by the server before the
  * app sees the request (src/http/http-server.ts): Express's router keeps an absolute-form
  * target's scheme and host by their length, so the target cannot change under it. A target
  * that is no URL at all (`*`) is left as it is: no route matches it (404).
