@@ -70,7 +70,8 @@ describe('random path ids: 404 record_not_found, nothing changes', () => {
         { weight: 1, arbitrary: fc.constantFrom(null, true, false, undefined, [1], { id: 1 }, '1', ' 1', '0x1') },
         { weight: 2, arbitrary: fc.constantFrom(...other().projectIds, ...other().taskIds) },
       )
-      .filter((v) => !(typeof v === 'number' && own_.has(v)) && !(v instanceof RawJson && own_.has(v.js as number)))
+      // A bigint sent raw is the JSON number it writes: one of the victim's own ids is no foreign id.
+      .filter((v) => !(typeof v === 'number' && own_.has(v)) && !(typeof v === 'bigint' && own_.has(Number(v))) && !(v instanceof RawJson && own_.has(v.js as number)))
       // A query's input travels in the URL; one over Node's 16 KiB header limit is answered by
       // Node before tRPC (with the REST envelope), which the oversized-request tests cover.
       .filter((v) => !(typeof v === 'string' && v.length > 4000));
