@@ -14,6 +14,7 @@ export const LAYERS = [
   { name: 'users', paths: ['^src/users/'] },
   { name: 'tasks', paths: ['^src/tasks/'] },
   { name: 'projects', paths: ['^src/projects/'] },
+  { name: 'batch', paths: ['^src/batch/'] }, // several writes in one: composes the use cases of tasks and projects
   { name: 'changes', paths: ['^src/changes/'] }, // the change log: feeds, streams
   { name: 'app', paths: ['^src/app/'] }, // the composition root: router, ORM entities, resource readers
   [

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses } from './types.gen.js';
+import type { BatchApplyData, BatchApplyErrors, BatchApplyResponses, EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -257,6 +257,25 @@ export const tasksChangeState = <ThrowOnError extends boolean = false>(options: 
 export const tasksReorder = <ThrowOnError extends boolean = false>(options: Options<TasksReorderData, ThrowOnError>): RequestResult<TasksReorderResponses, TasksReorderErrors, ThrowOnError> => (options.client ?? client).put<TasksReorderResponses, TasksReorderErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
     url: '/api/tasks/{id}/order',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Apply several writes at once
+ *
+ * Runs 1 to 100 write operations of the current user in order, in one transaction: all of them, or none.
+ *
+ * Each operation is a write procedure (`projects.create`, `.update`, `.changeState`, `.delete`, `tasks.create`, `.update`, `.changeState`, `.reorder`) with that procedure's input; `{"ref": name}` in place of an id stands for the resource an earlier create with that `ref` made; `if_match` is the operation's If-Match. Each operation sees the ones before it, and the rules hold after each step.
+ *
+ * The answers are in request order, each with the status the operation gives alone. The first operation that fails ends the batch and nothing is kept: its status and errors are the answer, each pointer under `/operations/<index>`. Idempotency-Key covers the whole batch; each operation counts as a request against the rate limit.
+ */
+export const batchApply = <ThrowOnError extends boolean = false>(options: Options<BatchApplyData, ThrowOnError>): RequestResult<BatchApplyResponses, BatchApplyErrors, ThrowOnError> => (options.client ?? client).post<BatchApplyResponses, BatchApplyErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/batch',
     ...options,
     headers: {
         'Content-Type': 'application/json',

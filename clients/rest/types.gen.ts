@@ -1516,6 +1516,116 @@ export type TasksReorderResponses = {
 
 export type TasksReorderResponse = TasksReorderResponses[keyof TasksReorderResponses];
 
+export type BatchApplyData = {
+    body: {
+        operations: Array<{
+            /**
+             * A write procedure (API-CONTRACT.md §8).
+             */
+            op: 'projects.create' | 'projects.update' | 'projects.changeState' | 'projects.delete' | 'tasks.create' | 'tasks.update' | 'tasks.changeState' | 'tasks.reorder';
+            /**
+             * On a create: names the resource it creates, for later operations of the batch (`{"ref": name}` in place of its id). Unique in the batch.
+             */
+            ref?: string;
+            /**
+             * The procedure's input, as on /trpc: the REST body with the path id as `id`. An id may be `{"ref": name}`.
+             */
+            input: unknown;
+            /**
+             * This operation's If-Match.
+             */
+            if_match?: string;
+        }>;
+    };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/api/batch';
+};
+
+export type BatchApplyErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
+     * Precondition failed: `precondition_failed`
+     */
+    412: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `taken`, `must_be_set`, `cannot_be_set`, `invalid_transition`, `cannot_be_before_started_at`, `cannot_be_after_today`, `reached_max_started`, `record_not_found`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type BatchApplyError = BatchApplyErrors[keyof BatchApplyErrors];
+
+export type BatchApplyResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Array<{
+            /**
+             * The status the operation answers alone: 201 for a create, 204 for a delete, else 200.
+             */
+            status: number;
+            /**
+             * The operation's answer; null for a delete.
+             */
+            body: {
+                data: Project;
+                meta: StabilityMeta;
+            } | {
+                data: Task;
+                meta: StabilityMeta;
+            } | {
+                data: Array<TaskOrder>;
+                meta: StabilityMeta;
+            } | null;
+        }>;
+    };
+};
+
+export type BatchApplyResponse = BatchApplyResponses[keyof BatchApplyResponses];
+
 export type EventsListData = {
     body?: never;
     headers?: {

@@ -1,4 +1,5 @@
 /** The whole API: one router, served at /trpc and, through trpc-to-openapi, under /api. */
+import { batchProcedures } from '../batch/batch.router.js';
 import { eventsRouter } from '../changes/events.router.js';
 import { applyOutputChecks, outputChecksFor } from '../core/output-checks.js';
 import { createCallerFactory, router } from '../core/trpc.js';
@@ -10,6 +11,7 @@ export const appRouter = router({
   users: usersRouter,
   projects: projectsRouter,
   tasks: tasksRouter,
+  batch: batchProcedures,
   events: eventsRouter,
 });
 

@@ -111,10 +111,10 @@ export const publicProcedure = t.procedure.use(door);
 
 export type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) => string[];
 
-/** Counts the request against every key that applies; refused when any limit is spent. */
-async function enforce(ctx: Context, keys: string[], limit: number, kind: RateLimitKind): Promise<void> {
+/** Counts the request (or `requests`) against every key that applies; refused when any limit is spent. */
+async function enforce(ctx: Context, keys: string[], limit: number, kind: RateLimitKind, requests = 1): Promise<void> {
   try {
-    await enforceRateLimit(ctx.em, keys, limit, ctx.clock.now(), kind, ctx.setHeader);
+    await enforceRateLimit(ctx.em, keys, limit, ctx.clock.now(), kind, ctx.setHeader, requests);
   } catch (error) {
     throw error instanceof DomainError ? toTRPCError(error) : error;
   }
@@ -129,6 +129,14 @@ export function rateLimited(limitOf: (ctx: Context) => number, keysOf: KeysOf, k
     await enforce(ctx, keysOf(ctx, raw), limit, kind);
     return next();
   });
+}
+
+/**
+ * Counts `requests` more against the token's limit, beyond the one its call already counted:
+ * a batch's further operations (API-CONTRACT.md §15), counted before any of them runs.
+ */
+export async function countFurtherRequests(ctx: Context & { tokenHash: string }, requests: number): Promise<void> {
+  if (ctx.rateLimits.perMinute > 0 && requests > 0) await enforce(ctx, [`token:${ctx.tokenHash}`], ctx.rateLimits.perMinute, 'token', requests);
 }
 
 export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

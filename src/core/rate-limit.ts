@@ -31,19 +31,20 @@ export function storedKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
 }
 
-export async function hit(em: SqlEntityManager, key: string, limit: number, now: Date): Promise<RateLimitDecision> {
+/** Counts `requests` (one request; a batch's operations) under `key` now. */
+export async function hit(em: SqlEntityManager, key: string, limit: number, now: Date, requests = 1): Promise<RateLimitDecision> {
   const nowMs = now.getTime();
   const windowMs = WINDOW_SECONDS * 1000;
   const windowStart = nowMs - (nowMs % windowMs);
   const stored = storedKey(key);
   const [row] = await em.execute<{ hits: number; previous: number }[]>(
     `with counted as (
-       insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, 1)
-       on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + 1
+       insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, ?)
+       on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + excluded."hits"
        returning "hits")
      select (select "hits" from counted) as hits,
             coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as previous`,
-    [stored, new Date(windowStart), stored, new Date(windowStart - windowMs)],
+    [stored, new Date(windowStart), requests, stored, new Date(windowStart - windowMs)],
   );
   return decide(limit, Number(row!.previous), Number(row!.hits), (nowMs - windowStart) / windowMs);
 }
@@ -98,8 +99,9 @@ export function rateLimitHeaders(decision: RateLimitDecision): Record<string, st
 }
 
 /**
- * Counts a request against every key that applies, at `limit` a minute, and sets the RateLimit
- * headers of the tightest; throws 429 `rate_limited` (with Retry-After) when one is spent.
+ * Counts a request (or `requests` of them: a batch's further operations) against every key
+ * that applies, at `limit` a minute, and sets the RateLimit headers of the tightest; throws 429
+ * `rate_limited` (with Retry-After) when one is spent.
  */
 export async function enforceRateLimit(
   em: SqlEntityManager,
@@ -108,9 +110,10 @@ export async function enforceRateLimit(
   now: Date,
   kind: RateLimitKind,
   setHeader: (name: string, value: string) => void,
+  requests = 1,
 ): Promise<void> {
   const decisions = [];
-  for (const key of keys) decisions.push(await hit(em, key, limit, now));
+  for (const key of keys) decisions.push(await hit(em, key, limit, now, requests));
   const decision = tightest(decisions);
   for (const [name, value] of Object.entries(rateLimitHeaders(decision))) setHeader(name, value);
   if (!decision.allowed) {

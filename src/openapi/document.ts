@@ -63,10 +63,13 @@ interface Conditional {
 function conditionalOf(meta: AppMeta): Conditional {
   const openapi = meta.openapi!;
   const ofResources = (openapi.tags ?? []).some((t) => t === 'projects' || t === 'tasks');
-  const keyed = ofResources && openapi.method !== 'GET';
+  // A batch of writes takes an Idempotency-Key for the whole; its operations carry their own If-Match.
+  const batch = (openapi.tags ?? []).includes('batch');
+  const keyed = (ofResources || batch) && openapi.method !== 'GET';
   const read = ofResources && openapi.method === 'GET';
-  // A reorder answers with several tasks' orders, a delete with nothing: no one resource's tag.
-  const etag = read || (keyed && meta.successStatus !== 204 && !openapi.path.endsWith('/order'));
+  // A reorder answers with several tasks' orders, a delete with nothing, a batch with several
+  // answers: no one resource's tag.
+  const etag = read || (keyed && !batch && meta.successStatus !== 204 && !openapi.path.endsWith('/order'));
   return { keyed, ifMatch: keyed && meta.resource !== undefined, read, etag };
 }
 
@@ -78,19 +81,21 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   const domain = meta.errorCodes ?? [];
   const conditional = conditionalOf(meta);
   const specs: ErrorResponseSpec[] = [];
-  const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found' && c !== 'cursor_expired');
+  const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found' && c !== 'cursor_expired' && c !== 'precondition_failed');
   const bodyNote = hasBody ? undefined : BODY_NOT_TAKEN;
   specs.push({ status: 400, codes: ['invalid_json'], note: bodyNote && `\`invalid_json\` ${bodyNote}` });
   if (meta.queryParameters?.length) specs.push({ status: 400, codes: ['invalid'] });
   if (meta.openapi?.protect !== false) specs.push({ status: 401, codes: ['unauthorized'] });
   if (domain.includes('login_failed')) specs.push({ status: 401, codes: ['login_failed'] });
-  if (meta.resource) specs.push({ status: 404, codes: ['record_not_found'] });
+  // A batch answers with the status of the operation that failed: 404 for an unknown id, 412 for its stale if_match.
+  const batch = (meta.openapi?.tags ?? []).includes('batch');
+  if (meta.resource || batch) specs.push({ status: 404, codes: ['record_not_found'] });
   if (domain.includes('cursor_expired')) {
     specs.push({ status: 410, codes: ['cursor_expired'], note: 'a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor' });
   }
   specs.push({ status: 413, codes: ['payload_too_large'], note: bodyNote }, { status: 415, codes: ['unsupported_media_type'], note: bodyNote });
   if (conditional.keyed) specs.push({ status: 409, codes: ['request_in_progress'] });
-  if (conditional.ifMatch) specs.push({ status: 412, codes: ['precondition_failed'] });
+  if (conditional.ifMatch || domain.includes('precondition_failed')) specs.push({ status: 412, codes: ['precondition_failed'] });
   const unprocessable = [
     ...requestCodes,
     ...(domain.includes('record_not_found') ? ['record_not_found' as const] : []),
@@ -338,6 +343,40 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
   'events-ticket': {
     response: { data: { type: 'event_stream_ticket', attributes: { ticket: 'kV9pQ2x7Lm4RtY8wZc1NbH6dF3gJ0sAe', expiresAt: NOW + 60 } } },
   },
+  'batch-apply': {
+    request: {
+      trip: {
+        summary: 'A project with a task, and a swap of started projects',
+        value: {
+          operations: [
+            { op: 'projects.create', ref: 'trip', input: { project: { name: 'Trip' } } },
+            { op: 'tasks.create', input: { task: { label: 'Book train', project_id: { ref: 'trip' } } } },
+            { op: 'projects.changeState', input: { id: 3, project: { state: 'paused' } }, if_match: '"p3-v7"' },
+            { op: 'projects.changeState', input: { id: { ref: 'trip' }, project: { state: 'started', due_at: NOW + 7 * DAY } } },
+          ],
+        },
+      },
+    },
+    response: {
+      data: [
+        { status: 201, body: { data: project(4, { name: 'Trip' }), meta: STABILITY } },
+        { status: 201, body: { data: task(12, { label: 'Book train', state: 'newed', startedAt: 0 }, 4), meta: STABILITY } },
+      ],
+    },
+    unprocessable: [
+      ['parameter_missing', '/operations', 'This attribute is required.'],
+      ['invalid', '/operations/1/task/project_id', 'No earlier operation of this batch has ref "trip".'],
+      ['too_long', '/operations', 'A batch holds at most 100 operations.'],
+      ['taken', '/operations/0/project/name', 'Project name already exists for this user.'],
+      ['must_be_set', '/operations/3/project/due_at', 'due_at must be set to start a project.'],
+      ['cannot_be_set', '/operations/2/project/due_at', 'due_at cannot be set on pause.'],
+      ['invalid_transition', '/operations/2/project/state', 'A newed project cannot become paused.'],
+      ['cannot_be_before_started_at', '/operations/3/project/due_at', 'due_at must be after today.'],
+      ['cannot_be_after_today', '/operations/2/project/finished_at', 'finished_at cannot be after today.'],
+      ['reached_max_started', '/operations/3/project/state', `At most ${MAX_STARTED_PROJECTS} projects can be started at the same time.`],
+      ['record_not_found', '/operations/1/task/project_id', 'No project with this id exists for the current user.'],
+    ],
+  },
   'tasks-reorder': {
     request: { top: { summary: 'Move to the top', value: { task: { order: 1 } } } },
     response: {
@@ -357,6 +396,11 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
 
 /** Example errors of the statuses every operation shares, by code. */
 function commonErrorExample(code: ErrorCode, meta: AppMeta): ApiError {
+  if ((meta.openapi?.tags ?? []).includes('batch')) {
+    // The operation that failed, under /operations/<index>.
+    if (code === 'record_not_found') return { ...DomainError.notFound('project').errors[0]!, source: { pointer: '/operations/2/project' } };
+    if (code === 'precondition_failed') return apiError(code, { pointer: '/operations/2/if_match' });
+  }
   switch (code) {
     case 'invalid': return invalidQueryParameter('page');
     case 'record_not_found': return DomainError.notFound(meta.resource ?? 'project').errors[0]!;
@@ -482,6 +526,7 @@ const TAGS = [
   { name: 'users', description: 'Registration, login (access tokens) and the current user. Registering and logging in need no token.' },
   { name: 'projects', description: `The current user's projects and their lifecycle: newed, started, paused, finished. At most ${MAX_STARTED_PROJECTS} started at once.` },
   { name: 'tasks', description: "The current user's tasks: their order, their lifecycle (newed, started, planned, finished, abandoned) and their project." },
+  { name: 'batch', description: 'Several writes of projects and tasks in one request and one transaction: all of them, or none.' },
   { name: 'events', description: "The change log of the current user's projects and tasks: delta sync, a live Server-Sent Events stream, and tickets for browsers' EventSource." },
 ];
 

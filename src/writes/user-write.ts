@@ -112,6 +112,11 @@ export interface WriteScope {
    * the transaction should read before it writes, to say why.
    */
   oneStatementChangedNothing: boolean;
+  /**
+   * The events of the steps this write already ended (a batch's operations, `withSteps`), in
+   * order, each with its document as that step left it; this step's `changes` come after them.
+   */
+  settled: NewEvent[];
 }
 
 /**
@@ -205,6 +210,8 @@ const ranInto = new WeakSet<DomainError>();
 
 /** Runs one request of a use case, by the rules above. */
 export async function userWrite<I, T>(ctx: AuthedContext, useCase: UseCase<I, T>, input: I): Promise<T> {
+  const open = openWrites.get(ctx.em);
+  if (open) return runStep(ctx, open, useCase, input);
   const key = idempotencyKey(ctx.header('Idempotency-Key'));
   const keyed = key === undefined ? undefined : keyedRequest(ctx.user.id, key, await fingerprintOf(ctx.call));
   const release = await turns.acquire(ctx.user.id);
@@ -236,7 +243,7 @@ async function runWrite<T>(
   return retried(ctx, () =>
     ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
       const scope: WriteScope = {
-        em, userId: ctx.user.id, now: ctx.clock.now(), timeZone: ctx.user.timeZone, changes: new ChangeSet(), oneStatementChangedNothing,
+        em, userId: ctx.user.id, now: ctx.clock.now(), timeZone: ctx.user.timeZone, changes: new ChangeSet(), oneStatementChangedNothing, settled: [],
       };
       if (keyed) await tryClaim(em, keyed);
       const record = await lockOwner(em, scope.userId, keyed && recordColumn(scope.userId, keyed, scope.now));
@@ -252,12 +259,49 @@ async function runWrite<T>(
       await em.flush();
       const etag = scope.etag?.();
       const store = keyed && storeSql(scope.userId, keyed, { status: successStatus(ctx), body: value ?? null, etag: etag ?? null }, scope.now);
-      const appended = await appendEvents(em, scope.userId, await eventsOf(ctx.resources, em, scope), scope.now, store);
+      const events = [...scope.settled, ...await eventsOf(ctx.resources, em, scope)];
+      const appended = await appendEvents(em, scope.userId, events, scope.now, store);
       // Also the last statement: sent with the commit (src/db/batching.ts).
       if (store && !appended) await em.execute(BATCHED + store.sql, store.params);
       return { kind: 'ran', value, etag };
     }),
   );
+}
+
+/** The writes open for steps (`withSteps`), by the entity manager of their transaction. */
+const openWrites = new WeakMap<SqlEntityManager, WriteScope>();
+
+/**
+ * Opens the write of `scope` to steps while `steps` runs: a write procedure called with the
+ * entity manager it is handed (`userWrite` with a context whose `em` is that one) does not
+ * open a write of its own but runs as the next step of this one (a batch's operations,
+ * src/batch/). A step runs what its request runs alone, in its transaction form, under the
+ * owner's lock this write holds: If-Match against the resource as the steps before left it,
+ * the use case, its flush; then its events are settled with their documents as of that step
+ * (a later step may change the same resource again, and has its own event). Its refusal ends
+ * the whole write (nothing of it is kept). Idempotency and the answer's headers are the
+ * enclosing write's.
+ */
+export async function withSteps<T>(scope: WriteScope, steps: (em: SqlEntityManager) => Promise<T>): Promise<T> {
+  openWrites.set(scope.em, scope);
+  try {
+    return await steps(scope.em);
+  } finally {
+    openWrites.delete(scope.em);
+  }
+}
+
+async function runStep<I, T>(ctx: AuthedContext, open: WriteScope, useCase: UseCase<I, T>, input: I): Promise<T> {
+  const { em } = open;
+  const scope: WriteScope = { ...open, changes: new ChangeSet(), etag: undefined, oneStatementChangedNothing: false, settled: [] };
+  await checkIfMatch(ctx, em, scope.userId);
+  const value = await useCase.transaction(scope, input);
+  await em.flush();
+  open.settled.push(...await eventsOf(ctx.resources, em, scope));
+  // The next step reads what it needs as a request alone would: from the database, not from
+  // entities this step loaded.
+  em.clear();
+  return value;
 }
 
 /**

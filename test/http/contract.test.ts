@@ -326,9 +326,29 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     await expectStatus('tasks-reorder', 422, { token, id: ids.newedTask, body: { task: { order: '2' } } }, ['invalid']);
   });
 
+  it('batch-apply: 200, 404, 412 and 422', async () => {
+    const res = await expectStatus('batch-apply', 200, {
+      token,
+      body: {
+        operations: [
+          { op: 'projects.create', ref: 'b', input: { project: { name: 'Batched' } } },
+          { op: 'tasks.create', input: { task: { label: 'batched', project_id: { ref: 'b' } } } },
+        ],
+      },
+    });
+    expect(res.body.data.map((r: Json) => r.status)).toEqual([201, 201]);
+    const one = (operation: Json) => ({ token, body: { operations: [operation] } });
+    await expectStatus('batch-apply', 404, one({ op: 'tasks.update', input: { id: ids.otherTask, task: { label: 'x' } } }), ['record_not_found']);
+    await expectStatus('batch-apply', 412, one({ op: 'tasks.update', input: { id: ids.task, task: { label: 'x' } }, if_match: '"stale"' }), ['precondition_failed']);
+    await expectStatus('batch-apply', 422, { token, body: {} }, ['parameter_missing']);
+    await expectStatus('batch-apply', 422, { token, body: { operations: [] } }, ['invalid']);
+    await expectStatus('batch-apply', 422, one({ op: 'projects.create', input: { project: { name: 'Batched' } } }), ['taken']);
+    await expectStatus('batch-apply', 422, one({ op: 'tasks.create', input: { task: { label: 'x', project_id: ids.otherProject } } }), ['record_not_found']);
+  });
+
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
     const secured = operations.filter((o) => o.op.security?.length);
-    expect(secured).toHaveLength(17);
+    expect(secured).toHaveLength(18);
     for (const operation of secured) {
       for (const bad of [undefined, 'not-a-token', revokedToken]) {
         await expectStatus(
@@ -355,7 +375,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
   });
 
   it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {
-    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(10);
+    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(11);
     for (const operation of operations) {
       if (operation.id === 'users-revoke') continue; // its success would end the session; covered below
       const id = operation.path.startsWith('/api/projects') ? ids.startedProject : ids.task;
@@ -443,6 +463,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
       'tasks-update': { task: { label: 'c' } },
       'tasks-changeState': { task: { state: 'planned' } },
       'tasks-reorder': { task: { order: 1 } },
+      'batch-apply': { operations: [{ op: 'tasks.create', input: { task: { label: 'c' } } }] },
     };
     const idFor = (operation: Operation) => (operation.path.startsWith('/api/projects') ? project : task);
     const headersOf = (operation: Operation) => (operation.op.parameters ?? []).filter((p: Json) => p.in === 'header').map((p: Json) => p.name);

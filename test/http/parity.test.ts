@@ -30,6 +30,7 @@ const PROCEDURES = [
   'users.register', 'users.authorize', 'users.me', 'users.update', 'users.revoke',
   'projects.create', 'projects.list', 'projects.get', 'projects.update', 'projects.changeState', 'projects.delete',
   'tasks.create', 'tasks.list', 'tasks.get', 'tasks.update', 'tasks.changeState', 'tasks.reorder',
+  'batch.apply',
   'events.list', 'events.ticket',
 ] as const;
 type Procedure = (typeof PROCEDURES)[number];
@@ -150,6 +151,29 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'tasks at the end', procedure: 'tasks.list', input: () => ({}) },
     { name: 'projects at the end', procedure: 'projects.list', input: () => ({}) },
 
+    {
+      name: 'a batch: a project, a task in it, its start',
+      procedure: 'batch.apply',
+      input: () => ({
+        operations: [
+          { op: 'projects.create', ref: 'shed', input: { project: { name: 'Shed' } } },
+          { op: 'tasks.create', ref: 'paint', input: { task: { label: 'Paint', project_id: { ref: 'shed' } } } },
+          { op: 'tasks.reorder', input: { id: { ref: 'paint' }, task: { order: 1 } } },
+        ],
+      }),
+    },
+    {
+      name: 'a batch whose second operation fails',
+      procedure: 'batch.apply',
+      input: (s) => ({
+        operations: [
+          { op: 'tasks.create', input: { task: { label: 'kept?' } } },
+          { op: 'projects.changeState', input: { id: s.refs.coffee, project: { state: 'started', due_at: DUE, x: 1 } } },
+        ],
+      }),
+      fails: ['cannot_be_set'],
+    },
+    { name: 'a batch with an unknown ref', procedure: 'batch.apply', input: () => ({ operations: [{ op: 'tasks.update', input: { id: { ref: 'x' }, task: {} } }] }), fails: ['invalid'] },
     { name: 'the change log from its start', procedure: 'events.list', input: () => ({ after: '0' }) },
     { name: 'the newest event id', procedure: 'events.list', input: () => ({}) },
     { name: 'changes after a malformed id', procedure: 'events.list', input: () => ({ after: '01' }), fails: ['invalid'] },

@@ -49,6 +49,14 @@ describe('every procedure output, serialised for /trpc', () => {
     await note('projects.list', api.projects.list({ page: 1 }));
     await note('tasks.list', api.tasks.list({ page: 1 }));
     await note('tasks.list', api.tasks.list({ state: ['newed', 'planned'], project_id: [null], q: 'grout', sort: '-label', page_size: 5 }));
+    // A server-side caller's proxy reads a call of `.apply` as Function.apply (src/batch/batch.router.ts).
+    await note('batch.apply', api.batch.apply.apply(null, [{
+      operations: [
+        { op: 'projects.create', ref: 'p', input: { project: { name: 'Batch' } } },
+        { op: 'tasks.create', input: { task: { label: 'batched', project_id: { ref: 'p' } } } },
+        { op: 'projects.delete', input: { id: { ref: 'p' } } },
+      ],
+    }]));
     await note('events.list', api.events.list({ after: '0' }));
     await note('events.ticket', api.events.ticket());
     await note('projects.delete', api.projects.delete({ id: project.id }));

@@ -1,0 +1,35 @@
+/**
+ * A batch of writes (API-CONTRACT.md §15): one procedure, `batch.apply`, at POST /api/batch.
+ * The use case is apply-batch.ts; the shapes are batch.schema.ts.
+ *
+ * A plain record of procedures, not a `router()`: tRPC's `router()` refuses `apply` as a key
+ * (a function's own member, which its callers' proxies would take for `Function.apply`), but
+ * the contract names the procedure so. The app's router takes the record as it is; tRPC's
+ * client calls it as `batch.apply.mutate(input)`, and a server-side caller (whose proxy
+ * reads a call of `.apply` as Function.apply) as `caller.batch.apply.apply(null, [input])`.
+ */
+import { authedProcedure } from '../core/procedures.js';
+import { applyBatch } from './apply-batch.js';
+import { BatchAnswer, BatchInput, MAX_OPERATIONS } from './batch.schema.js';
+
+export const batchProcedures = {
+  apply: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: '/api/batch', tags: ['batch'],
+        summary: 'Apply several writes at once',
+        description: [
+          `Runs 1 to ${MAX_OPERATIONS} write operations of the current user in order, in one transaction: all of them, or none.`,
+          'Each operation is a write procedure (`projects.create`, `.update`, `.changeState`, `.delete`, `tasks.create`, `.update`, `.changeState`, `.reorder`) with that procedure\'s input; `{"ref": name}` in place of an id stands for the resource an earlier create with that `ref` made; `if_match` is the operation\'s If-Match. Each operation sees the ones before it, and the rules hold after each step.',
+          'The answers are in request order, each with the status the operation gives alone. The first operation that fails ends the batch and nothing is kept: its status and errors are the answer, each pointer under `/operations/<index>`. Idempotency-Key covers the whole batch; each operation counts as a request against the rate limit.',
+        ].join('\n\n'),
+      },
+      errorCodes: [
+        'parameter_missing', 'invalid', 'too_long', 'taken', 'record_not_found', 'must_be_set', 'cannot_be_set', 'invalid_transition',
+        'cannot_be_before_started_at', 'cannot_be_after_today', 'reached_max_started', 'precondition_failed',
+      ],
+    })
+    .input(BatchInput)
+    .output(BatchAnswer)
+    .mutation(({ ctx, input }) => applyBatch(ctx, input)),
+};

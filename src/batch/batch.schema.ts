@@ -1,0 +1,118 @@
+/**
+ * Wire shapes of a batch (API-CONTRACT.md §15): up to 100 write operations of the current
+ * user, each a write procedure of §8 with that procedure's input, `{"ref": name}` standing for
+ * the id of a resource an earlier operation created. The batch's own shape (how many
+ * operations, which procedures, which refs) is checked here, all of it before anything runs;
+ * each operation's input is checked by its own procedure when its turn comes.
+ */
+import { z } from 'zod';
+import { inputObject, text } from '../core/fields.js';
+import type { ErrorCode } from '../core/errors.js';
+import type { Resource } from '../core/resource.js';
+import { ProjectDocument } from '../projects/project.schema.js';
+import { TaskDocument, TaskOrderDocument } from '../tasks/task.schema.js';
+
+export const MAX_OPERATIONS = 100;
+
+/** The write procedures a batch runs, and what each creates (its `ref` names that) or where its input takes ids. */
+export const BATCH_OPERATIONS = {
+  'projects.create': { creates: 'project', ids: [] },
+  'projects.update': { ids: [{ at: ['id'], of: 'project' }] },
+  'projects.changeState': { ids: [{ at: ['id'], of: 'project' }] },
+  'projects.delete': { ids: [{ at: ['id'], of: 'project' }] },
+  'tasks.create': { creates: 'task', ids: [{ at: ['task', 'project_id'], of: 'project' }] },
+  'tasks.update': { ids: [{ at: ['id'], of: 'task' }, { at: ['task', 'project_id'], of: 'project' }] },
+  'tasks.changeState': { ids: [{ at: ['id'], of: 'task' }] },
+  'tasks.reorder': { ids: [{ at: ['id'], of: 'task' }] },
+} as const satisfies Record<string, { creates?: Resource; ids: ReadonlyArray<{ at: readonly string[]; of: Resource }> }>;
+
+export type BatchOperationName = keyof typeof BATCH_OPERATIONS;
+const OPERATION_NAMES = Object.keys(BATCH_OPERATIONS) as [BatchOperationName, ...BatchOperationName[]];
+
+const refName = text({ min: 1, max: 64, what: 'ref' });
+
+const Operation = z.object({
+  // A string checked against the names (not an enum), so that a missing op is `parameter_missing`.
+  op: z
+    .string()
+    .refine((op) => Object.hasOwn(BATCH_OPERATIONS, op), { message: `op must be one of ${OPERATION_NAMES.join(', ')}.` })
+    .transform((op) => op as BatchOperationName)
+    .meta({ enum: OPERATION_NAMES, description: 'A write procedure (API-CONTRACT.md §8).' }),
+  ref: refName.optional().meta({
+    description: 'On a create: names the resource it creates, for later operations of the batch (`{"ref": name}` in place of its id). Unique in the batch.',
+  }),
+  input: z.unknown().meta({
+    description: 'The procedure\'s input, as on /trpc: the REST body with the path id as `id`. An id may be `{"ref": name}`.',
+  }),
+  if_match: z.string().optional().meta({ description: 'This operation\'s If-Match.' }),
+});
+
+type Issue = { code: ErrorCode; message: string; path: PropertyKey[] };
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The value at `path` of an operation's input, if there is one. */
+function valueAt(input: unknown, path: readonly string[]): unknown {
+  let value = input;
+  for (const key of path) {
+    if (!isRecord(value) || !Object.hasOwn(value, key)) return undefined;
+    value = value[key];
+  }
+  return value;
+}
+
+/**
+ * The batch's shape, on whatever was sent (its members may be of the wrong type too: those are
+ * reported by the member schemas beside these): 1 to 100 operations; a `ref` only on a create
+ * and unique; and every `{"ref": name}` in an id of an input naming an earlier create of that
+ * kind of resource. Pointers to an input's members leave out `/input`, as the operation's own
+ * errors do (`/operations/1/task/project_id`).
+ */
+function shapeIssues(operations: unknown): Issue[] {
+  if (!Array.isArray(operations)) return [];
+  const issues: Issue[] = [];
+  if (operations.length === 0) issues.push({ code: 'invalid', message: 'A batch holds at least one operation.', path: ['operations'] });
+  if (operations.length > MAX_OPERATIONS) {
+    issues.push({ code: 'too_long', message: `A batch holds at most ${MAX_OPERATIONS} operations.`, path: ['operations'] });
+    return issues;
+  }
+  const created = new Map<string, Resource>();
+  operations.forEach((operation, index) => {
+    if (!isRecord(operation) || typeof operation.op !== 'string' || !Object.hasOwn(BATCH_OPERATIONS, operation.op)) return;
+    const spec: { creates?: Resource; ids: ReadonlyArray<{ at: readonly string[]; of: Resource }> } = BATCH_OPERATIONS[operation.op as BatchOperationName];
+    for (const { at, of } of spec.ids) {
+      const value = valueAt(operation.input, at);
+      if (!isRecord(value)) continue;
+      const name = value.ref;
+      const path = ['operations', index, ...at];
+      if (typeof name !== 'string') issues.push({ code: 'invalid', message: 'An id is a positive integer or {"ref": name}.', path });
+      else if (!created.has(name)) issues.push({ code: 'invalid', message: `No earlier operation of this batch has ref ${JSON.stringify(name)}.`, path });
+      else if (created.get(name) !== of) issues.push({ code: 'invalid', message: `ref ${JSON.stringify(name)} names a ${created.get(name)}, not a ${of}.`, path });
+    }
+    if (typeof operation.ref !== 'string') return;
+    const path = ['operations', index, 'ref'];
+    if (!spec.creates) issues.push({ code: 'invalid', message: 'Only an operation that creates (projects.create, tasks.create) takes a ref.', path });
+    else if (created.has(operation.ref)) issues.push({ code: 'invalid', message: 'This ref is taken by an earlier operation of the batch.', path });
+    else created.set(operation.ref, spec.creates);
+  });
+  return issues;
+}
+
+export const BatchInput = inputObject({
+  operations: z.array(Operation).meta({ minItems: 1, maxItems: MAX_OPERATIONS }),
+}).check(
+  z.superRefine((value, ctx) => {
+    for (const { code, message, path } of shapeIssues(isRecord(value) ? value.operations : undefined)) {
+      ctx.addIssue({ code: 'custom', message, path, params: { code } });
+    }
+  }, { when: () => true }),
+);
+export type BatchInput = z.infer<typeof BatchInput>;
+
+export const BatchResult = z.object({
+  status: z.int().meta({ description: 'The status the operation answers alone: 201 for a create, 204 for a delete, else 200.' }),
+  body: z.union([ProjectDocument, TaskDocument, TaskOrderDocument, z.null()]).meta({ description: 'The operation\'s answer; null for a delete.' }),
+});
+
+export const BatchAnswer = z.object({ data: z.array(BatchResult) });
+export type BatchAnswer = z.infer<typeof BatchAnswer>;

@@ -1,0 +1,334 @@
+/**
+ * POST /api/batch and tRPC batch.apply (API-CONTRACT.md §15), on the real database: operations
+ * in order in one transaction, refs to earlier creates, per-operation If-Match, rules after
+ * each step (the swap at the limit of 3 started projects), all or nothing (rows and change log
+ * compared before and after a failure at each index), error pointers under
+ * /operations/<index>, events in order, one Idempotency-Key for the batch, the rate limit
+ * counting operations, and the batch's own shape refused before anything runs.
+ */
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { DAY, T0, onlyError, seconds, useTestAppWithSql } from '../helpers/test-app.js';
+import { META } from '../helpers/envelope.js';
+
+const { app, db } = useTestAppWithSql({ resetClock: true });
+
+const DUE = seconds(T0) + 7 * DAY;
+const BATCH = '/api/batch';
+
+const batch = (token: string, operations: unknown[], headers: Record<string, string> = {}) =>
+  app.request('POST', BATCH, { token, body: { operations }, headers });
+
+/** Every row of the user's projects, tasks and change log, to compare before and after. */
+async function snapshot(userId: number) {
+  const rows = async (sql: string) => (await db.query(sql, [userId])).rows;
+  return {
+    projects: await rows('select * from projects where user_id = $1 order by id'),
+    tasks: await rows('select * from tasks where user_id = $1 order by id'),
+    events: await rows('select seq, type, data from events where user_id = $1 order by seq'),
+    mark: await rows('select last_event_seq from users where id = $1'),
+    keys: await rows('select key, status from idempotency_keys where user_id = $1 order by key'),
+  };
+}
+
+async function eventsAfter(token: string, after: string) {
+  const res = await app.request('GET', `/api/users/me/events?after=${after}`, { token });
+  expect(res.status).toBe(200);
+  return res.body.data as Array<{ id: string; type: string; data: any }>;
+}
+
+async function lastEventId(token: string): Promise<string> {
+  return (await app.request('GET', '/api/users/me/events', { token })).body.meta.last_event_id;
+}
+
+describe('a batch that succeeds', () => {
+  it('runs the contract example: refs, per-operation If-Match, answers in order with their statuses', async () => {
+    const { token } = await app.register();
+    const paused = (await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Old' } } })).body.data.id;
+    const started = await app.request('PUT', `/api/projects/${paused}/state`, { token, body: { project: { state: 'started', due_at: DUE } } });
+    const etag = started.headers.get('etag')!;
+    const before = await lastEventId(token);
+    const res = await batch(token, [
+      { op: 'projects.create', ref: 'trip', input: { project: { name: 'Trip' } } },
+      { op: 'tasks.create', input: { task: { label: 'Book train', project_id: { ref: 'trip' } } } },
+      { op: 'projects.changeState', input: { id: paused, project: { state: 'paused' } }, if_match: etag },
+      { op: 'projects.changeState', input: { id: { ref: 'trip' }, project: { state: 'started', due_at: DUE } } },
+    ]);
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body)).toEqual(['data']);
+    expect(res.body.data.map((r: { status: number }) => r.status)).toEqual([201, 201, 200, 200]);
+    const trip = res.body.data[0].body.data;
+    const task = res.body.data[1].body.data;
+    expect(trip).toMatchObject({ type: 'project', attributes: { name: 'Trip', state: 'newed' }, relationships: { tasks: { data: [] } } });
+    expect(res.body.data[0].body.meta).toEqual(META);
+    expect(task).toMatchObject({ type: 'task', attributes: { label: 'Book train', state: 'newed' }, relationships: { project: { data: { type: 'project', id: trip.id } } } });
+    expect(res.body.data[2].body.data.attributes.state).toBe('paused');
+    const last = res.body.data[3].body.data;
+    expect(last).toMatchObject({ id: trip.id, attributes: { state: 'started', dueAt: DUE, startedAt: seconds(T0) } });
+    expect(last.relationships.tasks.data).toEqual([{ type: 'task', id: task.id }]);
+    // Events: each operation's, in order, each document as that operation left it.
+    const events = await eventsAfter(token, before);
+    expect(events.map((e) => `${e.type}:${e.data.id}`)).toEqual([
+      `project.created:${trip.id}`,
+      `task.created:${task.id}`,
+      `project.updated:${trip.id}`,
+      `project.updated:${paused}`,
+      `project.updated:${trip.id}`,
+      `task.updated:${task.id}`,
+    ]);
+    expect(events[2]!.data.relationships.tasks.data).toEqual([{ type: 'task', id: task.id }]);
+    expect(events[2]!.data.attributes.state).toBe('newed');
+    expect(events[4]!.data.attributes.state).toBe('started');
+    expect(events[5]!.data.attributes.state).toBe('started');
+    // What the batch answered is what is stored.
+    const now = await app.request('GET', `/api/projects/${trip.id}`, { token });
+    expect(now.body.data).toEqual(last);
+  });
+
+  it('answers a delete as 204 with a null body, a reorder with its order document, and sees each step', async () => {
+    const { token } = await app.register();
+    const res = await batch(token, [
+      { op: 'tasks.create', ref: 'a', input: { task: { label: 'a' } } },
+      { op: 'tasks.create', ref: 'b', input: { task: { label: 'b' } } },
+      { op: 'tasks.reorder', input: { id: { ref: 'b' }, task: { order: 1 } } },
+      { op: 'projects.create', ref: 'p', input: { project: { name: 'P' } } },
+      { op: 'tasks.update', input: { id: { ref: 'a' }, task: { project_id: { ref: 'p' } } } },
+      { op: 'projects.delete', input: { id: { ref: 'p' } } },
+      { op: 'tasks.changeState', input: { id: { ref: 'b' }, task: { state: 'planned' } } },
+      { op: 'tasks.changeState', input: { id: { ref: 'b' }, task: { state: 'finished' } } },
+    ]);
+    expect(res.body.errors).toBeUndefined();
+    expect(res.status).toBe(200);
+    const [a, b] = [res.body.data[0].body.data.id, res.body.data[1].body.data.id];
+    expect(res.body.data[2]).toEqual({ status: 200, body: { data: [{ type: 'task', id: b, attributes: { order: 1 } }, { type: 'task', id: a, attributes: { order: 2 } }], meta: META } });
+    // The task joined a newed project: it became newed (API-CONTRACT.md §5).
+    expect(res.body.data[4].body.data.attributes.state).toBe('newed');
+    expect(res.body.data[5]).toEqual({ status: 204, body: null });
+    expect(res.body.data[6].body.data.attributes).toMatchObject({ state: 'planned', plannedAt: seconds(T0), order: 1 });
+    expect(res.body.data[7].body.data.attributes).toMatchObject({ state: 'finished', finishedAt: seconds(T0), order: 1 });
+    // The delete abandoned task a and released it.
+    const stored = await app.request('GET', `/api/tasks/${a}`, { token });
+    expect(stored.body.data.attributes).toMatchObject({ state: 'abandoned', abandonedAt: seconds(T0) });
+    expect(stored.body.data.relationships.project.data).toBeNull();
+  });
+
+  it('pauses one project and starts another at the limit of 3 started, which two requests cannot do', async () => {
+    const { token } = await app.register();
+    const ids: number[] = [];
+    for (const name of ['A', 'B', 'C', 'D']) {
+      ids.push((await app.request('POST', '/api/users/me/projects', { token, body: { project: { name } } })).body.data.id);
+    }
+    for (const id of ids.slice(0, 3)) {
+      expect((await app.request('PUT', `/api/projects/${id}/state`, { token, body: { project: { state: 'started', due_at: DUE } } })).status).toBe(200);
+    }
+    // Alone, the fourth start is refused.
+    const alone = await app.request('PUT', `/api/projects/${ids[3]}/state`, { token, body: { project: { state: 'started', due_at: DUE } } });
+    expect(onlyError(alone.body)).toMatchObject({ code: 'reached_max_started' });
+    // Start first, then pause: the rule holds after each step, so the start is refused.
+    const wrongOrder = await batch(token, [
+      { op: 'projects.changeState', input: { id: ids[3], project: { state: 'started', due_at: DUE } } },
+      { op: 'projects.changeState', input: { id: ids[0], project: { state: 'paused' } } },
+    ]);
+    expect(wrongOrder.status).toBe(422);
+    expect(wrongOrder.body).toEqual({ errors: [expect.objectContaining({ code: 'reached_max_started', source: { pointer: '/operations/0/project/state' } })] });
+    const swap = await batch(token, [
+      { op: 'projects.changeState', input: { id: ids[0], project: { state: 'paused' } } },
+      { op: 'projects.changeState', input: { id: ids[3], project: { state: 'started', due_at: DUE } } },
+    ]);
+    expect(swap.status).toBe(200);
+    const states = (await app.request('GET', '/api/users/me/projects', { token })).body.data.map((p: any) => p.attributes.state);
+    expect(states).toEqual(['paused', 'started', 'started', 'started']);
+  });
+});
+
+describe('a batch that fails', () => {
+  it('keeps nothing when the operation at any index fails: rows, change log and its mark are as before', async () => {
+    const { id, token } = await app.register();
+    const project = (await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Base' } } })).body.data.id;
+    const good = [
+      { op: 'projects.create', ref: 'x', input: { project: { name: 'X' } } },
+      { op: 'tasks.create', ref: 't', input: { task: { label: 'one', project_id: { ref: 'x' } } } },
+      { op: 'tasks.create', input: { task: { label: 'two', project_id: project } } },
+      { op: 'projects.changeState', input: { id: { ref: 'x' }, project: { state: 'started', due_at: DUE } } },
+      { op: 'tasks.reorder', input: { id: { ref: 't' }, task: { order: 1 } } },
+      { op: 'projects.update', input: { id: project, project: { description: 'edited' } } },
+    ];
+    const failing = { op: 'projects.changeState', input: { id: project, project: { state: 'finished' } } };
+    for (let at = 0; at <= good.length; at++) {
+      const before = await snapshot(id);
+      const operations = [...good.slice(0, at), failing, ...good.slice(at)];
+      const res = await batch(token, operations);
+      expect(res.status).toBe(422);
+      expect(res.body).toEqual({
+        errors: [{ status: '422', code: 'invalid_transition', title: 'State change refused', detail: expect.any(String), source: { pointer: `/operations/${at}/project/state` } }],
+      });
+      expect(await snapshot(id)).toEqual(before);
+    }
+    // And the same operations without the failing one all land.
+    expect((await batch(token, good)).status).toBe(200);
+  });
+
+  it('answers the failing operation\'s status: 404 for an unknown id, 412 for a stale if_match, 422 for a bad input', async () => {
+    const { token } = await app.register();
+    const created = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Tagged' } } });
+    const id = created.body.data.id;
+    const stale = created.headers.get('etag')!;
+    const notFound = await batch(token, [{ op: 'tasks.create', input: { task: { label: 'x' } } }, { op: 'projects.update', input: { id: 999_999, project: { name: 'Y' } } }]);
+    expect(notFound.status).toBe(404);
+    expect(onlyError(notFound.body)).toMatchObject({ code: 'record_not_found', source: { pointer: '/operations/1/project' } });
+    // The first operation moves the version: the second's If-Match is stale by then.
+    const changed = await batch(token, [
+      { op: 'projects.update', input: { id, project: { description: 'one' } }, if_match: stale },
+      { op: 'projects.update', input: { id, project: { description: 'two' } }, if_match: stale },
+    ]);
+    expect(changed.status).toBe(412);
+    expect(onlyError(changed.body)).toMatchObject({ code: 'precondition_failed', source: { pointer: '/operations/1/if_match' } });
+    expect((await app.request('GET', `/api/projects/${id}`, { token })).body.data.attributes.description).toBe('');
+    const invalid = await batch(token, [{ op: 'projects.create', input: { project: { name: 'a b'.repeat(60) } } }]);
+    expect(invalid.status).toBe(422);
+    expect(invalid.body.errors.map((e: any) => [e.code, e.source.pointer])).toEqual([
+      ['invalid', '/operations/0/project/name'],
+      ['too_long', '/operations/0/project/name'],
+    ]);
+    const missing = await batch(token, [{ op: 'tasks.create' }]);
+    expect(onlyError(missing.body)).toMatchObject({ code: 'parameter_missing', source: { pointer: '/operations/0/input' } });
+    const noWrapper = await batch(token, [{ op: 'tasks.create', input: null }]);
+    expect(onlyError(noWrapper.body)).toMatchObject({ code: 'parameter_missing', source: { pointer: '/operations/0/task' } });
+    // A name taken by an earlier operation of the same batch.
+    const taken = await batch(token, [
+      { op: 'projects.create', input: { project: { name: 'Twice' } } },
+      { op: 'projects.create', input: { project: { name: 'twice' } } },
+    ]);
+    expect(onlyError(taken.body)).toMatchObject({ code: 'taken', source: { pointer: '/operations/1/project/name' } });
+  });
+});
+
+describe('the shape of a batch', () => {
+  const shapeErrors = async (body: unknown) => {
+    const { token } = await app.register();
+    const res = await app.request('POST', BATCH, { token, body });
+    expect(res.status).toBe(422);
+    return res.body.errors.map((e: any) => [e.code, e.source?.pointer]);
+  };
+
+  it('refuses an empty list, more than 100 operations, a missing or odd list', async () => {
+    expect(await shapeErrors({ operations: [] })).toEqual([['invalid', '/operations']]);
+    const many = Array.from({ length: 101 }, () => ({ op: 'tasks.create', input: { task: { label: 'x' } } }));
+    expect(await shapeErrors({ operations: many })).toEqual([['too_long', '/operations']]);
+    expect(await shapeErrors({})).toEqual([['parameter_missing', '/operations']]);
+    expect(await shapeErrors({ operations: { 0: {} } })).toEqual([['invalid', '/operations']]);
+  });
+
+  it('refuses unknown ops, bad and unknown refs, all of them at once, before anything runs', async () => {
+    const { id, token } = await app.register();
+    const before = await snapshot(id);
+    const res = await batch(token, [
+      { op: 'tasks.create', ref: 'a', input: { task: { label: 'x', project_id: { ref: 'a' } } } },
+      { op: 'tasks.list', input: {} },
+      { op: 'projects.create', ref: 'a', input: { project: { name: 'X' } } },
+      { op: 'tasks.update', ref: 'u', input: { id: { ref: 'nope' }, task: { label: 'y' } } },
+      { op: 'tasks.changeState', input: { id: { ref: 'a' }, task: { state: 'finished' } } },
+      { op: 'projects.create', ref: '', input: { project: { name: 'Y' } } },
+      { op: 'projects.create', ref: 'r'.repeat(65), input: { project: { name: 'Z' } } },
+      { input: {} },
+      'not an operation',
+      { op: 'tasks.reorder', input: { id: { ref: 7 }, task: { order: 1 } } },
+    ]);
+    expect(res.status).toBe(422);
+    expect(res.body.errors.map((e: any) => [e.code, e.source?.pointer])).toEqual(expect.arrayContaining([
+      ['invalid', '/operations/0/task/project_id'], // a task, not a project, and not earlier
+      ['invalid', '/operations/1/op'],
+      ['invalid', '/operations/2/ref'], // taken
+      ['invalid', '/operations/3/ref'], // not a create
+      ['invalid', '/operations/3/id'],
+      ['invalid', '/operations/5/ref'],
+      ['too_long', '/operations/6/ref'],
+      ['parameter_missing', '/operations/7/op'],
+      ['invalid', '/operations/8'],
+      ['invalid', '/operations/9/id'],
+    ]));
+    expect(res.body.errors).toHaveLength(10);
+    expect(await snapshot(id)).toEqual(before);
+  });
+});
+
+describe('retries and limits', () => {
+  it('replays a batch with the same Idempotency-Key, and refuses the key with another batch', async () => {
+    const { id, token } = await app.register();
+    const key = randomUUID();
+    const operations = [
+      { op: 'projects.create', ref: 'p', input: { project: { name: 'Once' } } },
+      { op: 'tasks.create', input: { task: { label: 'once', project_id: { ref: 'p' } } } },
+    ];
+    const first = await batch(token, operations, { 'Idempotency-Key': key });
+    expect(first.status).toBe(200);
+    const after = await snapshot(id);
+    const second = await batch(token, operations, { 'Idempotency-Key': key });
+    expect(second.status).toBe(200);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(second.text).toBe(first.text);
+    expect(await snapshot(id)).toEqual(after);
+    const other = await batch(token, operations.slice(0, 1), { 'Idempotency-Key': key });
+    expect(onlyError(other.body)).toMatchObject({ code: 'idempotency_key_reused' });
+    // A failed batch that ran is kept under its key too, and replayed.
+    const failKey = randomUUID();
+    const failing = [{ op: 'projects.create', input: { project: { name: 'Once' } } }];
+    const failed = await batch(token, failing, { 'Idempotency-Key': failKey });
+    expect(onlyError(failed.body)).toMatchObject({ code: 'taken', source: { pointer: '/operations/0/project/name' } });
+    const replayed = await batch(token, failing, { 'Idempotency-Key': failKey });
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(replayed.text).toBe(failed.text);
+  });
+
+  it('serialises two batches of one user sent at once: orders stay dense, events stay in order', async () => {
+    const { id, token } = await app.register();
+    const creates = (label: string) => Array.from({ length: 20 }, (_, i) => ({ op: 'tasks.create', input: { task: { label: `${label}${i}` } } }));
+    const results = await Promise.all([batch(token, creates('a')), batch(token, creates('b')), batch(token, creates('c'))]);
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200]);
+    const orders = (await db.query('select "order" from tasks where user_id = $1 order by "order"', [id])).rows.map((r) => r.order);
+    expect(orders).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    // Each batch's orders are consecutive: no other write came between its operations.
+    for (const r of results) {
+      const mine = r.body.data.map((d: any) => d.body.data.attributes.order);
+      expect(mine).toEqual(Array.from({ length: 20 }, (_, i) => mine[0] + i));
+    }
+    const seqs = (await db.query('select seq from events where user_id = $1 order by seq', [id])).rows.map((r) => Number(r.seq));
+    expect(seqs).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+  });
+});
+
+describe('the tRPC door', () => {
+  it('runs batch.apply with the same answers and the same error pointers', async () => {
+    const { token } = await app.register();
+    const client = app.trpc(token);
+    const result = await client.batch.apply.mutate({
+      operations: [
+        { op: 'projects.create', ref: 'p', input: { project: { name: 'Typed' } } },
+        { op: 'tasks.create', input: { task: { label: 'typed', project_id: { ref: 'p' } } } },
+      ],
+    });
+    expect(result.data.map((r) => r.status)).toEqual([201, 201]);
+    const rest = await app.request('GET', `/api/projects/${(result.data[0]!.body as any).data.id}`, { token });
+    expect(rest.body.data.relationships.tasks.data).toEqual([{ type: 'task', id: (result.data[1]!.body as any).data.id }]);
+    const error = await client.batch.apply.mutate({ operations: [{ op: 'projects.create', input: { project: { name: 'Typed' } } }] }).catch((e) => e);
+    expect(error.data).toMatchObject({ code: 'taken', httpStatus: 422, errors: [expect.objectContaining({ source: { pointer: '/operations/0/project/name' } })] });
+  });
+});
+
+describe('the rate limit', () => {
+  const limited = useTestAppWithSql({ resetClock: true, rateLimits: { authPerMinute: 0, perMinute: 10 } });
+
+  it('counts each operation as a request, and refuses a batch that would pass the limit before it runs', async () => {
+    const { id, token } = await limited.app.register();
+    const creates = (n: number) => Array.from({ length: n }, (_, i) => ({ op: 'tasks.create', input: { task: { label: `t${i}` } } }));
+    const first = await limited.app.request('POST', BATCH, { token, body: { operations: creates(4) } });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('ratelimit-remaining')).toBe('6');
+    const over = await limited.app.request('POST', BATCH, { token, body: { operations: creates(7) } });
+    expect(over.status).toBe(429);
+    expect(onlyError(over.body)).toMatchObject({ code: 'rate_limited' });
+    expect(over.headers.get('retry-after')).toMatch(/^[1-9][0-9]*$/);
+    const tasks = await limited.db.query('select count(*)::int as n from tasks where user_id = $1', [id]);
+    expect(tasks.rows[0].n).toBe(4);
+  });
+});
