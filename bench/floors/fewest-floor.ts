@@ -13,6 +13,7 @@
  *   GET  /api/tasks/:id                  token; the task                              2 statements, 2 round trips
  *   PUT  /api/tasks/:id/state            token; one statement (below)                 2 statements, 2 round trips
  *   POST /api/users/me/tasks             token; begin, lock, write, commit pipelined  5 statements, 2 round trips
+ *     (with project_id: the same, the write also reading the project and sending its document)
  *   PUT  /api/tasks/:id/order            token; begin, lock, write, commit pipelined  5 statements, 2 round trips
  *   PUT  /api/projects/:id/state         token; begin, lock, write, commit pipelined  5 statements, 2 round trips
  *
@@ -157,6 +158,31 @@ const SQL = {
        select ins.id, ins.version, ${taskDoc('ins')} as data from ins
      ), evs as (
        select 1 as n, 'task.created' as type, doc.data from doc
+     ), ${appendEvents('$1::int', '$3::timestamptz', '$4::bigint')}
+     select doc.id, doc.version, doc.data, (select count(*) from note)::int as notified from doc`,
+  // In a project of the user (else no row): the task takes the project's state (started if
+  // the project is, else newed: SPEC.md 4.5, task.lifecycle.ts newTaskFields), and the
+  // project's document, whose task list now ends with it, is the second event. This
+  // statement's snapshot does not see the row it inserts, so the list is the project's other
+  // tasks plus the new one: last, since its order is the user's highest.
+  createTaskInProject: `with p as (
+       select * from projects where id = $5 and user_id = $1
+     ), ins as (
+       insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
+       select $1::int, p.id, $2::text, (select coalesce(max("order"), 0) + 1 from tasks where user_id = $1), 0,
+              case when p.state = 'started' then 'started' else 'newed' end,
+              case when p.state = 'started' then $3::timestamptz end, null, null, null, $3::timestamptz
+         from p
+       returning *
+     ), doc as (
+       select ins.id, ins.version, ${taskDoc('ins')} as data from ins
+     ), pdoc as (
+       select ${projectDoc('p', `coalesce(${taskRefs(`t.user_id = p.user_id and t.project_id = p.id and t.state <> 'abandoned'`)} || ',', '') || '{"type":"task","id":' || ins.id || '}'`)} as data
+         from p, ins
+     ), evs as (
+       select 1 as n, 'task.created' as type, doc.data from doc
+       union all
+       select 2, 'project.updated', pdoc.data from pdoc
      ), ${appendEvents('$1::int', '$3::timestamptz', '$4::bigint')}
      select doc.id, doc.version, doc.data, (select count(*) from note)::int as notified from doc`,
   reorder: `with target as (
@@ -460,11 +486,19 @@ async function createTask(res: ServerResponse, user: User, body: any) {
   if (typeof label !== 'string' || label.length === 0 || label.length > 1000) {
     return fail(res, 'invalid', 'This value is not valid.', '/task/label');
   }
-  // The bench creates with a label only; a project or a planned date is the service's (not answered here).
-  if (Object.keys(task).some((k) => k !== 'label')) return fail(res, 'invalid', 'The floor creates tasks with a label only.', '/task');
+  // The bench creates with a label and at most a project; a planned date is the service's (not answered here).
+  if (Object.keys(task).some((k) => k !== 'label' && k !== 'project_id')) return fail(res, 'invalid', 'The floor creates tasks with a label and a project only.', '/task');
+  const projectId = task.project_id ?? null;
+  if (projectId !== null && !(Number.isSafeInteger(projectId) && projectId >= 1)) return fail(res, 'invalid', 'This value is not valid.', '/task/project_id');
   const at = now();
-  const [row] = await lockedWrite<{ id: number; version: number; data: string }>(user.id, 'create_task', SQL.createTask, [user.id, label, at, toSeconds(at)]);
-  sendText(res, 201, `{"data":${row!.data},"meta":${META_JSON}}`, taskEtag(row!.id, row!.version));
+  const [row] = projectId === null
+    ? await lockedWrite<{ id: number; version: number; data: string }>(user.id, 'create_task', SQL.createTask, [user.id, label, at, toSeconds(at)])
+    : await lockedWrite<{ id: number; version: number; data: string }>(user.id, 'create_task_in_project', SQL.createTaskInProject, [user.id, label, at, toSeconds(at), projectId]);
+  if (!row) {
+    // No such project of the user: nothing inserted, no number taken (the service's 422 on the field).
+    return send(res, 422, { errors: [{ status: '422', code: 'record_not_found', title: 'Record not found', detail: 'No project with this id exists for the current user.', source: { pointer: '/task/project_id' } }] });
+  }
+  sendText(res, 201, `{"data":${row.data},"meta":${META_JSON}}`, taskEtag(row.id, row.version));
 }
 
 async function changeTaskState(res: ServerResponse, user: User, id: number, body: any) {

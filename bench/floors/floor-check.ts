@@ -26,6 +26,8 @@ export interface CheckInput {
   /** Tasks of the main user in the middle of its order. */
   middle: number[];
   farDue: number;
+  /** A user with a started project (`project`) and others not started (`user.projects[1]` is newed), for creates in a project. */
+  inProject: { user: { id: number; token: string; projects: number[] }; project: number };
 }
 
 interface Event {
@@ -101,6 +103,33 @@ export async function checkFloor(input: CheckInput): Promise<{ lines: string[]; 
       const events = await logOf(main.id, before, 'create');
       note('create (201 vs the service\'s GET)', made.status === 201 && seen.status === 200 && made.text === seen.text);
       note('create event', events.length === 1 && events[0]!.type === 'task.created' && events[0]!.data === dataOf(seen.text));
+    }
+
+    // ---- create in a project: the task and the project's document, whose list now ends with it ----
+    {
+      const { user, project } = input.inProject;
+      const inProject = async (base: string, label: string, projectId: number) => {
+        const before = await mark(user.id);
+        const made = await raw(base, 'POST', '/api/users/me/tasks', user.token, { task: { label, project_id: projectId } });
+        const id = made.status === 201 ? (JSON.parse(made.text).data.id as number) : 0;
+        const task = await raw(S, 'GET', `/api/tasks/${id}`, user.token);
+        const seenProject = await raw(S, 'GET', `/api/projects/${projectId}`, user.token);
+        const events = await logOf(user.id, before, `create in project ${projectId} (${base === S ? 'service' : 'floor'})`);
+        const docs = events.length === 2 && events[0]!.type === 'task.created' && events[0]!.data === dataOf(task.text) &&
+          events[1]!.type === 'project.updated' && events[1]!.data === dataOf(seenProject.text);
+        return { made, task, docs, state: made.status === 201 ? (JSON.parse(made.text).data.attributes.state as string) : '' };
+      };
+      // The service's own create, as a control: its events are its answer's data and the project's GET.
+      const service = await inProject(S, 'service check in a project', project);
+      note('control: the service\'s create in a started project (its 2 events: its answer\'s data, the project\'s GET)', service.made.status === 201 && service.made.text === service.task.text && service.docs, `(${service.state})`);
+      const started = await inProject(F, 'floor check in a project', project);
+      note('create in a started project (201 vs the service\'s GET; 2 events vs the service\'s GETs)', started.made.status === 201 && started.made.text === started.task.text && started.docs && started.state === service.state, `(${started.state})`);
+      const newed = await inProject(F, 'floor check in a newed project', user.projects[1]!);
+      note('create in a project not started', newed.made.status === 201 && newed.made.text === newed.task.text && newed.docs, `(${newed.state})`);
+      // Another user's project: refused alike, no number taken.
+      const before = await mark(user.id);
+      const [s, f] = await both('POST', '/api/users/me/tasks', user.token, { task: { label: 'floor check', project_id: spare.projects[0]! } });
+      note('create in another user\'s project (refused)', same(s, f) && (await mark(user.id)) === before, `(${s.status})`);
     }
 
     // ---- change task state ----------------------------------------------------------------

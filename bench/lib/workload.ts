@@ -1,8 +1,10 @@
 /**
  * The seeded data of the throughput and CPU scenarios and the request scripts they send over
  * it (bench/README.md, "What one run does" and its table of scenarios): bench_main with 10,000
- * tasks, 50 other users with 1,000 each, growth users with 1k, 10k and 100k; the task and
- * project pools the writes flip, with their states re-read from the database before a slice.
+ * tasks, 50 other users with 1,000 each, bench_in_project (1,000 tasks over 10 projects, the
+ * first started) whose started project gets the creates of one user, growth users with 1k,
+ * 10k and 100k; the task and project pools the writes flip, with their states re-read from the
+ * database before a slice.
  */
 import type pg from 'pg';
 import { mulberry32 } from '../../test/helpers/prng.js';
@@ -18,6 +20,17 @@ export interface World {
   /** bench_other_0 … bench_other_49. */
   others: SeededUser[];
   growth: Array<[string, SeededUser]>;
+  /**
+   * bench_in_project: 1,000 tasks over 10 projects, the first (`project`) started with a due
+   * date a year ahead and its 100 tasks started, as a start through the API leaves them. Only
+   * the in-project creates load it; `resetInProject` deletes every task above the seeded
+   * `tasks` orders, so each slice starts from the same project.
+   */
+  inProject: { user: SeededUser; project: number };
+  /** Deletes the tasks created in bench_in_project since the seed (orders above its 1,000). */
+  resetInProject(): Promise<void>;
+  /** Users seeded. */
+  users: number;
   totalTasks: number;
   /** bench_main's 3,000 planned tasks (orders 1–3,000), flipped finished ⇄ planned. */
   plannedPool: number[];
@@ -49,6 +62,16 @@ export async function seedWorld(admin: pg.Client): Promise<World> {
     ['10k', await seedUser(admin, 'bench_g10k', 10_000, 0)],
     ['100k', await seedUser(admin, 'bench_g100k', 100_000, 0)],
   ];
+  const farDue = Math.floor(Date.now() / 1000) + 365 * 86_400;
+  const inProjectUser = await seedUser(admin, 'bench_in_project', 1_000, 10);
+  const inProject = { user: inProjectUser, project: inProjectUser.projects[0]! };
+  // What a start does (project.lifecycle.ts): the project started with its due date, its newed
+  // tasks started (started_at set where unset); the versions move through the row trigger.
+  await admin.query(`update projects set state = 'started', started_at = now(), due_at = to_timestamp($3) where user_id = $1 and id = $2`, [inProjectUser.id, inProject.project, farDue]);
+  await admin.query(
+    `update tasks set state = 'started', started_at = coalesce(started_at, now()) where user_id = $1 and project_id = $2 and state = 'newed'`,
+    [inProjectUser.id, inProject.project],
+  );
   await admin.query('vacuum analyze');
   const totalTasks = Number((await admin.query<{ n: string }>('select count(*) as n from tasks')).rows[0]!.n);
   const plannedPool = await taskIdsByOrder(admin, main.id, 1, 3_000);
@@ -63,12 +86,17 @@ export async function seedWorld(admin: pg.Client): Promise<World> {
     main,
     others,
     growth,
+    inProject,
+    resetInProject: async () => {
+      await admin.query('delete from tasks where user_id = $1 and "order" > $2', [inProjectUser.id, inProjectUser.tasks]);
+    },
+    users: 2 + others.length + growth.length,
     totalTasks,
     plannedPool,
     middle,
     mainPages: Math.ceil((10_000 - 300 - 200) / PAGE),
     otherPools,
-    farDue: Math.floor(Date.now() / 1000) + 365 * 86_400,
+    farDue,
     taskStates,
     projectStates,
     loadTaskStates: () => readStates(admin, 'tasks', flipped, taskStates),
@@ -126,6 +154,8 @@ export interface Scripts {
   /** The 50 users' pools, started ⇄ newed (load the task states first). */
   changeStateSpread: Script;
   createSpread: Script;
+  /** Creates in bench_in_project's started project, every connection as that one user (reset it first). */
+  createInProject: Script;
   /** Connection c flips the first project of other user c (load the project states first). */
   startPause: Script;
   /** `MIX` per 100 requests (load the task states first). */
@@ -168,6 +198,12 @@ export function scriptsOf(world: World, connections: number): Scripts {
       body: { task: { label: `bench task ${++created}` } },
     });
   };
+  const createInProject: Script = () => () => ({
+    method: 'POST',
+    path: '/api/users/me/tasks',
+    token: world.inProject.user.token,
+    body: { task: { label: `bench project task ${++created}`, project_id: world.inProject.project } },
+  });
   const getTask: Script = (connection) => {
     let k = 0;
     return () => ({ method: 'GET', path: `/api/tasks/${middle[(k++ * 7 + connection) % middle.length]}`, token: main.token });
@@ -210,6 +246,7 @@ export function scriptsOf(world: World, connections: number): Scripts {
     changeState,
     changeStateSpread,
     createSpread,
+    createInProject,
     startPause,
     mixed,
   };

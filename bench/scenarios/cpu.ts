@@ -93,7 +93,7 @@ runScenario('cpu', async (session) => {
   let t = Date.now();
   const world = await seedWorld(admin);
   const { main, others, plannedPool, middle, mainPages, farDue, loadTaskStates, loadProjectStates } = world;
-  log(`seeded ${51 + world.growth.length} users, ${world.totalTasks} tasks in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  log(`seeded ${world.users} users, ${world.totalTasks} tasks in ${((Date.now() - t) / 1000).toFixed(1)} s`);
   const scripts = scriptsOf(world, CONNECTIONS);
 
   buildService();
@@ -113,6 +113,7 @@ runScenario('cpu', async (session) => {
     plannedTask: plannedPool[plannedPool.length - 1]!,
     middle,
     farDue,
+    inProject: world.inProject,
   });
   log(`fewest floor check (${fewestCheck.ok ? 'all identical' : 'DIFFERENCES'}):\n  ${fewestCheck.lines.join('\n  ')}`);
   const trpcPath = listTasksTrpc(main, mainPages)(0)().path;
@@ -303,7 +304,7 @@ runScenario('cpu', async (session) => {
       `Machine: ${os.availableParallelism()} CPUs (${cpuModel}), ${os.platform()} ${os.release()}; Node ${process.version}; PostgreSQL ${pgVersion} (embedded, fsync/synchronous_commit/full_page_writes off). ` +
       `PostgreSQL, both targets and autocannon share these CPUs. CPU from ${hasSchedstat ? '/proc/<pid>/task/<tid>/schedstat (ns on CPU)' : "/proc/<pid>/stat (clock ticks of 10 ms)"}.`,
     '',
-    `Seed: ${world.totalTasks} tasks, as the throughput scenario (bench_main 10,000 over 200 projects; 50 users × 1,000; growth users). ` +
+    `Seed: ${world.totalTasks} tasks, as the throughput scenario (bench_main 10,000 over 200 projects; 50 users × 1,000; bench_in_project 1,000; growth users). ` +
       `Fewest floor check: ${fewestCheck.ok ? 'all identical' : `**DIFFERENCES**: ${fewestCheck.lines.filter((l) => l.includes('DIFFERENT')).join('; ')}`}. tRPC list: ${trpcCheck}.`,
     '',
     `Per round, each target: 1 s unrecorded, then ${REQUESTS} requests (reorder and start/pause ${heavy}: each costs 5–10 times a list) at ${CONNECTIONS} connections; the targets in turns, ${ROUNDS} rounds, rotating which goes first. ` +

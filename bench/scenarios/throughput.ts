@@ -6,8 +6,9 @@
  *  1. An embedded PostgreSQL in a temp folder, with pg_stat_statements loaded; database
  *     `bench`, migrated with openOrm.
  *  2. Bulk SQL seed: bench_main (10,000 tasks over 200 projects), 50 other users (1,000
- *     tasks over 10 projects each), growth users with 1k, 10k and 100k tasks; every user
- *     has a real scrypt password hash and a known token (its SHA-256 in access_tokens).
+ *     tasks over 10 projects each), bench_in_project (1,000 tasks over 10 projects, the first
+ *     started), growth users with 1k, 10k and 100k tasks; every user has a real scrypt
+ *     password hash and a known token (its SHA-256 in access_tokens).
  *  3. SQL statements per request, in-process: createApp on openOrm(..., { onQuery }).
  *  4. The service built; as a child (`node dist/src/main.js`, NODE_ENV=production,
  *     LOG_LEVEL=warn), a second one with the rate limiter on, and the mirror floor
@@ -26,7 +27,8 @@
  *     of the list queries.
  *
  * Env: BENCH_SECONDS (10), BENCH_GROWTH_SECONDS (6), BENCH_CONNECTIONS (32), BENCH_ROUNDS (5),
- *      BENCH_IDLE_REQUESTS (300), BENCH_CHECK_ONLY,
+ *      BENCH_IDLE_REQUESTS (300), BENCH_CHECK_ONLY, BENCH_ONLY (comma-separated beginnings of
+ *      the compared rows' names: only those, and no idle latency, growth or EXPLAIN),
  *      BENCH_QUIET_WAIT (240: seconds it may wait in all for other processes to go quiet),
  *      BENCH_OUT (also write the Markdown report to this file), BENCH_DEBUG (statements per row).
  */
@@ -57,6 +59,8 @@ const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const ROUNDS = num('BENCH_ROUNDS', 5);
 /** Requests per target in the idle-latency rows (one at a time). */
 const IDLE_REQUESTS = num('BENCH_IDLE_REQUESTS', 300);
+/** BENCH_ONLY: beginnings of the compared rows' names (`BENCH_ONLY="create task in,start"`); unset, every row. */
+const ONLY = process.env.BENCH_ONLY?.split(',').map((name) => name.trim().toLowerCase()).filter(Boolean);
 /**
  * Statements per request of the fewest floor, by design (bench/floors/fewest-floor.ts): the token,
  * then one statement, or for the writes that must read after the owner's lock, begin, lock,
@@ -68,6 +72,7 @@ const FEWEST_STATEMENTS: Record<string, string> = {
   'get task': '2',
   'change task state': '2',
   'create task': '5 (2 trips)',
+  'create task in a project': '5 (2 trips)',
   'reorder task': '5 (2 trips)',
   'start/pause project': '5 (2 trips)',
   // 35 + 20 + 15 reads of 2, 10 state changes of 2, 10 creates and 10 reorders of 5.
@@ -90,11 +95,11 @@ runScenario('throughput', async (session) => {
   // ---- seed -------------------------------------------------------------------------------
   let t = Date.now();
   const world = await seedWorld(admin);
-  const { main: mainUser, others, growth: growthUsers, totalTasks, plannedPool, middle, mainPages, farDue, loadTaskStates, loadProjectStates } = world;
-  log(`seeded ${51 + growthUsers.length} users, ${totalTasks} tasks in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  const { main: mainUser, others, growth: growthUsers, inProject, resetInProject, totalTasks, plannedPool, middle, mainPages, farDue, loadTaskStates, loadProjectStates } = world;
+  log(`seeded ${world.users} users, ${totalTasks} tasks in ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
   // ---- request scripts ----------------------------------------------------------------------
-  const { createMain, changeState: changeStateOf, changeStateSpread, createSpread, getTask, startPause, mixed } = scriptsOf(world, CONNECTIONS);
+  const { createMain, changeState: changeStateOf, changeStateSpread, createSpread, createInProject, getTask, startPause, mixed } = scriptsOf(world, CONNECTIONS);
 
   // ---- statements per request, in-process --------------------------------------------
   t = Date.now();
@@ -117,6 +122,11 @@ runScenario('throughput', async (session) => {
     for (let i = 0; i < 3; i++) {
       const res = await count(app, 'create task', { method: 'POST', path: '/api/users/me/tasks', token: mainUser.token, body: { task: { label: `count ${i}` } } });
       sqlOf['create task'] ??= res.sql;
+    }
+    for (let i = 0; i < 3; i++) {
+      const body = { task: { label: `count ${i}`, project_id: inProject.project } };
+      const res = await count(app, 'create task in a project', { method: 'POST', path: '/api/users/me/tasks', token: inProject.user.token, body });
+      sqlOf['create task in a project'] ??= res.sql;
     }
     for (const id of plannedPool.slice(0, 2)) {
       for (const state of ['finished', 'planned']) {
@@ -197,6 +207,7 @@ runScenario('throughput', async (session) => {
     plannedTask: plannedPool[plannedPool.length - 1]!,
     middle,
     farDue,
+    inProject,
   });
   log(`fewest floor check (${fewestCheck.ok ? 'all identical' : 'DIFFERENCES'}):\n  ${fewestCheck.lines.join('\n  ')}`);
   if (process.env.BENCH_CHECK_ONLY) return;
@@ -237,6 +248,7 @@ runScenario('throughput', async (session) => {
   /** Every scenario: the service and the fewest floor in turns, and the mirror floor where it answers. */
   const compared: Array<{ scenario: string; service: Row; fewest: Row; mirror?: Row }> = [];
   const compare = async (name: string, script: () => Script, key: string, options: { mirror?: boolean; before?: () => Promise<void>; extra?: Array<[Target, string, string]> } = {}) => {
+    if (ONLY && !ONLY.some((prefix) => name.startsWith(prefix))) return [];
     const targets: Array<[Target, string, string]> = [
       [service, '', statementsOf(key)],
       [fewest, '', few(key)],
@@ -251,15 +263,18 @@ runScenario('throughput', async (session) => {
   const [sList, , fList, rlList] = (await compare('list tasks', () => listTasks(mainUser, mainPages), 'list tasks', {
     mirror: true,
     extra: [[serviceRl, 'list tasks, rate limiter on', statementsOf('list tasks, rate limiter on')]],
-  })) as [Row, Row, Row, Row];
+  })) as Array<Row | undefined>;
   await compare('list projects', () => listProjects(mainUser, 8), 'list projects');
   await compare('get task', () => getTask, 'get task');
   await compare('change task state', () => (c) => changeStateOf(c), 'change task state', { before: loadTaskStates });
   await compare('change task state, 50 users', () => changeStateSpread, 'change task state', { before: loadTaskStates });
   await compare('reorder task (middle of 10k)', () => reorderIn(mainUser, middle, 4_901), 'reorder task', { before: async () => undefined });
   await compare('start/pause project', () => startPause, 'start/pause project', { before: loadProjectStates });
-  const [sCreate, , fCreate] = (await compare('create task', () => createMain, 'create task', { mirror: true })) as [Row, Row, Row];
+  const [sCreate, , fCreate] = (await compare('create task', () => createMain, 'create task', { mirror: true })) as Array<Row | undefined>;
   await compare('create task, 50 users', () => createSpread, 'create task', { mirror: true });
+  // One user, every connection: the owner's lock serialises them; the project's document (every
+  // task id of it) is the second event of each, so the project is reset before every slice.
+  await compare('create task in a project, one user', () => createInProject, 'create task in a project', { before: resetInProject });
   await compare('mixed 70% reads', () => mixed, 'mixed 70% reads', { before: loadTaskStates });
 
   // ---- idle latency: one request at a time, the targets alternating request by request ----
@@ -290,12 +305,15 @@ runScenario('throughput', async (session) => {
     idleRows.push({ scenario: name, results });
     log(`idle ${name}: ${results.map((r) => `${r.target.name} median ${r.median.toFixed(2)} ms p90 ${r.p90.toFixed(2)} ms`).join(', ')}${failed ? `  NON-2xx ${failed}` : ''}`);
   };
-  await idle('change task state', (c) => changeStateOf(c), [service, fewest]);
-  await idle('create task', createMain, [service, fewest, floor]);
-  await idle('list tasks', listTasks(mainUser, mainPages), [service, fewest, floor]);
-  await idle('list projects', listProjects(mainUser, 8), [service, fewest]);
+  // BENCH_ONLY runs the compared rows it names, nothing after them.
+  if (!ONLY) {
+    await idle('change task state', (c) => changeStateOf(c), [service, fewest]);
+    await idle('create task', createMain, [service, fewest, floor]);
+    await idle('list tasks', listTasks(mainUser, mainPages), [service, fewest, floor]);
+    await idle('list projects', listProjects(mainUser, 8), [service, fewest]);
+  }
 
-  for (const [label, user] of growthUsers) {
+  for (const [label, user] of ONLY ? [] : growthUsers) {
     const pages = Math.ceil(user.tasks / PAGE);
     const mid = Math.floor(user.tasks / 2);
     const ids = await taskIdsByOrder(admin, user.id, mid - 99, mid + 100);
@@ -327,7 +345,7 @@ runScenario('throughput', async (session) => {
     times.sort((a, b) => a - b);
     return { ms: times[1]!, plan };
   };
-  for (const [label, user] of growthUsers) {
+  for (const [label, user] of ONLY ? [] : growthUsers) {
     const pages = Math.ceil(user.tasks / PAGE);
     const params = (offset: number) => [user.id, user.id, cutoff, user.id, cutoff, offset];
     const first = await explainMs(pageSql, params(0));
@@ -341,9 +359,12 @@ runScenario('throughput', async (session) => {
   const table = (which: 'main' | 'growth') => rowTable(rows.filter((r) => r.table === which));
   const failures = rows.filter((r) => r.load.non2xx > 0 || r.load.errors > 0);
   const sameIds = (a: Row, b: Row) => a.queryIds.size === b.queryIds.size && [...a.queryIds].every((id) => b.queryIds.has(id));
-  const ratioList = sList.load.rps / fList.load.rps;
-  const ratioCreate = sCreate.load.rps / fCreate.load.rps;
+  const ratioList = sList && fList ? (sList.load.rps / fList.load.rps).toFixed(2) : '—';
+  const ratioCreate = sCreate && fCreate ? (sCreate.load.rps / fCreate.load.rps).toFixed(2) : '—';
+  const sameIdsOf = (a?: Row, b?: Row) => (a && b ? (sameIds(a, b) ? 'yes' : 'no') : '—');
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  /** A target in no row (BENCH_ONLY) was never sampled. */
+  const pss = (target: Target) => (target.pssPeakMb > 0 ? `${f0(target.pssPeakMb)} MB` : '— (in no row)');
   // Issue #15: every scenario against the fewest floor (and the mirror floor where it answers).
   const throughputTarget: Record<string, number> = {
     'list tasks': 1.0, 'list projects': 0.8, 'change task state': 0.8, 'change task state, 50 users': 0.8,
@@ -372,14 +393,15 @@ runScenario('throughput', async (session) => {
   const report = [
     `### ${utcMinute(startedAt)} UTC`,
     '',
-    `Command: \`npm run bench\` (BENCH_SECONDS=${SECONDS}, BENCH_GROWTH_SECONDS=${GROWTH_SECONDS}, BENCH_CONNECTIONS=${CONNECTIONS}, BENCH_ROUNDS=${ROUNDS}). ` +
+    `Command: \`npm run bench\` (BENCH_SECONDS=${SECONDS}, BENCH_GROWTH_SECONDS=${GROWTH_SECONDS}, BENCH_CONNECTIONS=${CONNECTIONS}, BENCH_ROUNDS=${ROUNDS}` +
+      `${ONLY ? `, BENCH_ONLY=${ONLY.join(',')}: only those rows, no idle latency, growth or EXPLAIN` : ''}). ` +
       `Machine: ${os.availableParallelism()} CPUs (nproc; ${cpu}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()}; ` +
       `Node ${process.version}; PostgreSQL ${pgVersion} (embedded, fsync/synchronous_commit/full_page_writes off, pg_stat_statements on). ` +
       `PostgreSQL, the service, the floor and autocannon all share these CPUs. ${CONNECTIONS} connections, ${SECONDS} s per row, ${GROWTH_SECONDS} s per growth row.`,
     '',
-    `Seed: ${totalTasks} tasks (bench_main 10,000 over 200 projects: 3,000 planned, 300 finished 30 days ago, 200 abandoned; 50 users × 1,000 over 10 projects; growth users 1k/10k/100k).`,
+    `Seed: ${totalTasks} tasks (bench_main 10,000 over 200 projects: 3,000 planned, 300 finished 30 days ago, 200 abandoned; 50 users × 1,000 over 10 projects; bench_in_project 1,000 over 10 projects, the first started; growth users 1k/10k/100k).`,
     '',
-    `Mirror floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids; a note, not a condition: the service's statements change as its write path does): list ${sameIds(sList, fList) ? 'yes' : 'no'}, create ${sameIds(sCreate, fCreate) ? 'yes' : 'no'}.`,
+    `Mirror floor check: ${equivalence.join('; ')}. Same statements as the service (pg_stat_statements query ids; a note, not a condition: the service's statements change as its write path does): list ${sameIdsOf(sList, fList)}, create ${sameIdsOf(sCreate, fCreate)}.`,
     '',
     `Fewest floor check (bench/floors/floor-check.ts; ${fewestCheck.ok ? 'all identical' : '**DIFFERENCES**'}): ${fewestCheck.lines.join('; ')}.`,
     '',
@@ -387,32 +409,42 @@ runScenario('throughput', async (session) => {
     '',
     ...fewestTable,
     '',
-    `Idle latency: ${IDLE_REQUESTS} requests per target, one at a time, the targets alternating request by request (after 20 unrecorded each):`,
-    '',
-    ...idleTable,
-    '',
+    ...(ONLY ? [] : [
+      `Idle latency: ${IDLE_REQUESTS} requests per target, one at a time, the targets alternating request by request (after 20 unrecorded each):`,
+      '',
+      ...idleTable,
+      '',
+    ]),
     'Every row:',
     '',
     ...table('main'),
     '',
-    `**Mirror floor ratio** (service req/s ÷ mirror floor req/s): list tasks **${ratioList.toFixed(2)}**, create task **${ratioCreate.toFixed(2)}**. ` +
-      `List tasks p99 at ${CONNECTIONS} connections: **${sList.load.p99} ms** (target < 50 ms). ` +
-      `Rate limiter on costs ${f0((1 - rlList.load.rps / sList.load.rps) * 100)} % of list throughput.`,
-    '',
-    'Growth (one user, service):',
-    '',
-    ...table('growth'),
-    '',
-    'EXPLAIN ANALYZE of the list statement (page and total in one; median of 3, ms):',
-    '',
-    '| tasks | page 1 | last page | plan (last page) |',
-    '|---|---:|---:|---|',
-    ...explainRows,
-    '',
+    ...(sList || sCreate
+      ? [
+          `**Mirror floor ratio** (service req/s ÷ mirror floor req/s): list tasks **${ratioList}**, create task **${ratioCreate}**. ` +
+            (sList && rlList
+              ? `List tasks p99 at ${CONNECTIONS} connections: **${sList.load.p99} ms** (target < 50 ms). ` +
+                `Rate limiter on costs ${f0((1 - rlList.load.rps / sList.load.rps) * 100)} % of list throughput.`
+              : ''),
+          '',
+        ]
+      : []),
+    ...(ONLY ? [] : [
+      'Growth (one user, service):',
+      '',
+      ...table('growth'),
+      '',
+      'EXPLAIN ANALYZE of the list statement (page and total in one; median of 3, ms):',
+      '',
+      '| tasks | page 1 | last page | plan (last page) |',
+      '|---|---:|---:|---|',
+      ...explainRows,
+      '',
+    ]),
     `Peak RSS (VmHWM${peakResettable() ? ', reset per row' : ''}): service ${f0(service.peakMb)} MB (RSS ${f0(service.readyMb)} MB once ready, peak ${f0(startupPeak.service)} MB after warm-up, RSS ${f0(serviceEnd.rssMb)} MB at the end), ` +
       `service with rate limiter ${f0(serviceRl.peakMb)} MB, mirror floor ${f0(floor.peakMb)} MB (RSS ${f0(floor.readyMb)} MB once ready, peak ${f0(startupPeak.floor)} MB after warm-up), ` +
       `fewest floor ${f0(fewest.peakMb)} MB (RSS ${f0(fewest.readyMb)} MB once ready, peak ${f0(startupPeak.fewest)} MB after warm-up). ` +
-      `Peak PSS of the process tree, sampled every second during the rows: service ${f0(service.pssPeakMb)} MB, service with rate limiter ${f0(serviceRl.pssPeakMb)} MB, mirror floor ${f0(floor.pssPeakMb)} MB, fewest floor ${f0(fewest.pssPeakMb)} MB.`,
+      `Peak PSS of the process tree, sampled every second during the rows: service ${pss(service)}, service with rate limiter ${pss(serviceRl)}, mirror floor ${pss(floor)}, fewest floor ${pss(fewest)}.`,
     `Service log lines at warn or worse: ${service.logLines + serviceRl.logLines}. ` +
       `Rows with non-2xx or errors: ${failures.length === 0 ? 'none' : failures.map((r) => `${r.target} ${r.scenario}: ${JSON.stringify(r.load.statuses)} ${r.load.firstFailure ?? ''}`).join('; ')}.`,
     `Load average (1/5/15 min) before the run: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}; after: ${os.loadavg().map((x) => x.toFixed(2)).join(' / ')}. ` +
@@ -422,6 +454,7 @@ runScenario('throughput', async (session) => {
   log('\n' + report);
   log('\nSQL of one list-tasks request, page 2 (in-process log):\n' + sqlOf['list tasks']!.map((s) => '  ' + s).join('\n'));
   log('SQL of one create-task request:\n' + sqlOf['create task']!.map((s) => '  ' + s).join('\n'));
+  log('SQL of one create-task request in a project:\n' + sqlOf['create task in a project']!.map((s) => '  ' + s).join('\n'));
   log('SQL of one list-tasks request with the rate limiter on:\n' + sqlOf['list tasks, rate limiter on']!.map((s) => '  ' + s).join('\n'));
   writeResult(session, report, { file: process.env.BENCH_OUT });
 });
