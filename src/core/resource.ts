@@ -11,6 +11,12 @@ export type Resource = 'project' | 'task';
 export interface ResourceReader {
   /** The `data` documents of these of the user's resources, by id (a missing one is absent). */
   documents(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<Map<number, unknown>>;
+  /**
+   * The resource's `data` document in SQL, over its row aliased `row` (a write made in one
+   * statement builds its events so); for a project, `listedTaskIds` is the int[] expression of
+   * its listed tasks, by order.
+   */
+  documentSql(row: string, listedTaskIds: string): string;
   /** The resource's current ETag, or null when the user has no such resource. */
   currentEtag(em: SqlEntityManager, userId: number, id: number): Promise<string | null>;
 }

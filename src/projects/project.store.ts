@@ -9,7 +9,7 @@ import { execute } from '../db/prepared.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { projectEtag } from '../core/conditional.js';
 import type { ResourceReader } from '../core/resource.js';
-import { presentProjectFields, type ProjectFields } from './project.view.js';
+import { presentProjectFields, projectDocumentSql, type ProjectFields } from './project.view.js';
 
 interface ProjectRow {
   total?: number;
@@ -132,6 +132,7 @@ export const projectReader: ResourceReader = {
   async documents(em, userId, ids) {
     return new Map((await projectsByIds(em, userId, ids)).map((project) => [project.id, presentProjectFields(project)]));
   },
+  documentSql: projectDocumentSql,
   async currentEtag(em, userId, id) {
     const [project] = await projectsByIds(em, userId, [id]);
     return project ? projectEtag(id, project.version, project.taskIds) : null;

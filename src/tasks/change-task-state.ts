@@ -24,7 +24,7 @@ import { requestedTaskAction } from './task.entity.js';
 import type { TaskState } from './task.lifecycle.js';
 import type { ChangeTaskStateInput } from './task.schema.js';
 import { changeTaskStateUnderLock, ownedTask, taskStateChangeSql } from './task.store.js';
-import { TASK_ROW_ANSWER, answerTask, type TaskAnswer } from './task-answer.js';
+import { TASK_ROW_ANSWER, answerTask, taskEvent, type TaskAnswer } from './task-answer.js';
 
 type Input = z.infer<typeof ChangeTaskStateInput>;
 
@@ -35,9 +35,8 @@ export const changeTaskState: UseCase<Input, TaskAnswer> = {
     if (!onlyState(input) || input.task.state === 'abandoned') return null;
     const changed = taskStateChangeSql(input.id, input.task.state, now);
     return changed && {
-      resource: 'task',
-      kind: 'updated',
       changed,
+      events: [taskEvent('updated')],
       ...TASK_ROW_ANSWER,
       // Nothing changed: the task's state says why, as the transaction would (it is read there
       // under the lock; here only when no write of the user landed since the snapshot).

@@ -1,30 +1,48 @@
 /**
  * POST /api/users/me/tasks (SPEC.md 4.5): a task at the end of the user's order, its state
- * from `newTaskFields` (task.lifecycle.ts). Without a project it is one statement (the
- * owner's lock, the insert, its event); with one, whose state decides the task's and whose
- * document lists it, it is the transaction, which reads the project under the owner's lock:
- * the project's state cannot change until this task exists, so a task is never left newed
- * under a project that started.
+ * from `newTaskFields` (task.lifecycle.ts), in one statement: the owner's lock, the insert and
+ * its event; with a project, whose state decides the task's and whose document lists it, the
+ * statement also reads the project (fresh, after the lock: task.store.ts `projectRowSql`), so
+ * its state cannot change until this task exists, and appends the project's event with the
+ * task's. A project the user does not have is refused by the same statement when it can tell
+ * (`refusal`), else by the transaction, which reads the project under the owner's lock.
  */
 import type { z } from 'zod';
 import { fromSeconds } from '../core/clock.js';
 import type { UseCase } from '../writes/user-write.js';
-import { requireLinkedProject } from './linked-project.js';
+import { linkedProjectMissing, requireLinkedProject } from './linked-project.js';
 import { newTaskFields } from './task.lifecycle.js';
 import type { CreateTaskInput } from './task.schema.js';
-import { insertTask, insertTaskSql } from './task.store.js';
-import { TASK_ROW_ANSWER, answerTask, type TaskAnswer } from './task-answer.js';
+import { LISTED_WITH_NEW_TASK, insertTask, insertTaskInProjectSql, insertTaskSql, projectRowSql } from './task.store.js';
+import { TASK_ROW_ANSWER, answerTask, taskEvent, type TaskAnswer } from './task-answer.js';
 
 type Input = z.infer<typeof CreateTaskInput>;
 
 const plannedAtOf = (input: Input) => (input.task.planned_at === undefined ? null : fromSeconds(input.task.planned_at));
 
 export const createTask: UseCase<Input, TaskAnswer> = {
-  oneStatement(input, now) {
+  oneStatement(input, now, resources) {
     const { label, project_id } = input.task;
-    if (project_id != null) return null;
-    const fields = newTaskFields({ plannedAt: plannedAtOf(input), project: null }, now);
-    return { resource: 'task', kind: 'created', changed: insertTaskSql({ ...fields, projectId: null, label, createdAt: now }), ...TASK_ROW_ANSWER };
+    const plannedAt = plannedAtOf(input);
+    if (project_id == null) {
+      const fields = newTaskFields({ plannedAt, project: null }, now);
+      return { changed: insertTaskSql({ ...fields, projectId: null, label, createdAt: now }), events: [taskEvent('created')], ...TASK_ROW_ANSWER };
+    }
+    return {
+      reads: projectRowSql(project_id),
+      changed: insertTaskInProjectSql({ label, createdAt: now }, (project) => newTaskFields({ plannedAt, project }, now)),
+      events: [
+        taskEvent('created'),
+        { type: 'project.updated', document: resources.project.documentSql('project', LISTED_WITH_NEW_TASK), from: 'changed, project' },
+      ],
+      ...TASK_ROW_ANSWER,
+      refusal: {
+        current: { sql: '(select true from projects p where p.id = ? and p.user_id = owner.id)', params: [project_id] },
+        refuse(current) {
+          if (current === null) throw linkedProjectMissing();
+        },
+      },
+    };
   },
 
   async transaction(scope, input) {

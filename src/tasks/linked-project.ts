@@ -10,8 +10,11 @@ import { linkedProject } from './task.store.js';
 
 export async function requireLinkedProject(em: SqlEntityManager, userId: number, id: number): Promise<{ id: number; started: boolean }> {
   const project = await linkedProject(em, userId, id);
-  if (!project) {
-    throw DomainError.validation('record_not_found', '/task/project_id', 'No project with this id exists for the current user.');
-  }
+  if (!project) throw linkedProjectMissing();
   return project;
+}
+
+/** The refusal of a `project_id` that is not one of the user's projects. */
+export function linkedProjectMissing(): DomainError {
+  return DomainError.validation('record_not_found', '/task/project_id', 'No project with this id exists for the current user.');
 }

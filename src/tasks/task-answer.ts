@@ -22,16 +22,18 @@ export function answerTask(scope: WriteScope, task: TaskFields, version: () => n
 }
 
 /**
- * A one-statement write's event document and answer (`OneStatement`): the answer's `data` is the
- * event's document, built in SQL from the task's row (`taskDocumentSql`, the same JSON as
- * `presentTaskFields`: test/rules/tasks-document.test.ts), so the row's columns are not
- * presented a second time for the response.
+ * A one-statement write's answer (`OneStatement`): its `data` is the task's event document,
+ * built in SQL from the task's row (`taskDocumentSql`, the same JSON as `presentTaskFields`:
+ * test/rules/tasks-document.test.ts), so the row's columns are not presented a second time
+ * for the response.
  */
-export const TASK_ROW_ANSWER: Pick<OneStatement<TaskAnswer>, 'document' | 'returning' | 'answer'> = {
-  document: taskDocumentSql('changed'),
+export const TASK_ROW_ANSWER: Pick<OneStatement<TaskAnswer>, 'returning' | 'answer'> = {
   returning: 'changed.id, changed.version',
   answer: (row) => {
     const { id, version, document } = row as { id: number; version: number; document: TaskResource };
     return { value: { data: document, meta: STABILITY_META }, etag: taskEtag(id, version) };
   },
 };
+
+/** The event of the task a one-statement write changed: its document, from its row `changed`. */
+export const taskEvent = (kind: 'created' | 'updated') => ({ type: `task.${kind}` as const, document: taskDocumentSql('changed') });

@@ -10,7 +10,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { taskAction, taskActionSql, taskTransitionSql, type ProjectTaskEffect, type TaskDates } from './task.lifecycle.js';
 import { taskEtag } from '../core/conditional.js';
 import type { ResourceReader } from '../core/resource.js';
-import { presentTaskFields, type TaskFields } from './task.view.js';
+import { presentTaskFields, taskDocumentSql, type TaskFields } from './task.view.js';
 import { Conditions, containsPattern, foldedText, idArray, pageLimit, textArray } from '../db/sql-fragments.js';
 import type { Sort } from '../core/list-query.js';
 import { MAX_ID } from '../core/fields.js';
@@ -62,6 +62,58 @@ export function insertTaskSql(task: Omit<NewTask, 'userId'>): { sql: string; par
     params,
   };
 }
+
+/**
+ * The insert of a new task in a project, as the `changed` part of a one-statement write: over
+ * `owner` and `project` (the project's row, read fresh: `projectRowSql`), its fields those
+ * `fieldsOf` gives for the project's state (`newTaskFields`: a started project's task starts,
+ * another's stays newed). No row when there is no such project.
+ */
+export function insertTaskInProjectSql(
+  task: { label: string; createdAt: Date },
+  fieldsOf: (project: { started: boolean }) => TaskDates,
+): { sql: string; params: unknown[] } {
+  const started = fieldsOf({ started: true });
+  const other = fieldsOf({ started: false });
+  const params: unknown[] = [task.label];
+  const value = (a: unknown, b: unknown, type: string) => {
+    if (a === b || (a instanceof Date && b instanceof Date && a.getTime() === b.getTime())) {
+      params.push(a);
+      return `?::${type}`;
+    }
+    params.push(a, b);
+    return `case when project.state = 'started' then ?::${type} else ?::${type} end`;
+  };
+  const columns = [
+    value(started.plannedCount, other.plannedCount, 'int'), value(started.state, other.state, 'text'),
+    ...(['startedAt', 'plannedAt', 'finishedAt', 'abandonedAt'] as const).map((date) => value(started[date] ?? null, other[date] ?? null, 'timestamptz')),
+  ];
+  params.push(task.createdAt);
+  return {
+    sql: `insert into tasks (user_id, "order", project_id, label, planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
+          select owner.id, next_task_order(owner.id), project.id, ?, ${columns.join(', ')}, ? from owner, project
+          returning *`,
+    params,
+  };
+}
+
+/**
+ * The CTE `project`: the owner's project `id`, its whole row, read with a share row lock so
+ * that it is the newest version of the row even when the statement's snapshot is older than
+ * the owner's lock: a lock that conflicts with the row's updates follows them to the newest
+ * version. A key-share lock would not do: it does not conflict with an update that leaves the
+ * key alone (a pause), and returns the version of the snapshot. Empty when the owner has no
+ * such project (or one created after the snapshot: the transaction then decides).
+ */
+export function projectRowSql(id: number): { sql: string; params: unknown[] } {
+  return {
+    sql: 'project as (select p.* from projects p where p.id = ? and p.user_id = (select id from owner) for share)',
+    params: [id],
+  };
+}
+
+/** The ids of project `project`'s listed tasks, by order, read after the owner's lock, with the new task `changed` last. */
+export const LISTED_WITH_NEW_TASK = 'array_append(array_remove(listed_task_ids(changed.user_id, project.id), changed.id), changed.id)';
 
 /**
  * Runs the `changed` part of a one-statement write inside a transaction that already holds
@@ -392,6 +444,7 @@ export const taskReader: ResourceReader = {
   async documents(em, userId, ids) {
     return new Map((await tasksByIds(em, userId, ids)).map((task) => [task.id, presentTaskFields(task)]));
   },
+  documentSql: (row) => taskDocumentSql(row),
   async currentEtag(em, userId, id) {
     const [row] = await em.execute<Array<{ version: number }>>('select version from tasks where id = ? and user_id = ?', [id, userId]);
     return row ? taskEtag(id, row.version) : null;

@@ -1,21 +1,21 @@
 /**
  * Idempotency keys (API-CONTRACT.md §11), after Stripe's semantics and Brandur Leach's
  * "Implementing Stripe-like Idempotency Keys in Postgres": the outcome of a keyed write is
- * stored by the write's own transaction, so a crash keeps both or neither.
+ * stored by the write's own transaction, so a crash keeps both or neither. One object, an
+ * `IdempotencyKey`, is what the write path (src/writes/user-write.ts) knows of it:
  *
- * How one keyed write runs (src/writes/user-write.ts drives it):
- * 1. `tryClaim`: `pg_try_advisory_xact_lock` on a 64-bit hash of user and key, first in the
+ * 1. `claim`: `pg_try_advisory_xact_lock` on a 64-bit hash of user and key, first in the
  *    transaction. Held by a running request with the same key, in any process: 409
  *    request_in_progress at once, never a wait and never a second execution. The lock ends
  *    with its transaction, after its commit is visible.
- * 2. The owner's lock statement also reads the key's record (`recordColumn`): its snapshot
- *    is taken after the claim, so it sees every earlier request with this key. A record with
- *    the same fingerprint is replayed; another fingerprint is 422 idempotency_key_reused.
- * 3. The work runs; a success is stored by the statement that appends the change log's
- *    events (or by its own insert when the write changed nothing).
- * 4. A domain error rolls the work back; its record is then stored by a second transaction
- *    that claims the key again (waiting this time) and keeps what a request with the same
- *    key stored in between, if one did.
+ * 2. `recordColumn`: the owner's lock statement also reads the key's record; its snapshot is
+ *    taken after the claim, so it sees every earlier request with this key. `replayOf` that
+ *    record: the same fingerprint is replayed; another fingerprint is 422 idempotency_key_reused.
+ * 3. The work runs; a success is stored (`storeSql`) by the statement that appends the change
+ *    log's events (or by its own insert when the write changed nothing).
+ * 4. `keepFailure`: a domain error rolls the work back; its record is then stored by a second
+ *    transaction that claims the key again (waiting this time) and keeps what a request with
+ *    the same key stored in between, if one did.
  *
  * Records older than 24 hours are ignored (an expired key runs again, and its record is
  * replaced) and pruned by the service in the background, a batch at a time.
@@ -24,18 +24,12 @@ import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
 import { MAX_JSON_DEPTH } from '../core/limits.js';
-import type { Call } from '../core/context.js';
+import type { AuthedContext, Call } from '../core/context.js';
+import { lockOwner } from './owner-lock.js';
 
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 3600 * 1000;
 /** 1 to 255 visible ASCII characters. */
 const KEY = /^[\x21-\x7e]{1,255}$/;
-
-export interface Keyed {
-  key: string;
-  fingerprint: string;
-  /** The 64-bit advisory lock of this user's key, as a decimal string. */
-  lock: string;
-}
 
 export interface StoredOutcome {
   fingerprint: string;
@@ -43,15 +37,6 @@ export interface StoredOutcome {
   /** A success: the procedure's output (null for 204). A failure: `{errors}`. */
   body: unknown;
   etag: string | null;
-}
-
-/** The Idempotency-Key of the request, checked; undefined when none was sent. */
-export function idempotencyKey(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  if (!KEY.test(header)) {
-    throw DomainError.of('invalid', { parameter: 'Idempotency-Key', detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters.' });
-  }
-  return header;
 }
 
 /**
@@ -99,49 +84,91 @@ export async function fingerprintOf(call: Call): Promise<string> {
   return createHash('sha256').update(`${call.path}\n${canonical(input)}`).digest('base64url');
 }
 
-export function keyedRequest(userId: number, key: string, fingerprint: string): Keyed {
-  const lock = createHash('sha256').update(`${userId}:${key}`).digest().readBigInt64BE(0).toString();
-  return { key, fingerprint, lock };
+/** The 64-bit advisory lock of a user's key, as a decimal string. */
+export function keyLock(userId: number, key: string): string {
+  return createHash('sha256').update(`${userId}:${key}`).digest().readBigInt64BE(0).toString();
 }
 
-/** Step 1: claims the key for this transaction, or answers 409 when another request holds it. */
-export async function tryClaim(em: SqlEntityManager, keyed: Keyed): Promise<void> {
-  const [row] = await em.execute<Array<{ claimed: boolean }>>('select pg_try_advisory_xact_lock(?::bigint) as claimed', [keyed.lock]);
-  if (!row?.claimed) throw DomainError.of('request_in_progress');
-}
+/** The Idempotency-Key of a write request: the key, the request's fingerprint, and what a keyed write does with them. */
+export class IdempotencyKey {
+  private constructor(
+    readonly userId: number,
+    readonly key: string,
+    readonly fingerprint: string,
+  ) {}
 
-/** Waits for the key (only where no lock of the user is held yet: the same order as `tryClaim`). */
-export async function claim(em: SqlEntityManager, keyed: Keyed): Promise<void> {
-  await em.execute('select pg_advisory_xact_lock(?::bigint)', [keyed.lock]);
-}
+  /** The request's key, checked (1 to 255 visible ASCII characters), with its fingerprint; undefined when none was sent. */
+  static async of(ctx: AuthedContext): Promise<IdempotencyKey | undefined> {
+    const header = ctx.header('Idempotency-Key');
+    if (header === undefined) return undefined;
+    if (!KEY.test(header)) {
+      throw DomainError.of('invalid', { parameter: 'Idempotency-Key', detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters.' });
+    }
+    return new IdempotencyKey(ctx.user.id, header, await fingerprintOf(ctx.call));
+  }
 
-/** A select-list column reading the key's live record as JSON (step 2); params: user id, key, oldest kept. */
-export function recordColumn(userId: number, keyed: Keyed, now: Date): { sql: string; params: unknown[] } {
-  return {
-    sql: `(select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag)
-             from idempotency_keys k where k.user_id = ? and k.key = ? and k.created_at > ?) as record`,
-    params: [userId, keyed.key, new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS)],
-  };
-}
+  get #lock(): string {
+    return keyLock(this.userId, this.key);
+  }
 
-/**
- * The statement (or CTE) that stores an outcome. An expired record of the same key is
- * replaced; a live one cannot exist (the caller read none under the key's lock).
- */
-export function storeSql(userId: number, keyed: Keyed, outcome: Omit<StoredOutcome, 'fingerprint'>, now: Date): { sql: string; params: unknown[] } {
-  return {
-    sql: `insert into idempotency_keys (user_id, key, fingerprint, status, body, etag, created_at)
-          values (?, ?, ?, ?, ?::json, ?, ?)
-          on conflict (user_id, key) do update
-            set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body,
-                etag = excluded.etag, created_at = excluded.created_at`,
-    params: [userId, keyed.key, keyed.fingerprint, outcome.status, JSON.stringify(outcome.body ?? null), outcome.etag, now],
-  };
-}
+  /** Step 1: claims the key for this transaction, or answers 409 when another request holds it. */
+  async claim(em: SqlEntityManager): Promise<void> {
+    const [row] = await em.execute<Array<{ claimed: boolean }>>('select pg_try_advisory_xact_lock(?::bigint) as claimed', [this.#lock]);
+    if (!row?.claimed) throw DomainError.of('request_in_progress');
+  }
 
-export async function storeOutcome(em: SqlEntityManager, userId: number, keyed: Keyed, outcome: Omit<StoredOutcome, 'fingerprint'>, now: Date): Promise<void> {
-  const { sql, params } = storeSql(userId, keyed, outcome, now);
-  await em.execute(sql, params);
+  /** Step 2: a select-list column of the owner's lock statement reading the key's live record as JSON, `record`. */
+  recordColumn(now: Date): { sql: string; params: unknown[] } {
+    return {
+      sql: `(select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag)
+               from idempotency_keys k where k.user_id = ? and k.key = ? and k.created_at > ?) as record`,
+      params: [this.userId, this.key, new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS)],
+    };
+  }
+
+  /** The record found, to replay; 422 idempotency_key_reused when it was another request's. */
+  replayOf(record: StoredOutcome): StoredOutcome {
+    if (record.fingerprint !== this.fingerprint) {
+      throw DomainError.of('idempotency_key_reused', {
+        parameter: 'Idempotency-Key',
+        detail: 'This Idempotency-Key was already used with a different request (method, path or body).',
+      });
+    }
+    return record;
+  }
+
+  /**
+   * Step 3: the statement (or CTE) that stores an outcome. An expired record of the same key is
+   * replaced; a live one cannot exist (none was read under the key's lock).
+   */
+  storeSql(outcome: Omit<StoredOutcome, 'fingerprint'>, now: Date): { sql: string; params: unknown[] } {
+    return {
+      sql: `insert into idempotency_keys (user_id, key, fingerprint, status, body, etag, created_at)
+            values (?, ?, ?, ?, ?::json, ?, ?)
+            on conflict (user_id, key) do update
+              set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body,
+                  etag = excluded.etag, created_at = excluded.created_at`,
+      params: [this.userId, this.key, this.fingerprint, outcome.status, JSON.stringify(outcome.body ?? null), outcome.etag, now],
+    };
+  }
+
+  /**
+   * Step 4: a keyed write failed with a domain error and rolled back; its outcome is stored
+   * now, in a transaction of its own, under the key's lock (waited for, before the owner's
+   * lock, as every keyed write takes them). A request with the same key may have run in
+   * between (the first transaction had let go of the key): then that one's record stands, and
+   * is returned for this request to answer too; else null.
+   */
+  async keepFailure(em: SqlEntityManager, failure: { status: number; errors: unknown }, now: Date): Promise<StoredOutcome | null> {
+    return em.fork().transactional(async (tx) => {
+      await tx.execute('select pg_advisory_xact_lock(?::bigint)', [this.#lock]);
+      const record = (await lockOwner(tx, this.userId, this.recordColumn(now)))?.record as StoredOutcome | null | undefined;
+      if (record) return this.replayOf(record);
+      const { sql, params } = this.storeSql({ status: failure.status, body: { errors: failure.errors }, etag: null }, now);
+      await tx.execute(sql, params);
+      return null;
+    });
+  }
 }
 
 const PRUNE_EVERY_MS = 60_000;

@@ -10,7 +10,7 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyedRequest } from '../../src/writes/idempotency.js';
+import { keyLock } from '../../src/writes/idempotency.js';
 import { rawRequest } from '../helpers/http.js';
 import { operationById, operations, resolveHeader, schemaErrors, type Json, type Operation } from '../helpers/openapi-document.js';
 import { DAY, T0, seconds, startTestApp, type ApiResponse, type TestApp } from '../helpers/test-app.js';
@@ -485,7 +485,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
         if (headers.includes('Idempotency-Key')) {
           await expectStatus(operation.id, 422, { ...base, headers: { 'Idempotency-Key': '' } }, ['invalid']);
           const key = `contract-${operation.id}`;
-          const { lock } = keyedRequest(userId, key, '');
+          const lock = keyLock(userId, key);
           await db.query('select pg_advisory_lock($1::bigint)', [lock]);
           try {
             await expectStatus(operation.id, 409, { ...base, headers: { 'Idempotency-Key': key } }, ['request_in_progress']);

@@ -40,7 +40,7 @@ const EXPECTED = {
   projectFinish: 8, // token; begin, lock owner, project, update project, task ids, events, commit
   projectDelete: 8, // token; begin, lock owner, project, release tasks (returning their documents), delete, events, commit
   taskCreate: 2, // token; one statement: lock owner, insert at the end of the order, event, NOTIFY
-  taskCreateInProject: 8, // token; begin, lock owner, the project's state, insert, the project's document (row with task ids), events, commit
+  taskCreateInProject: 2, // token; one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
   taskUpdateLabel: 7, // token; begin, lock owner, task, update, events, commit
@@ -75,7 +75,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   projectFinish: 5,
   projectDelete: 5,
   taskCreate: 2, // token; the one statement
-  taskCreateInProject: 5,
+  taskCreateInProject: 2,
   taskList: 2,
   taskGet: 2,
   taskUpdateLabel: 4,

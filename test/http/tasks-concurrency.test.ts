@@ -119,6 +119,64 @@ describe('concurrency', () => {
     }
   });
 
+  /**
+   * Tasks created in one project in parallel with its pauses and starts, over `doors`: each
+   * creation reads the project's state after the owner's lock (a started project's task
+   * starts, another's stays newed), so at the end every task follows the project's last state;
+   * and each creation's project event lists every task created before it.
+   */
+  async function createsRacingPauses(doors: TestApp[]) {
+    const user = await app.register();
+    const project = await projectIn(user.token, 'started');
+    const due = Math.floor(app.clock.now().getTime() / 1000) + 30 * 86_400;
+    const toggles = range(12).map((i) => ({ state: i % 2 === 1 ? 'paused' : 'started', due_at: i % 2 === 1 ? undefined : due })); // range is 1..12: pause first, start last
+    const [created, changed] = await Promise.all([
+      Promise.all(range(30).map((i) => doors[i % doors.length]!.request('POST', TASKS, { token: user.token, body: { task: { label: `p${i}`, project_id: project } } }))),
+      (async () => {
+        const answers: ApiResponse[] = [];
+        for (const [i, project_] of toggles.entries()) {
+          answers.push(await doors[(i + 1) % doors.length]!.request('PUT', `/api/projects/${project}/state`, { token: user.token, body: { project: project_ } }));
+        }
+        return answers;
+      })(),
+    ]);
+    expect(created.map((r) => r.status)).toEqual(Array(30).fill(201));
+    expect(changed.map((r) => r.status), JSON.stringify(changed.map((r) => r.body.errors))).toEqual(Array(12).fill(200));
+    const ids = created.map((r) => r.body.data.id as number);
+    const final = (await app.request('GET', `/api/projects/${project}`, { token: user.token })).body.data;
+    expect(final.attributes.state).toBe('started');
+    // Every task (the project had none before) follows the project's last state: started.
+    for (const id of ids) expect((await getTask(user.token, id)).data.attributes.state, `task ${id}`).toBe('started');
+    expect(final.relationships.tasks.data.map((t: { id: number }) => t.id).sort((a: number, b: number) => a - b)).toEqual([...ids].sort((a, b) => a - b));
+    // In the change log, a creation's project event follows its task's and lists every task created so far.
+    const events: Array<{ id: string; type: string; data: any }> = [];
+    for (let after = '0'; ;) {
+      const page = (await app.request('GET', `/api/users/me/events?after=${after}`, { token: user.token })).body;
+      events.push(...page.data);
+      if (!page.links?.next) break;
+      after = events.at(-1)!.id;
+    }
+    const seen: number[] = [];
+    let projectState = 'started'; // as the log last showed it
+    for (const [i, event] of events.entries()) {
+      if (event.type === 'project.updated' && events[i - 1]?.type !== 'task.created') projectState = event.data.attributes.state;
+      if (event.type !== 'task.created') continue;
+      seen.push(event.data.id);
+      const next = events[i + 1]!;
+      expect(next.type).toBe('project.updated');
+      expect(next.data.relationships.tasks.data.map((t: { id: number }) => t.id).sort((a: number, b: number) => a - b)).toEqual([...seen].sort((a, b) => a - b));
+      // A creation does not change its project: the project is as the log last showed it, and
+      // the task was created in the state that project had then.
+      expect(next.data.attributes.state).toBe(projectState);
+      expect(event.data.attributes.state).toBe(projectState === 'started' ? 'started' : 'newed');
+    }
+    expect(seen).toHaveLength(30);
+  }
+
+  it('30 creations in one project racing 12 pauses and starts: each task in its project\'s state, each project event complete', async () => {
+    await createsRacingPauses([app]);
+  });
+
   it('parallel creations of two users keep each user\'s orders 1..n', async () => {
     const a = await app.register();
     const b = await app.register();
@@ -129,6 +187,10 @@ describe('concurrency', () => {
 
   describe('two app instances on one database', () => {
     const second = useTestApp(() => ({ databaseUrl: app.databaseUrl, clock: app.clock }));
+
+    it('30 creations in one project racing pauses and starts, spread over both: each task in its project\'s state', async () => {
+      await createsRacingPauses([app, second]);
+    });
 
     it('30 parallel creations spread over both get orders exactly 1..30, and reorders keep a permutation', async () => {
       const user = await app.register();

@@ -13,6 +13,7 @@ import { Migration20261124000000_event_stream_leases } from './Migration20261124
 import { Migration20261124100000_user_keyed_layout } from './Migration20261124100000_user_keyed_layout.js';
 import { Migration20261125000000_task_count_row_triggers } from './Migration20261125000000_task_count_row_triggers.js';
 import { Migration20261127000000_time_zones_and_list_indexes } from './Migration20261127000000_time_zones_and_list_indexes.js';
+import { Migration20261127100000_listed_task_ids } from './Migration20261127100000_listed_task_ids.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -25,4 +26,5 @@ export const migrationsList = [
   { name: 'Migration20261124100000_user_keyed_layout', class: Migration20261124100000_user_keyed_layout },
   { name: 'Migration20261125000000_task_count_row_triggers', class: Migration20261125000000_task_count_row_triggers },
   { name: 'Migration20261127000000_time_zones_and_list_indexes', class: Migration20261127000000_time_zones_and_list_indexes },
+  { name: 'Migration20261127100000_listed_task_ids', class: Migration20261127100000_listed_task_ids },
 ];

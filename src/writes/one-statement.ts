@@ -1,0 +1,131 @@
+/**
+ * Writes made in one statement: the usual request of a write (a task's creation, its state
+ * change) as one SQL statement that takes the owner's lock, reads what the change needs, makes
+ * it, appends its events and notifies: lock to commit in one round trip. The same change runs
+ * inside a transaction that already holds the lock (`runUnderHeldLock`: a keyed or conditional
+ * request, a batch's operation), where it is one statement too.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { toSeconds } from '../core/clock.js';
+import type { Logger } from '../core/logger.js';
+import type { Resource } from '../core/resource.js';
+import { execute } from '../db/prepared.js';
+import { appendSql, type NewEvent } from './event-append.js';
+import { ownerLockSql, retried } from './owner-lock.js';
+
+/**
+ * A write that can be made in one statement. Over `owner` (the owner's row, locked first):
+ * `reads`, CTEs the change reads (each `name as (...)`; a row it needs fresh is read with a
+ * row lock, which returns its newest version even when the statement's snapshot is older than
+ * the owner's lock); `changed`, an INSERT or UPDATE of one resource returning its whole row;
+ * `events`, the change log's events in order, each a document in SQL over `changed` and the
+ * reads named in `from`. `returning` are further columns of `changed` that `answer` needs
+ * (the ETag's); `answer` gets them and `document`, the first event's document as the driver
+ * parsed it: built once, by PostgreSQL, for the event and the response alike. No row means the
+ * write could not be made this way (not found, a state that does not allow it, ...): the use
+ * case's transaction then runs, and decides.
+ */
+export interface OneStatement<T> {
+  reads?: { sql: string; params: unknown[] };
+  changed: { sql: string; params: unknown[] };
+  events: ReadonlyArray<{ type: `${Resource}.${'created' | 'updated'}`; document: string; from?: string }>;
+  returning: string;
+  answer: (row: Record<string, unknown>) => { value: T; etag?: string };
+  /**
+   * Why nothing changed, told by the same statement, so that a refusal costs no transaction:
+   * `current`, a SQL expression over `owner` read in the statement's snapshot (the resource's
+   * state; null when the user has no such resource), and `refuse`, which throws the write's
+   * refusal for that value (and returns when it has none to give: the transaction decides).
+   * The statement's snapshot is taken before it waits for the owner's lock, so `current` is
+   * used only when no write of the user committed in between: the user's `last_event_seq` in
+   * the snapshot equals the one of the row the lock returned (every write that changes
+   * something moves it, under that lock). Otherwise the transaction runs, as without `refusal`.
+   */
+  refusal?: { current: { sql: string; params: unknown[] }; refuse: (current: unknown) => void };
+}
+
+/** The events of a write as (n, type, data) rows, for the append and for a step's answer. */
+function eventsSql(write: OneStatement<unknown>): string {
+  return write.events
+    .map((e, i) => `select ${i + 1} as n, '${e.type}'::text as type, ${e.document} as data from ${e.from ?? 'changed'}`)
+    .join(' union all ');
+}
+
+function readsOf(write: OneStatement<unknown>): string {
+  return write.reads ? `${write.reads.sql}, ` : '';
+}
+
+/** The one statement a `OneStatement` write sends, whole: lock, reads, change, events, NOTIFY. */
+export function oneStatementSql(userId: number, write: OneStatement<unknown>, now: Date): { sql: string; params: unknown[] } {
+  const append = appendSql(userId, now, { sql: eventsSql(write), params: [] }, { many: write.events.length > 1 });
+  const { refusal } = write;
+  // With `refusal`: the owner's mark as the lock returned it (the newest), against the snapshot's.
+  const lock = ownerLockSql(refusal ? [{ sql: 'last_event_seq', params: [] }] : []);
+  const sql = `with owner as (${lock.sql}), ${readsOf(write)}changed as (${write.changed.sql}), ${append.ctes}
+    select ${write.returning}, (select data from evs where n = 1) as document, (select count(*) from notified) as notified${
+      refusal
+        ? `, ${refusal.current.sql} as current,
+             owner.last_event_seq = (select u.last_event_seq from users u where u.id = owner.id) as fresh
+           from owner left join changed on true`
+        : ' from changed'
+    }`;
+  return {
+    sql,
+    params: [...lock.params, userId, ...(write.reads?.params ?? []), ...write.changed.params, ...append.params, ...(refusal?.current.params ?? [])],
+  };
+}
+
+/**
+ * Runs a write in its one statement, outside any explicit transaction: the owner's lock (taken
+ * first, as by every write, with its timeout), the change, its events and the NOTIFY commit
+ * together, so the lock is held for that one statement. Null when the change returned no row
+ * (nothing was written, no event number taken); throws the write's refusal when the statement
+ * could tell it.
+ */
+export async function runOneStatement<T>(
+  em: SqlEntityManager,
+  log: Logger | undefined,
+  userId: number,
+  write: OneStatement<T>,
+  now: Date,
+): Promise<{ value: T; etag?: string } | null> {
+  const { sql, params } = oneStatementSql(userId, write, now);
+  const [row] = await retried(log, () => execute(em.fork(), sql, params));
+  // With `refusal` the statement answers a row whenever the owner exists: `document` is null
+  // when nothing changed.
+  if (!row || row.document === null) {
+    if (row && write.refusal && row.fresh === true) write.refusal.refuse(row.current);
+    return null;
+  }
+  return write.answer(row);
+}
+
+/** The same change in a transaction that holds the owner's lock: no lock, no append; the events come back. */
+export function heldLockStatementSql(userId: number, write: OneStatement<unknown>): { sql: string; params: unknown[] } {
+  return {
+    sql: `with owner as (select ?::int as id), ${readsOf(write)}changed as (${write.changed.sql}), evs as (${eventsSql(write)})
+      select ${write.returning}, (select data from evs where n = 1) as document,
+             (select json_agg(json_build_object('type', type, 'data', data) order by n) from evs) as events
+        from changed`,
+    params: [userId, ...(write.reads?.params ?? []), ...write.changed.params],
+  };
+}
+
+/**
+ * Makes the change of a one-statement write under the owner's lock the caller's transaction
+ * holds, in one statement, and returns its answer and its events (for the caller to append),
+ * or null when it changed nothing (the use case's transaction then decides).
+ */
+export async function runUnderHeldLock<T>(
+  em: SqlEntityManager,
+  userId: number,
+  write: OneStatement<T>,
+  now: Date,
+): Promise<{ value: T; etag?: string; events: NewEvent[] } | null> {
+  const { sql, params } = heldLockStatementSql(userId, write);
+  const [row] = await em.execute<Array<Record<string, unknown>>>(sql, params);
+  if (!row) return null;
+  const at = toSeconds(now);
+  const events = (row.events as Array<{ type: string; data: unknown }>).map(({ type, data }) => ({ type, data, at }));
+  return { ...write.answer(row), events };
+}
