@@ -1528,9 +1528,9 @@ export type BatchApplyData = {
              */
             ref?: string;
             /**
-             * The procedure's input, as on /trpc: the REST body with the path id as `id`. An id may be `{"ref": name}`.
+             * The procedure's input, as on /trpc: the REST body with the path id as `id` (none is an empty one). An id may be `{"ref": name}`.
              */
-            input: unknown;
+            input?: unknown;
             /**
              * This operation's If-Match.
              */

@@ -111,5 +111,8 @@ function failureAt(index: number, error: unknown): unknown {
   });
   const failure = new DomainError(errors);
   if (cause.retryAfter !== undefined) failure.withRetryAfter(cause.retryAfter);
+  // An operation whose input did not parse never ran: the batch keeps nothing of it under its
+  // Idempotency-Key, as that request alone would not (API-CONTRACT.md §11).
+  if (cause.beforeRun) failure.refusedBeforeRun();
   return failure;
 }

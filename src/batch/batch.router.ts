@@ -9,8 +9,16 @@
  * reads a call of `.apply` as Function.apply) as `caller.batch.apply.apply(null, [input])`.
  */
 import { authedProcedure } from '../core/procedures.js';
+import { t, toTRPCError } from '../core/trpc.js';
 import { applyBatch } from './apply-batch.js';
-import { BatchAnswer, BatchInput, MAX_OPERATIONS } from './batch.schema.js';
+import { BatchAnswer, BatchInput, MAX_OPERATIONS, tooManyOperations } from './batch.schema.js';
+
+/** A list over the limit is refused before its input is parsed (batch.schema.ts `tooManyOperations`). */
+const boundedBatch = t.middleware(async ({ getRawInput, next }) => {
+  const refusal = tooManyOperations(await getRawInput());
+  if (refusal) throw toTRPCError(refusal);
+  return next();
+});
 
 export const batchProcedures = {
   apply: authedProcedure
@@ -29,6 +37,7 @@ export const batchProcedures = {
         'cannot_be_before_started_at', 'cannot_be_after_today', 'reached_max_started', 'precondition_failed',
       ],
     })
+    .use(boundedBatch)
     .input(BatchInput)
     .output(BatchAnswer)
     .mutation(({ ctx, input }) => applyBatch(ctx, input)),

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { inputObject, text } from '../core/fields.js';
-import type { ErrorCode } from '../core/errors.js';
+import { DomainError, type ErrorCode } from '../core/errors.js';
 import type { Resource } from '../core/resource.js';
 import { ProjectDocument } from '../projects/project.schema.js';
 import { TaskDocument, TaskOrderDocument } from '../tasks/task.schema.js';
@@ -41,8 +41,8 @@ const Operation = z.object({
   ref: refName.optional().meta({
     description: 'On a create: names the resource it creates, for later operations of the batch (`{"ref": name}` in place of its id). Unique in the batch.',
   }),
-  input: z.unknown().meta({
-    description: 'The procedure\'s input, as on /trpc: the REST body with the path id as `id`. An id may be `{"ref": name}`.',
+  input: z.unknown().optional().meta({
+    description: 'The procedure\'s input, as on /trpc: the REST body with the path id as `id` (none is an empty one). An id may be `{"ref": name}`.',
   }),
   if_match: z.string().optional().meta({ description: 'This operation\'s If-Match.' }),
 });
@@ -72,10 +72,6 @@ function shapeIssues(operations: unknown): Issue[] {
   if (!Array.isArray(operations)) return [];
   const issues: Issue[] = [];
   if (operations.length === 0) issues.push({ code: 'invalid', message: 'A batch holds at least one operation.', path: ['operations'] });
-  if (operations.length > MAX_OPERATIONS) {
-    issues.push({ code: 'too_long', message: `A batch holds at most ${MAX_OPERATIONS} operations.`, path: ['operations'] });
-    return issues;
-  }
   const created = new Map<string, Resource>();
   operations.forEach((operation, index) => {
     if (!isRecord(operation) || typeof operation.op !== 'string' || !Object.hasOwn(BATCH_OPERATIONS, operation.op)) return;
@@ -96,6 +92,16 @@ function shapeIssues(operations: unknown): Issue[] {
     else created.set(operation.ref, spec.creates);
   });
   return issues;
+}
+
+/**
+ * A list longer than MAX_OPERATIONS is refused on its length alone, before its members are
+ * read: 100 KiB of zeros are 50,000 operations, each of which would have its own error.
+ */
+export function tooManyOperations(raw: unknown): DomainError | undefined {
+  const operations = isRecord(raw) ? raw.operations : undefined;
+  if (!Array.isArray(operations) || operations.length <= MAX_OPERATIONS) return undefined;
+  return DomainError.validation('too_long', '/operations', `A batch holds at most ${MAX_OPERATIONS} operations.`);
 }
 
 export const BatchInput = inputObject({

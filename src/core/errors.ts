@@ -97,6 +97,11 @@ export class DomainError extends Error {
   retryAfter?: number;
   /** A top-level `meta` beside `errors`, where the contract gives one (410 cursor_expired). */
   meta?: Record<string, unknown>;
+  /**
+   * The request (or a batch's operation) was refused before anything of it ran: its input did
+   * not parse. Its outcome is not kept under an Idempotency-Key (API-CONTRACT.md §11).
+   */
+  beforeRun = false;
   readonly status: number;
   constructor(readonly errors: ApiError[]) {
     super(errors[0]?.detail ?? 'Request failed');
@@ -129,6 +134,11 @@ export class DomainError extends Error {
 
   withRetryAfter(seconds: number): this {
     this.retryAfter = seconds;
+    return this;
+  }
+
+  refusedBeforeRun(): this {
+    this.beforeRun = true;
     return this;
   }
 

@@ -72,7 +72,7 @@ async function convertError(result: Extract<MiddlewareResult, { ok: false }>, me
   if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
     throw toTRPCError(
-      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters }),
+      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters }).refusedBeforeRun(),
     );
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));

@@ -157,7 +157,7 @@ async function change<I, T>(ctx: AuthedContext, scope: WriteScope, useCase: UseC
     scope.settled.push(...await scope.changes.events(ctx.resources, scope.em, scope.userId, scope.now));
     return value;
   } catch (error) {
-    if (error instanceof DomainError) ranInto.add(error);
+    if (error instanceof DomainError && !error.beforeRun) ranInto.add(error);
     throw error;
   }
 }

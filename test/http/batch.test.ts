@@ -191,7 +191,7 @@ describe('a batch that fails', () => {
       ['too_long', '/operations/0/project/name'],
     ]);
     const missing = await batch(token, [{ op: 'tasks.create' }]);
-    expect(onlyError(missing.body)).toMatchObject({ code: 'parameter_missing', source: { pointer: '/operations/0/input' } });
+    expect(onlyError(missing.body)).toMatchObject({ code: 'parameter_missing', source: { pointer: '/operations/0/task' } });
     const noWrapper = await batch(token, [{ op: 'tasks.create', input: null }]);
     expect(onlyError(noWrapper.body)).toMatchObject({ code: 'parameter_missing', source: { pointer: '/operations/0/task' } });
     // A name taken by an earlier operation of the same batch.
@@ -278,6 +278,20 @@ describe('retries and limits', () => {
     const replayed = await batch(token, failing, { 'Idempotency-Key': failKey });
     expect(replayed.headers.get('idempotent-replayed')).toBe('true');
     expect(replayed.text).toBe(failed.text);
+    // An operation whose input does not parse never ran, as that request alone would not have:
+    // nothing is kept under the key, and the corrected batch runs with it.
+    const fixKey = randomUUID();
+    const refused = await batch(token, [
+      { op: 'tasks.create', input: { task: { label: 'fine' } } },
+      { op: 'tasks.create', input: { task: { label: '' } } },
+    ], { 'Idempotency-Key': fixKey });
+    expect(onlyError(refused.body)).toMatchObject({ code: 'invalid', source: { pointer: '/operations/1/task/label' } });
+    const fixed = await batch(token, [
+      { op: 'tasks.create', input: { task: { label: 'fine' } } },
+      { op: 'tasks.create', input: { task: { label: 'fixed' } } },
+    ], { 'Idempotency-Key': fixKey });
+    expect(fixed.status).toBe(200);
+    expect(fixed.headers.get('idempotent-replayed')).toBeNull();
   });
 
   it('serialises two batches of one user sent at once: orders stay dense, events stay in order', async () => {
