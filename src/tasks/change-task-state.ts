@@ -31,7 +31,7 @@ type Input = z.infer<typeof ChangeTaskStateInput>;
 const onlyState = (input: Input) => Object.keys(input.task).length === 1;
 
 export const changeTaskState: UseCase<Input, TaskAnswer> = {
-  oneStatement(input, now) {
+  oneStatement(input, { now }) {
     if (!onlyState(input) || input.task.state === 'abandoned') return null;
     const changed = taskStateChangeSql(input.id, input.task.state, now);
     return changed && {

@@ -21,7 +21,7 @@ type Input = z.infer<typeof CreateTaskInput>;
 const plannedAtOf = (input: Input) => (input.task.planned_at === undefined ? null : fromSeconds(input.task.planned_at));
 
 export const createTask: UseCase<Input, TaskAnswer> = {
-  oneStatement(input, now, resources) {
+  oneStatement(input, { now, resources }) {
     const { label, project_id } = input.task;
     const plannedAt = plannedAtOf(input);
     if (project_id == null) {

@@ -28,7 +28,7 @@ import { ownerLockSql, retried } from './owner-lock.js';
 export interface OneStatement<T> {
   reads?: { sql: string; params: unknown[] };
   changed: { sql: string; params: unknown[] };
-  events: ReadonlyArray<{ type: `${Resource}.${'created' | 'updated'}`; document: string; from?: string }>;
+  events: ReadonlyArray<OneStatementEvent>;
   returning: string;
   answer: (row: Record<string, unknown>) => { value: T; etag?: string };
   /**
@@ -41,13 +41,45 @@ export interface OneStatement<T> {
    * the snapshot equals the one of the row the lock returned (every write that changes
    * something moves it, under that lock). Otherwise the transaction runs, as without `refusal`.
    */
-  refusal?: { current: { sql: string; params: unknown[] }; refuse: (current: unknown) => void };
+  refusal?: { current: { sql: string; params: unknown[] }; refuse: (current: unknown) => void | Promise<void> };
+  /**
+   * The statement reads rows a write landing between its snapshot and the owner's lock could
+   * have changed, and has no fresh way to read them: its reads and change must hold `FRESH`,
+   * so that it changes nothing then (and the transaction runs).
+   */
+  freshOnly?: boolean;
+}
+
+/**
+ * True when no write of the user committed between the statement's snapshot (taken before
+ * it waited for the owner's lock) and the lock: every write that changes something moves the
+ * user's `last_event_seq`, under that lock, so the snapshot's mark equals the one of the row
+ * the lock returned. Then the snapshot is as fresh as the lock. Always true under a lock the
+ * transaction already holds.
+ */
+export const FRESH = 'exists (select 1 from fresh where fresh.fresh)';
+
+/**
+ * An event of a one-statement write: its type and its document in SQL over the rows of `from`
+ * (`changed` unless said). One event per row of `from`: `changed` has one row; a CTE of many
+ * rows (a project's tasks that changed with it) gives one event each, in `orderBy`'s order,
+ * and must be the last of the write's events.
+ */
+export interface OneStatementEvent {
+  type: `${Resource}.${'created' | 'updated'}`;
+  document: string;
+  from?: string;
+  orderBy?: string;
 }
 
 /** The events of a write as (n, type, data) rows, for the append and for a step's answer. */
 function eventsSql(write: OneStatement<unknown>): string {
   return write.events
-    .map((e, i) => `select ${i + 1} as n, '${e.type}'::text as type, ${e.document} as data from ${e.from ?? 'changed'}`)
+    .map((e, i) => {
+      if (e.orderBy !== undefined && i !== write.events.length - 1) throw new Error('only the last event of a one-statement write may be one per row');
+      const n = e.orderBy === undefined ? `${i + 1}` : `${i} + row_number() over (order by ${e.orderBy})`;
+      return `select ${n} as n, '${e.type}'::text as type, ${e.document} as data from ${e.from ?? 'changed'}`;
+    })
     .join(' union all ');
 }
 
@@ -59,13 +91,14 @@ function readsOf(write: OneStatement<unknown>): string {
 export function oneStatementSql(userId: number, write: OneStatement<unknown>, now: Date): { sql: string; params: unknown[] } {
   const append = appendSql(userId, now, { sql: eventsSql(write), params: [] }, { many: write.events.length > 1 });
   const { refusal } = write;
-  // With `refusal`: the owner's mark as the lock returned it (the newest), against the snapshot's.
-  const lock = ownerLockSql(refusal ? [{ sql: 'last_event_seq', params: [] }] : []);
-  const sql = `with owner as (${lock.sql}), ${readsOf(write)}changed as (${write.changed.sql}), ${append.ctes}
+  // With `refusal` or `freshOnly`: the owner's mark as the lock returned it (the newest), against the snapshot's.
+  const marked = Boolean(refusal || write.freshOnly);
+  const lock = ownerLockSql(marked ? [{ sql: 'last_event_seq', params: [] }] : []);
+  const fresh = marked ? 'fresh as (select owner.last_event_seq = (select u.last_event_seq from users u where u.id = owner.id) as fresh from owner), ' : '';
+  const sql = `with owner as (${lock.sql}), ${fresh}${readsOf(write)}changed as (${write.changed.sql}), ${append.ctes}
     select ${write.returning}, (select data from evs where n = 1) as document, (select count(*) from notified) as notified${
       refusal
-        ? `, ${refusal.current.sql} as current,
-             owner.last_event_seq = (select u.last_event_seq from users u where u.id = owner.id) as fresh
+        ? `, ${refusal.current.sql} as current, ${FRESH} as fresh
            from owner left join changed on true`
         : ' from changed'
     }`;
@@ -94,7 +127,7 @@ export async function runOneStatement<T>(
   // With `refusal` the statement answers a row whenever the owner exists: `document` is null
   // when nothing changed.
   if (!row || row.document === null) {
-    if (row && write.refusal && row.fresh === true) write.refusal.refuse(row.current);
+    if (row && write.refusal && row.fresh === true) await write.refusal.refuse(row.current);
     return null;
   }
   return write.answer(row);
@@ -103,7 +136,7 @@ export async function runOneStatement<T>(
 /** The same change in a transaction that holds the owner's lock: no lock, no append; the events come back. */
 export function heldLockStatementSql(userId: number, write: OneStatement<unknown>): { sql: string; params: unknown[] } {
   return {
-    sql: `with owner as (select ?::int as id), ${readsOf(write)}changed as (${write.changed.sql}), evs as (${eventsSql(write)})
+    sql: `with owner as (select ?::int as id), ${write.freshOnly ? 'fresh as (select true as fresh), ' : ''}${readsOf(write)}changed as (${write.changed.sql}), evs as (${eventsSql(write)})
       select ${write.returning}, (select data from evs where n = 1) as document,
              (select json_agg(json_build_object('type', type, 'data', data) order by n) from evs) as events
         from changed`,

@@ -35,7 +35,7 @@ import { lockOwner, retried } from './owner-lock.js';
 import { turns } from './turns.js';
 
 export { ChangeSet } from './change-set.js';
-export { oneStatementSql, type OneStatement } from './one-statement.js';
+export { FRESH, oneStatementSql, type OneStatement } from './one-statement.js';
 export { QUEUED_PER_USER, WRITERS_PER_USER } from './turns.js';
 
 export interface WriteScope {
@@ -67,8 +67,17 @@ export interface WriteScope {
  *   in a transaction, when the one statement does not apply or changed nothing, and it is
  *   where every refusal is explained.
  */
+/** What a write's one statement is built from besides its input. */
+export interface StatementContext {
+  now: Date;
+  /** The owner's time zone: the zone of the write's "today" rules (src/core/user-day.ts). */
+  timeZone: string;
+  /** How other resources' documents are written in SQL (src/app/resources.ts). */
+  resources: ResourceReaders;
+}
+
 export interface UseCase<I, T> {
-  oneStatement?(input: I, now: Date, resources: ResourceReaders): OneStatement<T> | null;
+  oneStatement?(input: I, at: StatementContext): OneStatement<T> | null | Promise<OneStatement<T> | null>;
   transaction(scope: WriteScope, input: I): Promise<T>;
 }
 
@@ -91,7 +100,7 @@ export async function userWrite<I, T>(ctx: AuthedContext, useCase: UseCase<I, T>
     try {
       const now = ctx.clock.now();
       // A key or If-Match needs reads under the lock before the change: the transaction does them.
-      const single = !key && ctx.header('If-Match') === undefined ? useCase.oneStatement?.(input, now, ctx.resources) : null;
+      const single = !key && ctx.header('If-Match') === undefined ? await useCase.oneStatement?.(input, { now, timeZone: ctx.user.timeZone, resources: ctx.resources }) : null;
       if (single) {
         const ran = await runOneStatement(ctx.em, ctx.log, ctx.user.id, single, now);
         if (ran) outcome = { kind: 'ran', ...ran };
@@ -144,7 +153,7 @@ async function runTransaction<I, T>(
 async function change<I, T>(ctx: AuthedContext, scope: WriteScope, useCase: UseCase<I, T>, input: I): Promise<T> {
   await checkIfMatch(ctx, scope.em, scope.userId);
   try {
-    const single = scope.oneStatementChangedNothing ? null : useCase.oneStatement?.(input, scope.now, ctx.resources);
+    const single = scope.oneStatementChangedNothing ? null : await useCase.oneStatement?.(input, { now: scope.now, timeZone: scope.timeZone, resources: ctx.resources });
     const made = single ? await runUnderHeldLock(scope.em, scope.userId, single, scope.now) : null;
     if (made) {
       scope.settled.push(...made.events);

@@ -35,9 +35,9 @@ const EXPECTED = {
   projectGet: 2, // token; the project with its task ids
   projectUpdate: 8, // token; begin, lock owner, project, update, task ids, events, commit
   projectRename: 9, // projectUpdate + slug check
-  projectStart: 10, // token; begin, lock owner, project, count started, update project, update tasks (returning their documents), task ids, events, commit
-  projectPause: 9, // projectStart without the count of started projects
-  projectFinish: 8, // token; begin, lock owner, project, update project, task ids, events, commit
+  projectStart: 2, // token; one statement: lock owner, the project, its move (started limit, dates), its tasks' effect, the events of both, NOTIFY
+  projectPause: 2, // the same statement, without the started limit
+  projectFinish: 2, // the same statement, with no tasks' effect
   projectDelete: 8, // token; begin, lock owner, project, release tasks (returning their documents), delete, events, commit
   taskCreate: 2, // token; one statement: lock owner, insert at the end of the order, event, NOTIFY
   taskCreateInProject: 2, // token; one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
@@ -70,9 +70,9 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   projectGet: 2,
   projectUpdate: 5,
   projectRename: 6,
-  projectStart: 7,
-  projectPause: 6,
-  projectFinish: 5,
+  projectStart: 2,
+  projectPause: 2,
+  projectFinish: 2,
   projectDelete: 5,
   taskCreate: 2, // token; the one statement
   taskCreateInProject: 2,

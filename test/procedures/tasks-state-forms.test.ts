@@ -17,7 +17,7 @@ type Input = Parameters<typeof changeTaskState.transaction>[1];
 
 /** The use case, but its one statement changes nothing, as if another write had just changed the task. */
 const oneStatementMissed: UseCase<Input, unknown> = {
-  oneStatement: (input, now, resources) => ({ ...changeTaskState.oneStatement!(input, now, resources)!, changed: { sql: 'select tasks.* from tasks, owner where false', params: [] } }),
+  oneStatement: async (input, at) => ({ ...(await changeTaskState.oneStatement!(input, at))!, changed: { sql: 'select tasks.* from tasks, owner where false', params: [] } }),
   transaction: changeTaskState.transaction,
 };
 

@@ -133,10 +133,10 @@ describe('oneStatementSql prints what a one-statement write sends', () => {
   it('for a task created alone and a state change', async () => {
     const { api } = await user();
     const now = clock.now();
-    const create = createTask.oneStatement!({ task: { label: 'Rake' } }, now, resources)!;
+    const create = (await createTask.oneStatement!({ task: { label: 'Rake' } }, { now, timeZone: 'UTC', resources }))!;
     const [, sent] = await sqlOf(() => api.tasks.create({ task: { label: 'Rake' } })); // after the token's lookup
     expect(sent).toBe(statementOf(oneStatementSql(0, create, now).sql));
-    const change = changeTaskState.oneStatement!({ id: 1, task: { state: 'planned' } }, now, resources)!;
+    const change = (await changeTaskState.oneStatement!({ id: 1, task: { state: 'planned' } }, { now, timeZone: 'UTC', resources }))!;
     const [, sentChange] = await sqlOf(() => api.tasks.changeState({ id: 1, task: { state: 'planned' } }));
     expect(sentChange).toBe(statementOf(oneStatementSql(0, change, now).sql));
   });
