@@ -95,15 +95,33 @@ export function taskTransitionSql(to: string, now: Date): { set: string; params:
   return { ...actionsSql(actions.map((action) => ({ action, states: action.from })), now), from: actions.flatMap((a) => a.from) };
 }
 
-/** Actions as one `set` list: each column is a `case` over the states each action applies to. */
-function actionsSql(branches: ReadonlyArray<{ action: TaskAction; states: readonly TaskState[] }>, now: Date): { set: string; params: Date[] } {
+/**
+ * `projectSyncAction` as one SQL `set` list, for a task that joins a project (or none):
+ * `running` is a SQL condition (no parameters) that holds when that project is started or
+ * there is none.
+ */
+export function projectSyncSql(running: string, now: Date): { set: string; params: Date[] } {
+  const branches: Array<{ action: TaskAction; states: TaskState[]; also: string }> = [];
+  for (const isRunning of [true, false]) {
+    const byAction = new Map<TaskAction, TaskState[]>();
+    for (const state of TASK_STATES) {
+      const action = projectSyncAction(state, isRunning ? null : { started: false });
+      if (action) byAction.set(action, [...(byAction.get(action) ?? []), state]);
+    }
+    for (const [action, states] of byAction) branches.push({ action, states, also: isRunning ? `(${running})` : `not (${running})` });
+  }
+  return actionsSql(branches, now);
+}
+
+/** Actions as one `set` list: each column is a `case` over the states each action applies to (and its `also`). */
+function actionsSql(branches: ReadonlyArray<{ action: TaskAction; states: readonly TaskState[]; also?: string }>, now: Date): { set: string; params: Date[] } {
   const columns = new Map<string, Array<{ when: string; value: string; params: Date[] }>>();
   const assign = (column: string, when: string, value: string, params: Date[] = []) => {
     if (!columns.has(column)) columns.set(column, []);
     columns.get(column)!.push({ when, value, params });
   };
-  for (const { action, states } of branches) {
-    const when = `state in (${states.map((state) => `'${state}'`).join(', ')})`;
+  for (const { action, states, also } of branches) {
+    const when = `state in (${states.map((state) => `'${state}'`).join(', ')})${also ? ` and ${also}` : ''}`;
     for (const [date, effect] of Object.entries(action.dates) as Array<[TaskDate, DateEffect]>) {
       const column = TASK_DATE_COLUMNS[date];
       if (effect === 'unset') assign(column, when, 'null');

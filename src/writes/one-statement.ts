@@ -48,6 +48,8 @@ export interface OneStatement<T> {
    * so that it changes nothing then (and the transaction runs).
    */
   freshOnly?: boolean;
+  /** Which entry of `events` the answer's document is (the first by default). */
+  answerEvent?: number;
 }
 
 /**
@@ -61,26 +63,28 @@ export const FRESH = 'exists (select 1 from fresh where fresh.fresh)';
 
 /**
  * An event of a one-statement write: its type and its document in SQL over the rows of `from`
- * (`changed` unless said). One event per row of `from`: `changed` has one row; a CTE of many
- * rows (a project's tasks that changed with it) gives one event each, in `orderBy`'s order,
- * and must be the last of the write's events.
+ * (`changed` unless said), one event per row: `changed` has one row; another CTE may have none
+ * (a project the change did not touch) or many (a project's tasks that changed with it, in
+ * `orderBy`'s order). The events are numbered densely in the order of the list.
  */
 export interface OneStatementEvent {
-  type: `${Resource}.${'created' | 'updated'}`;
+  type: `${Resource}.${'created' | 'updated' | 'deleted'}`;
   document: string;
   from?: string;
   orderBy?: string;
 }
 
-/** The events of a write as (n, type, data) rows, for the append and for a step's answer. */
+/** The events of a write as (n, k, type, data) rows (k: the index of its entry), for the append and for a step's answer. */
 function eventsSql(write: OneStatement<unknown>): string {
-  return write.events
-    .map((e, i) => {
-      if (e.orderBy !== undefined && i !== write.events.length - 1) throw new Error('only the last event of a one-statement write may be one per row');
-      const n = e.orderBy === undefined ? `${i + 1}` : `${i} + row_number() over (order by ${e.orderBy})`;
-      return `select ${n} as n, '${e.type}'::text as type, ${e.document} as data from ${e.from ?? 'changed'}`;
-    })
+  const entries = write.events
+    .map((e, k) => `select ${k} as k, ${e.orderBy === undefined ? '1' : `row_number() over (order by ${e.orderBy})`} as sub, '${e.type}'::text as type, ${e.document} as data from ${e.from ?? 'changed'}`)
     .join(' union all ');
+  return `select row_number() over (order by e.k, e.sub) as n, e.k, e.type, e.data from (${entries}) as e`;
+}
+
+/** The answer's document: the event of entry `answerEvent` (the first by default). */
+function answerDocument(write: OneStatement<unknown>): string {
+  return `(select data from evs where k = ${write.answerEvent ?? 0} limit 1)`;
 }
 
 function readsOf(write: OneStatement<unknown>): string {
@@ -89,14 +93,14 @@ function readsOf(write: OneStatement<unknown>): string {
 
 /** The one statement a `OneStatement` write sends, whole: lock, reads, change, events, NOTIFY. */
 export function oneStatementSql(userId: number, write: OneStatement<unknown>, now: Date): { sql: string; params: unknown[] } {
-  const append = appendSql(userId, now, { sql: eventsSql(write), params: [] }, { many: write.events.length > 1 });
+  const append = appendSql(userId, now, { sql: eventsSql(write), params: [] }, { many: write.events.length > 1 || write.events.some((e) => e.orderBy !== undefined) });
   const { refusal } = write;
   // With `refusal` or `freshOnly`: the owner's mark as the lock returned it (the newest), against the snapshot's.
   const marked = Boolean(refusal || write.freshOnly);
   const lock = ownerLockSql(marked ? [{ sql: 'last_event_seq', params: [] }] : []);
   const fresh = marked ? 'fresh as (select owner.last_event_seq = (select u.last_event_seq from users u where u.id = owner.id) as fresh from owner), ' : '';
   const sql = `with owner as (${lock.sql}), ${fresh}${readsOf(write)}changed as (${write.changed.sql}), ${append.ctes}
-    select ${write.returning}, (select data from evs where n = 1) as document, (select count(*) from notified) as notified${
+    select ${write.returning}, ${answerDocument(write)} as document, (select count(*) from notified) as notified${
       refusal
         ? `, ${refusal.current.sql} as current, ${FRESH} as fresh
            from owner left join changed on true`
@@ -137,7 +141,7 @@ export async function runOneStatement<T>(
 export function heldLockStatementSql(userId: number, write: OneStatement<unknown>): { sql: string; params: unknown[] } {
   return {
     sql: `with owner as (select ?::int as id), ${write.freshOnly ? 'fresh as (select true as fresh), ' : ''}${readsOf(write)}changed as (${write.changed.sql}), evs as (${eventsSql(write)})
-      select ${write.returning}, (select data from evs where n = 1) as document,
+      select ${write.returning}, ${answerDocument(write)} as document,
              (select json_agg(json_build_object('type', type, 'data', data) order by n) from evs) as events
         from changed`,
     params: [userId, ...(write.reads?.params ?? []), ...write.changed.params],

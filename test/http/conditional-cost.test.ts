@@ -81,12 +81,16 @@ describe('statements per request with the new headers', () => {
     const projects = await call('GET', '/api/users/me/projects', token);
     expect((await call('GET', '/api/users/me/projects', token, undefined, { 'If-None-Match': projects.headers.get('etag')! })).sql.length).toBe(1);
 
-    // If-Match: one read of the current version under the owner's lock.
+    // If-Match: the write's transaction form, with one read of the current version under the
+    // owner's lock (token; begin, lock, version, the change, events, commit), where the write
+    // without it is its one statement (token; the statement).
     const id = plain.body.data.id;
     const unconditional = await call('PATCH', `/api/tasks/${id}`, token, { task: { label: 'a' } });
     const conditional = await call('PATCH', `/api/tasks/${id}`, token, { task: { label: 'b' } }, { 'If-Match': unconditional.headers.get('etag')! });
     expect(conditional.status).toBe(200);
-    expect(conditional.sql.length, shown(conditional.sql)).toBe(unconditional.sql.length + 1);
+    expect(unconditional.sql.length, shown(unconditional.sql)).toBe(2);
+    expect(conditional.sql.length, shown(conditional.sql)).toBe(7);
+    expect(conditional.sql.filter((line) => line.includes('select version from tasks'))).toHaveLength(1);
   });
 
   it("a create's ETag is the one GET then answers with", async () => {

@@ -30,22 +30,22 @@ const EXPECTED = {
   authorize: 4, // user by name; begin, insert token, commit
   me: 1, // token lookup
   revoke: 2, // token lookup; delete token
-  projectCreate: 7, // token; begin, lock owner, slug check, insert, events, commit
+  projectCreate: 2, // token; one statement: lock owner, insert (nothing when the name is taken), event, NOTIFY
   projectList: 2, // token; the page with its total and each project's task ids
   projectGet: 2, // token; the project with its task ids
-  projectUpdate: 8, // token; begin, lock owner, project, update, task ids, events, commit
-  projectRename: 9, // projectUpdate + slug check
+  projectUpdate: 2, // token; one statement: lock owner, the project, the update under the rules, event, NOTIFY
+  projectRename: 2, // the same statement, the name checked in it
   projectStart: 2, // token; one statement: lock owner, the project, its move (started limit, dates), its tasks' effect, the events of both, NOTIFY
   projectPause: 2, // the same statement, without the started limit
   projectFinish: 2, // the same statement, with no tasks' effect
-  projectDelete: 8, // token; begin, lock owner, project, release tasks (returning their documents), delete, events, commit
+  projectDelete: 2, // token; one statement: lock owner, the project, release its tasks, delete, events, NOTIFY
   taskCreate: 2, // token; one statement: lock owner, insert at the end of the order, event, NOTIFY
   taskCreateInProject: 2, // token; one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
-  taskUpdateLabel: 7, // token; begin, lock owner, task, update, events, commit
-  taskUpdateProject: 9, // token; begin, lock owner, task, project, update, the project's document (row with task ids), events, commit
-  taskDetach: 8, // taskUpdateProject without the project's state
+  taskUpdateLabel: 2, // token; one statement: lock owner, update, event, NOTIFY
+  taskUpdateProject: 2, // token; one statement: lock owner, the task, the project, update with the state synced, events of both projects and the task, NOTIFY
+  taskDetach: 2, // the same statement, with no project to join
   taskChangeState: 2, // token; one statement: lock owner, update (if the state allows), event, NOTIFY
   taskChangeStateRefused: 2, // token; the one statement (no change; the task's state, to say why)
   taskAbandon: 6, // token; begin, lock owner, update, events (the task's and its project's, if any), commit
@@ -65,22 +65,22 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   authorize: 3,
   me: 1,
   revoke: 2,
-  projectCreate: 4, // token; begin + lock + slug check, insert, events + commit
+  projectCreate: 2, // token; the one statement
   projectList: 2,
   projectGet: 2,
-  projectUpdate: 5,
-  projectRename: 6,
+  projectUpdate: 2,
+  projectRename: 2,
   projectStart: 2,
   projectPause: 2,
   projectFinish: 2,
-  projectDelete: 5,
+  projectDelete: 2,
   taskCreate: 2, // token; the one statement
   taskCreateInProject: 2,
   taskList: 2,
   taskGet: 2,
-  taskUpdateLabel: 4,
-  taskUpdateProject: 6,
-  taskDetach: 5,
+  taskUpdateLabel: 2,
+  taskUpdateProject: 2,
+  taskDetach: 2,
   taskChangeState: 2, // token; the one statement (src/writes/user-write.ts OneStatement)
   taskChangeStateRefused: 2, // token; the one statement
   taskAbandon: 3,
