@@ -1,10 +1,10 @@
 /**
  * PUT /api/tasks/{id}/state (SPEC.md 3.2, 4.8): a requested state change, in its forms.
  *
- * - One statement, for the usual request (only `state`, and not abandoning, which also
- *   changes the project's document): the owner's lock, the update guarded by the states the
- *   table lets reach `state` (task.lifecycle.ts `taskTransitionSql`), its event and the
- *   NOTIFY. No changed row means nothing changed: no such task, or a state that does not
+ * - One statement, for the usual request (only `state`): the owner's lock, the update guarded
+ *   by the states the table lets reach `state` (task.lifecycle.ts `taskTransitionSql`), its
+ *   event and the NOTIFY; abandoning also changes the project's document (it lists its
+ *   tasks), whose event follows, read in the statement's snapshot (so only when `FRESH`). No changed row means nothing changed: no such task, or a state that does not
  *   allow it. Then the same statement has also read the task's state, and says why
  *   from it (404, then `invalid_transition`: `requestedTaskAction`) unless a write of the user
  *   landed while it waited for the lock (`OneStatement.refusal`): a refusal costs no
@@ -19,7 +19,8 @@
  */
 import type { z } from 'zod';
 import { DomainError } from '../core/errors.js';
-import type { UseCase, WriteScope } from '../writes/user-write.js';
+import { FRESH, type UseCase, type WriteScope } from '../writes/user-write.js';
+import { listedTaskIdsAfter } from './task.sql.js';
 import { requestedTaskAction } from './task.entity.js';
 import type { TaskState } from './task.lifecycle.js';
 import type { ChangeTaskStateInput } from './task.schema.js';
@@ -31,12 +32,25 @@ type Input = z.infer<typeof ChangeTaskStateInput>;
 const onlyState = (input: Input) => Object.keys(input.task).length === 1;
 
 export const changeTaskState: UseCase<Input, TaskAnswer> = {
-  oneStatement(input, { now }) {
-    if (!onlyState(input) || input.task.state === 'abandoned') return null;
-    const changed = taskStateChangeSql(input.id, input.task.state, now);
+  oneStatement(input, { now, resources }) {
+    if (!onlyState(input)) return null;
+    // An abandoned task leaves its project's list: that project's document (read in the
+    // statement's snapshot, so only when it is as fresh as the lock) is an event too.
+    const abandons = input.task.state === 'abandoned';
+    const changed = taskStateChangeSql(input.id, input.task.state, now, abandons ? FRESH : undefined);
     return changed && {
       changed,
-      events: [taskEvent('updated')],
+      freshOnly: abandons,
+      events: abandons
+        ? [
+            taskEvent('updated'),
+            {
+              type: 'project.updated',
+              document: resources.project.documentSql('project', listedTaskIdsAfter('project', 'changed')),
+              from: 'changed, projects project where project.user_id = changed.user_id and project.id = changed.project_id',
+            },
+          ]
+        : [taskEvent('updated')],
       ...TASK_ROW_ANSWER,
       // Nothing changed: the task's state says why, as the transaction would (it is read there
       // under the lock; here only when no write of the user landed since the snapshot).

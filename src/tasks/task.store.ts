@@ -154,12 +154,12 @@ export async function changeTaskStateUnderLock(
  * `OneStatement`): it reads `owner`, the owner's row that statement locks first, and returns
  * the whole row. Null when no action reaches `to`.
  */
-export function taskStateChangeSql(taskId: number, to: string, now: Date): { sql: string; params: unknown[] } | null {
+export function taskStateChangeSql(taskId: number, to: string, now: Date, also?: string): { sql: string; params: unknown[] } | null {
   const transition = taskTransitionSql(to, now);
   if (!transition) return null;
   return {
     sql: `update tasks set ${transition.set}, ${NEXT_VERSION} from owner
-           where tasks.id = ? and tasks.user_id = owner.id and tasks.state in (${transition.from.map((state) => `'${state}'`).join(', ')})
+           where tasks.id = ? and tasks.user_id = owner.id and tasks.state in (${transition.from.map((state) => `'${state}'`).join(', ')})${also ? ` and ${also}` : ''}
           returning tasks.*`,
     params: [...transition.params, taskId],
   };

@@ -52,6 +52,34 @@ async function ok(method: string, path: string, token: string, body?: unknown) {
 }
 
 describe('what each write appends', () => {
+  it('a task abandoned in a project, and a task moved between projects, give the projects\' documents as the change leaves them', async () => {
+    const u = await app.register();
+    const a = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'A' } })).data;
+    const b = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'B' } })).data;
+    const [one, two, three] = [
+      (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: '1', project_id: a.id } })).data,
+      (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: '2', project_id: a.id } })).data,
+      (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: '3', project_id: b.id } })).data,
+    ];
+    const from = await newestId(u);
+    await ok('PUT', `/api/tasks/${one.id}/state`, u.token, { task: { state: 'abandoned' } });
+    const afterAbandon = await eventsAfter(u, from);
+    expect(summary(afterAbandon)).toEqual([['task.updated', 'task', one.id], ['project.updated', 'project', a.id]]);
+    expect(afterAbandon[1].data.relationships.tasks.data).toEqual([{ type: 'task', id: two.id }]);
+    expect(afterAbandon[1].data).toEqual((await ok('GET', `/api/projects/${a.id}`, u.token)).data);
+
+    const beforeMove = await newestId(u);
+    await ok('PATCH', `/api/tasks/${two.id}`, u.token, { task: { project_id: b.id } });
+    const afterMove = await eventsAfter(u, beforeMove);
+    expect(summary(afterMove)).toEqual([['project.updated', 'project', a.id], ['project.updated', 'project', b.id], ['task.updated', 'task', two.id]]);
+    expect(afterMove[0].data).toEqual((await ok('GET', `/api/projects/${a.id}`, u.token)).data);
+    expect(afterMove[0].data.relationships.tasks.data).toEqual([]);
+    expect(afterMove[1].data).toEqual((await ok('GET', `/api/projects/${b.id}`, u.token)).data);
+    // By order: three was created after two, so two (order 2) comes before three (order 3).
+    expect(afterMove[1].data.relationships.tasks.data).toEqual([{ type: 'task', id: two.id }, { type: 'task', id: three.id }]);
+    expect(afterMove[2].data).toEqual((await ok('GET', `/api/tasks/${two.id}`, u.token)).data);
+  });
+
   it('every write kind gives its events, each with the document the endpoints return', async () => {
     const u = await app.register();
     const start = await newestId(u);

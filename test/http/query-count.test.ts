@@ -48,7 +48,7 @@ const EXPECTED = {
   taskDetach: 2, // the same statement, with no project to join
   taskChangeState: 2, // token; one statement: lock owner, update (if the state allows), event, NOTIFY
   taskChangeStateRefused: 2, // token; the one statement (no change; the task's state, to say why)
-  taskAbandon: 6, // token; begin, lock owner, update, events (the task's and its project's, if any), commit
+  taskAbandon: 2, // token; one statement: lock owner, update, events (the task's and its project's, if any), NOTIFY
   taskReorder: 6, // token; begin, lock owner, one statement (task, highest order, update of the span, the moved documents), events, commit
   taskReorderInPlace: 5, // the same statement, which finds nothing to update; no event
   rateLimiter: 1, // one upsert per request when the per-token limit is on
@@ -83,7 +83,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   taskDetach: 2,
   taskChangeState: 2, // token; the one statement (src/writes/user-write.ts OneStatement)
   taskChangeStateRefused: 2, // token; the one statement
-  taskAbandon: 3,
+  taskAbandon: 2,
   taskReorder: 3, // token; begin + lock + the reorder statement; events + commit
   taskReorderInPlace: 3, // token; begin + lock + the reorder statement; commit
 };
