@@ -1,30 +1,67 @@
 /**
  * PUT /api/tasks/{id}/order (SPEC.md 4.9, API-CONTRACT.md §5): moves a task in the user's order, shifting
- * the tasks in between (task.store.ts `moveTask`, one statement). Every moved task's document
- * changes, and so does each of their projects' (a project lists its tasks by order). Answers
- * with every task whose order changed, by order.
+ * the tasks in between (task.store.ts `moveTaskCtes`). Every moved task's document changes,
+ * and so does each of their projects' (a project lists its tasks by order). Answers with
+ * every task whose order changed, by order (just the task when it did not move).
+ *
+ * One statement when its snapshot is as fresh as the owner's lock (`FRESH`: the orders it
+ * shifts must be the current ones): the lock, the move, the moved tasks' events by order,
+ * then their projects' (each listing its tasks in their new order). Else the transaction.
+ * Both append the events in that order.
  */
 import type { z } from 'zod';
 import { STABILITY_META } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
-import type { UseCase } from '../writes/user-write.js';
+import { FRESH, type UseCase } from '../writes/user-write.js';
 import type { ReorderTaskInput, TaskOrderDocument } from './task.schema.js';
-import { moveTask } from './task.store.js';
-import { presentTaskFields } from './task.view.js';
+import { listedTaskIdsAfterMove, moveTask, moveTaskCtes } from './task.store.js';
+import { presentTaskFields, taskDocumentSql } from './task.view.js';
 
 type Input = z.infer<typeof ReorderTaskInput>;
+type Answer = z.infer<typeof TaskOrderDocument>;
 
-export const reorderTask: UseCase<Input, z.infer<typeof TaskOrderDocument>> = {
+const orderDocument = (changed: ReadonlyArray<{ id: number; order: number }>): Answer => ({
+  data: changed.map(({ id, order }) => ({ type: 'task' as const, id, attributes: { order } })),
+  meta: STABILITY_META,
+});
+
+export const reorderTask: UseCase<Input, Answer> = {
+  oneStatement(input, { resources }) {
+    return {
+      freshOnly: true,
+      reads: moveTaskCtes(input.id, input.task.order, FRESH),
+      // The moved task, whether or not it moved: what the statement answers with.
+      changed: { sql: 'select * from target', params: [] },
+      events: [
+        { type: 'task.updated', document: taskDocumentSql('moved'), from: 'moved', orderBy: 'moved."order", moved.id' },
+        {
+          type: 'project.updated',
+          document: resources.project.documentSql('project', listedTaskIdsAfterMove('project')),
+          from: 'projects project where project.user_id = (select user_id from target) and project.id in (select project_id from moved)',
+          orderBy: '(select min(m."order") from moved m where m.project_id = project.id), project.id',
+        },
+      ],
+      returning: `changed.id, changed.from_order,
+        (select json_agg(json_build_object('id', m.id, 'order', m."order") order by m."order", m.id) from moved m) as orders`,
+      answer: (row) => {
+        const { id, from_order, orders } = row as { id: number; from_order: number; orders: Array<{ id: number; order: number }> | null };
+        return { value: orderDocument(orders ?? [{ id, order: from_order }]) };
+      },
+      refusal: {
+        current: { sql: '(select true from tasks t where t.id = ? and t.user_id = owner.id)', params: [input.id] },
+        refuse(current) {
+          if (current === null) throw DomainError.notFound('task');
+        },
+      },
+    };
+  },
+
   async transaction({ em, userId, changes }, input) {
     const move = await moveTask(em, userId, input.id, input.task.order);
     if (!move) throw DomainError.notFound('task');
-    for (const task of move.moved) {
-      changes.updated('task', task.id, presentTaskFields(task));
-      if (task.projectId !== null) changes.updated('project', task.projectId);
-    }
-    return {
-      data: move.changed.map(({ id, order }) => ({ type: 'task' as const, id, attributes: { order } })),
-      meta: STABILITY_META,
-    };
+    // The moved tasks by order, then their projects, each where its first moved task is.
+    for (const task of move.moved) changes.updated('task', task.id, presentTaskFields(task));
+    for (const task of move.moved) if (task.projectId !== null) changes.updated('project', task.projectId);
+    return orderDocument(move.changed);
   },
 };

@@ -190,41 +190,64 @@ export interface TaskMove {
 }
 
 /**
- * Moves a task of the user to `requested`, clamped to the user's highest order
- * (API-CONTRACT.md §5): moving up pushes the tasks in [to, from) one place down, moving down
- * pulls those in (from, to] one place up. One statement reads the task and the highest order
- * and updates the whole span; the caller holds the owner's lock, taken by an earlier
- * statement so that this one's snapshot sees every order committed before the lock. The
- * (user_id, order) uniqueness is checked at the statement's end.
- *
- * Returns null when the user has no such task.
+ * The CTEs of a move (API-CONTRACT.md §5), over `owner` (the owner's id; its lock held or taken
+ * earlier in the statement): `target`, the task with its order and the order it moves to (the
+ * request clamped to the user's highest order), and `moved`, the update of the whole span:
+ * moving up pushes the tasks in [to, from) one place down, moving down pulls those in
+ * (from, to] one place up. Their reads see the statement's snapshot: run after the lock, or
+ * under `also` (FRESH). The (user_id, order) uniqueness is checked at the statement's end.
  */
-export async function moveTask(em: SqlEntityManager, userId: number, taskId: number, requested: number): Promise<TaskMove | null> {
-  const rows = await em.execute<Array<OrderChange & { moved: ListedTaskRow | null }>>(
-    `with target as (
-       select id, "order" as from_order,
-              least(?::bigint, (select max("order") from tasks where user_id = ?))::int as to_order
-         from tasks where id = ? and user_id = ?
+export function moveTaskCtes(taskId: number, requested: number, also?: string): { sql: string; params: unknown[] } {
+  return {
+    sql: `target as (
+       select id, user_id, "order" as from_order,
+              least(?::bigint, (select max("order") from tasks where user_id = (select id from owner)))::int as to_order
+         from tasks where id = ? and user_id = (select id from owner)${also ? ` and ${also}` : ''}
      ), moved as (
        update tasks set "order" = case when tasks.id = target.id then target.to_order
                                        when target.to_order < target.from_order then tasks."order" + 1
                                        else tasks."order" - 1 end,
                         ${NEXT_VERSION}
          from target
-        where tasks.user_id = ? and target.to_order <> target.from_order
+        where tasks.user_id = target.user_id and target.to_order <> target.from_order
           and tasks."order" between least(target.from_order, target.to_order) and greatest(target.from_order, target.to_order)
-       returning ${TASK_COLUMNS('tasks')}
-     )
-     select id, "order", to_jsonb(moved) as moved from moved
+       returning tasks.*
+     )`,
+    params: [requested, taskId],
+  };
+}
+
+/**
+ * Moves a task of the user to `requested` (`moveTaskCtes`), in one statement that also reads
+ * the moved tasks back; the caller holds the owner's lock, taken by an earlier statement so
+ * that this one's snapshot sees every order committed before the lock.
+ *
+ * Returns null when the user has no such task.
+ */
+export async function moveTask(em: SqlEntityManager, userId: number, taskId: number, requested: number): Promise<TaskMove | null> {
+  const move = moveTaskCtes(taskId, requested);
+  const rows = await em.execute<Array<OrderChange & { moved: ListedTaskRow | null }>>(
+    `with owner as (select ?::int as id), ${move.sql}
+     select id, "order", to_jsonb(m) as moved from (select ${TASK_COLUMNS('moved')} from moved) as m
      union all
      select id, from_order, null from target`,
-    [requested, userId, taskId, userId, userId],
+    [userId, ...move.params],
   );
   if (rows.length === 0) return null;
   const moved = rows.flatMap((r) => (r.moved ? [taskFieldsOf(r.moved)] : [])).sort((a, b) => a.order - b.order);
   const changed = (moved.length > 0 ? moved : rows).map((r) => ({ id: r.id, order: r.order })).sort((a, b) => a.order - b.order);
   return { changed, moved };
 }
+
+/**
+ * The ids of the tasks project `p` lists, by order, after the move of `moved` (the rows the
+ * statement's own update changed, which its other reads do not see).
+ */
+export const listedTaskIdsAfterMove = (p: string) =>
+  `array(select x.id from (
+     select t.id, coalesce(m."order", t."order") as o from tasks t left join moved m on m.user_id = t.user_id and m.id = t.id
+      where t.user_id = ${p}.user_id and t.project_id = ${p}.id and ${LISTED('t')}
+   ) as x order by x.o, x.id)`;
 
 /**
  * Applies a project's effect on its tasks (its start, restart or pause; its deletion, which

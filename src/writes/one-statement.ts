@@ -102,7 +102,7 @@ export function oneStatementSql(userId: number, write: OneStatement<unknown>, no
   const sql = `with owner as (${lock.sql}), ${fresh}${readsOf(write)}changed as (${write.changed.sql}), ${append.ctes}
     select ${write.returning}, ${answerDocument(write)} as document, (select count(*) from notified) as notified${
       refusal
-        ? `, ${refusal.current.sql} as current, ${FRESH} as fresh
+        ? `, ${refusal.current.sql} as current, ${FRESH} as fresh, changed.id is not null as made
            from owner left join changed on true`
         : ' from changed'
     }`;
@@ -128,9 +128,9 @@ export async function runOneStatement<T>(
 ): Promise<{ value: T; etag?: string } | null> {
   const { sql, params } = oneStatementSql(userId, write, now);
   const [row] = await retried(log, () => execute(em.fork(), sql, params));
-  // With `refusal` the statement answers a row whenever the owner exists: `document` is null
+  // With `refusal` the statement answers a row whenever the owner exists: `made` is false
   // when nothing changed.
-  if (!row || row.document === null) {
+  if (!row || row.made === false) {
     if (row && write.refusal && row.fresh === true) await write.refusal.refuse(row.current);
     return null;
   }
@@ -163,6 +163,6 @@ export async function runUnderHeldLock<T>(
   const [row] = await em.execute<Array<Record<string, unknown>>>(sql, params);
   if (!row) return null;
   const at = toSeconds(now);
-  const events = (row.events as Array<{ type: string; data: unknown }>).map(({ type, data }) => ({ type, data, at }));
+  const events = ((row.events ?? []) as Array<{ type: string; data: unknown }>).map(({ type, data }) => ({ type, data, at }));
   return { ...write.answer(row), events };
 }

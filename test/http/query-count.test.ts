@@ -49,8 +49,8 @@ const EXPECTED = {
   taskChangeState: 2, // token; one statement: lock owner, update (if the state allows), event, NOTIFY
   taskChangeStateRefused: 2, // token; the one statement (no change; the task's state, to say why)
   taskAbandon: 2, // token; one statement: lock owner, update, events (the task's and its project's, if any), NOTIFY
-  taskReorder: 6, // token; begin, lock owner, one statement (task, highest order, update of the span, the moved documents), events, commit
-  taskReorderInPlace: 5, // the same statement, which finds nothing to update; no event
+  taskReorder: 2, // token; one statement: lock owner, the task, highest order, update of the span, the moved tasks' events and their projects', NOTIFY
+  taskReorderInPlace: 2, // the same statement, which finds nothing to update; no event
   rateLimiter: 1, // one upsert per request when the per-token limit is on
 } as const;
 type Endpoint = keyof typeof EXPECTED;
@@ -84,8 +84,8 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   taskChangeState: 2, // token; the one statement (src/writes/user-write.ts OneStatement)
   taskChangeStateRefused: 2, // token; the one statement
   taskAbandon: 2,
-  taskReorder: 3, // token; begin + lock + the reorder statement; events + commit
-  taskReorderInPlace: 3, // token; begin + lock + the reorder statement; commit
+  taskReorder: 2, // token; the one statement
+  taskReorderInPlace: 2, // token; the one statement
 };
 
 const DUE = Math.floor(T0 / 1000) + 7 * 86_400;

@@ -1,8 +1,9 @@
 /**
  * Tasks under concurrent requests, on one app and on two app instances sharing a database:
  * orders stay exactly 1..n under parallel creation and a permutation under parallel moves,
- * parallel plans never lose an update, and a task's change racing its project's pause leaves
- * it consistent.
+ * parallel plans never lose an update, a task's change racing its project's pause leaves
+ * it consistent, and tasks created in a project racing its pauses and starts take the
+ * project's state of the moment and keep its document's task list whole.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -148,6 +149,8 @@ describe('concurrency', () => {
     // Every task (the project had none before) follows the project's last state: started.
     for (const id of ids) expect((await getTask(user.token, id)).data.attributes.state, `task ${id}`).toBe('started');
     expect(final.relationships.tasks.data.map((t: { id: number }) => t.id).sort((a: number, b: number) => a - b)).toEqual([...ids].sort((a, b) => a - b));
+    // Their orders are dense: 1..30, each once.
+    expectPermutation(await listedOrders(user.token), ids);
     // In the change log, a creation's project event follows its task's and lists every task created so far.
     const events: Array<{ id: string; type: string; data: any }> = [];
     for (let after = '0'; ;) {
