@@ -368,7 +368,7 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
       ['invalid', '/operations/1/task/project_id', 'No earlier operation of this batch has ref "trip".'],
       ['too_long', '/operations', 'A batch holds at most 100 operations.'],
       ['taken', '/operations/0/project/name', 'Project name already exists for this user.'],
-      ['must_be_set', '/operations/3/project/due_at', 'due_at must be set to start a project.'],
+      ['must_be_set', '/operations/3/project/due_at', 'due_at must be set on start.'],
       ['cannot_be_set', '/operations/2/project/due_at', 'due_at cannot be set on pause.'],
       ['invalid_transition', '/operations/2/project/state', 'A newed project cannot become paused.'],
       ['cannot_be_before_started_at', '/operations/3/project/due_at', 'due_at must be after today.'],

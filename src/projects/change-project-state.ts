@@ -6,7 +6,7 @@
  *
  * - One statement, for a request of only `state`, `due_at` and `finished_at`: the entity's own
  *   `changeState` is run on a stand-in project in each state the requested one can be reached
- *   from; each that accepts the request gives its move (`statement.ts`'s `projectMoves`), and
+ *   from; each that accepts the request gives its move (`projectMoves`), and
  *   the statement makes the move of the project's state, its tasks' effect and their events,
  *   under the conditions that need the row (finished_at after its start, fewer than 3
  *   started). It reads the project and the count in its snapshot, so it changes nothing when a
@@ -82,9 +82,12 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
     const effect = [...moves.values()][0]?.transition.tasks ?? null;
     const finishedAt = request.finished_at === undefined ? undefined : fromSeconds(request.finished_at);
 
-    // Each date: the value its move writes, by the state it moves from; else it stays.
-    const setParams: unknown[] = [request.state];
-    const set = ['state = ?'];
+    // The state every move reaches (a name of the table, not the request's text: a request no
+    // move accepts changes nothing), and each date the value its move writes, by the state it
+    // moves from; else it stays.
+    const to = [...moves.values()][0]?.transition.to;
+    const setParams: unknown[] = [];
+    const set = [to ? `state = '${to}'` : 'state = projects.state'];
     for (const [name, column] of Object.entries(DATES) as Array<[DateName, string]>) {
       const arms = [...moves].filter(([, move]) => name in move.dates).map(([from, move]) => {
         setParams.push(move.dates[name]);

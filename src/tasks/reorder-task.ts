@@ -6,8 +6,8 @@
  *
  * One statement when its snapshot is as fresh as the owner's lock (`FRESH`: the orders it
  * shifts must be the current ones): the lock, the move, the moved tasks' events by order,
- * then their projects' (each listing its tasks in their new order). Else the transaction.
- * Both append the events in that order.
+ * each project's (listing its tasks in their new order) after its first moved task. Else the
+ * transaction. Both append the events in that order.
  */
 import type { z } from 'zod';
 import { STABILITY_META } from '../core/envelope.js';
@@ -32,13 +32,14 @@ export const reorderTask: UseCase<Input, Answer> = {
       reads: moveTaskCtes(input.id, input.task.order, FRESH),
       // The moved task, whether or not it moved: what the statement answers with.
       changed: { sql: 'select * from target', params: [] },
+      // Each moved task by order, and after the first moved task of a project, that project.
       events: [
-        { type: 'task.updated', document: taskDocumentSql('moved'), from: 'moved', orderBy: 'moved."order", moved.id' },
+        { type: 'task.updated', document: taskDocumentSql('moved'), from: 'moved', place: { group: 0, at: '2 * row_number() over (order by moved."order")' } },
         {
           type: 'project.updated',
           document: resources.project.documentSql('project', listedTaskIdsAfterMove('project')),
           from: 'projects project where project.user_id = (select user_id from target) and project.id in (select project_id from moved)',
-          orderBy: '(select min(m."order") from moved m where m.project_id = project.id), project.id',
+          place: { group: 0, at: '2 * (select count(*) from moved m where m."order" <= (select min(f."order") from moved f where f.project_id = project.id)) + 1' },
         },
       ],
       returning: `changed.id, changed.from_order,
@@ -59,9 +60,11 @@ export const reorderTask: UseCase<Input, Answer> = {
   async transaction({ em, userId, changes }, input) {
     const move = await moveTask(em, userId, input.id, input.task.order);
     if (!move) throw DomainError.notFound('task');
-    // The moved tasks by order, then their projects, each where its first moved task is.
-    for (const task of move.moved) changes.updated('task', task.id, presentTaskFields(task));
-    for (const task of move.moved) if (task.projectId !== null) changes.updated('project', task.projectId);
+    // Each moved task by order, and after the first moved task of a project, that project.
+    for (const task of move.moved) {
+      changes.updated('task', task.id, presentTaskFields(task));
+      if (task.projectId !== null) changes.updated('project', task.projectId);
+    }
     return orderDocument(move.changed);
   },
 };

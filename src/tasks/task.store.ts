@@ -135,7 +135,7 @@ async function underHeldLock(
 /**
  * A requested state change of one of the user's tasks, in one statement: the row changes only
  * when its current state has an action reaching `to` (task.lifecycle.ts `taskTransitionSql`),
- * and comes back as presented, with its new version (bumped by the row trigger). Null when
+ * and comes back as presented, with its new version (moved by the statement). Null when
  * nothing changed: no such task, or no action from its state (the caller tells which).
  */
 export async function changeTaskStateUnderLock(

@@ -15,15 +15,17 @@ import { ownerLockSql, retried } from './owner-lock.js';
 
 /**
  * A write that can be made in one statement. Over `owner` (the owner's row, locked first):
- * `reads`, CTEs the change reads (each `name as (...)`; a row it needs fresh is read with a
- * row lock, which returns its newest version even when the statement's snapshot is older than
- * the owner's lock); `changed`, an INSERT or UPDATE of one resource returning its whole row;
- * `events`, the change log's events in order, each a document in SQL over `changed` and the
- * reads named in `from`. `returning` are further columns of `changed` that `answer` needs
- * (the ETag's); `answer` gets them and `document`, the first event's document as the driver
- * parsed it: built once, by PostgreSQL, for the event and the response alike. No row means the
- * write could not be made this way (not found, a state that does not allow it, ...): the use
- * case's transaction then runs, and decides.
+ * `reads`, CTEs the change reads or makes with it (each `name as (...)`; a row it needs fresh
+ * is read with a row lock, which returns its newest version even when the statement's snapshot
+ * is older than the owner's lock, or under `FRESH`); `changed`, the one row the write answers
+ * for (an INSERT, UPDATE or DELETE of one resource returning its whole row, or a SELECT of the
+ * row a change in `reads` moved); `events`, the change log's events in order, each a document
+ * in SQL over the rows of its `from`. `returning` are further columns of `changed` that
+ * `answer` needs (the ETag's); `answer` gets them and `document`, the document of the event
+ * `answerEvent` names (the first by default) as the driver parsed it: built once, by
+ * PostgreSQL, for the event and the response alike. No `changed` row means the write could not
+ * be made this way (not found, a state that does not allow it, a snapshot older than the
+ * lock, ...): the use case's transaction then runs, and decides.
  */
 export interface OneStatement<T> {
   reads?: { sql: string; params: unknown[] };
@@ -72,12 +74,21 @@ export interface OneStatementEvent {
   document: string;
   from?: string;
   orderBy?: string;
+  /**
+   * Where its events go among the write's, when not in the list's order: entries of one
+   * `group` are interleaved by `at`, a SQL number per row (a reorder: each moved task, then
+   * its project's event after the project's first moved task).
+   */
+  place?: { group: number; at: string };
 }
 
 /** The events of a write as (n, k, type, data) rows (k: the index of its entry), for the append and for a step's answer. */
 function eventsSql(write: OneStatement<unknown>): string {
   const entries = write.events
-    .map((e, k) => `select ${k} as k, ${e.orderBy === undefined ? '1' : `row_number() over (order by ${e.orderBy})`} as sub, '${e.type}'::text as type, ${e.document} as data from ${e.from ?? 'changed'}`)
+    .map((e, k) => {
+      const sub = e.place?.at ?? (e.orderBy === undefined ? '1' : `row_number() over (order by ${e.orderBy})`);
+      return `select ${e.place?.group ?? k} as k, ${sub} as sub, '${e.type}'::text as type, ${e.document} as data from ${e.from ?? 'changed'}`;
+    })
     .join(' union all ');
   return `select row_number() over (order by e.k, e.sub) as n, e.k, e.type, e.data from (${entries}) as e`;
 }

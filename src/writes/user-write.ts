@@ -59,14 +59,6 @@ export interface WriteScope {
   settled: NewEvent[];
 }
 
-/**
- * One write of the API (a use case: src/tasks/change-task-state.ts is one), in its forms:
- * - `oneStatement`, when the request can be made so (null when this one cannot): its change
- *   as one statement, with the owner's lock or under it (`OneStatement`);
- * - `transaction`, which can make every request of the write: it runs under the owner's lock
- *   in a transaction, when the one statement does not apply or changed nothing, and it is
- *   where every refusal is explained.
- */
 /** What a write's one statement is built from besides its input. */
 export interface StatementContext {
   now: Date;
@@ -76,6 +68,14 @@ export interface StatementContext {
   resources: ResourceReaders;
 }
 
+/**
+ * One write of the API (a use case: src/tasks/change-task-state.ts is one), in its forms:
+ * - `oneStatement`, when the request can be made so (null when this one cannot): its change
+ *   as one statement, with the owner's lock or under it (`OneStatement`);
+ * - `transaction`, which can make every request of the write: it runs under the owner's lock
+ *   in a transaction, when the one statement does not apply or changed nothing, and it is
+ *   where every refusal is explained.
+ */
 export interface UseCase<I, T> {
   oneStatement?(input: I, at: StatementContext): OneStatement<T> | null | Promise<OneStatement<T> | null>;
   transaction(scope: WriteScope, input: I): Promise<T>;
@@ -166,7 +166,10 @@ async function change<I, T>(ctx: AuthedContext, scope: WriteScope, useCase: UseC
     scope.settled.push(...await scope.changes.events(ctx.resources, scope.em, scope.userId, scope.now));
     return value;
   } catch (error) {
-    if (error instanceof DomainError && !error.beforeRun) ranInto.add(error);
+    // Kept under a key: what the work decided. Not a refusal before it ran, nor a failure of
+    // the moment (429, 5xx: a batch's step turns a database outage into a 503), which a retry
+    // with the same key must run again, as a single request's would.
+    if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
     throw error;
   }
 }

@@ -79,18 +79,19 @@ describe('what each write appends', () => {
     expect(afterMove[1].data.relationships.tasks.data).toEqual([{ type: 'task', id: two.id }, { type: 'task', id: three.id }]);
     expect(afterMove[2].data).toEqual((await ok('GET', `/api/tasks/${two.id}`, u.token)).data);
 
-    // A reorder: the moved tasks by order, then the project, listing its tasks in their new order.
+    // A reorder: the moved tasks by order, each project after its first moved task, listing its tasks in their new order.
     const beforeReorder = await newestId(u);
     await ok('PUT', `/api/tasks/${three.id}/order`, u.token, { task: { order: 1 } });
     const afterReorder = await eventsAfter(u, beforeReorder);
     expect(summary(afterReorder)).toEqual([
-      ['task.updated', 'task', three.id], ['task.updated', 'task', one.id], ['task.updated', 'task', two.id],
-      // B has the task now first; A still holds the abandoned one, which moved (it lists none).
-      ['project.updated', 'project', b.id], ['project.updated', 'project', a.id],
+      ['task.updated', 'task', three.id], ['project.updated', 'project', b.id],
+      // A still holds the abandoned task, which moved (A lists none).
+      ['task.updated', 'task', one.id], ['project.updated', 'project', a.id],
+      ['task.updated', 'task', two.id],
     ]);
-    expect(afterReorder.slice(0, 3).map((e) => e.data.attributes.order)).toEqual([1, 2, 3]);
-    expect(afterReorder[3].data.relationships.tasks.data).toEqual([{ type: 'task', id: three.id }, { type: 'task', id: two.id }]);
-    expect(afterReorder[3].data).toEqual((await ok('GET', `/api/projects/${b.id}`, u.token)).data);
+    expect([afterReorder[0], afterReorder[2], afterReorder[4]].map((e) => e!.data.attributes.order)).toEqual([1, 2, 3]);
+    expect(afterReorder[1].data.relationships.tasks.data).toEqual([{ type: 'task', id: three.id }, { type: 'task', id: two.id }]);
+    expect(afterReorder[1].data).toEqual((await ok('GET', `/api/projects/${b.id}`, u.token)).data);
   });
 
   it('every write kind gives its events, each with the document the endpoints return', async () => {

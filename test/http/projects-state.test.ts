@@ -15,6 +15,15 @@ const app = useTestApp({ resetClock: true });
 const { createProject, getProject, putProjectState: putState, startProject: start, listProjects } = apiSteps(app);
 
 describe('PUT /api/projects/:id/state over HTTP', () => {
+  it('refuses a state no move reaches, whatever its text (NUL, unknown, empty), as invalid_transition, never a 500', async () => {
+    const { token } = await app.register();
+    const project = await createProject(token, 'Odd');
+    for (const state of ['a\u0000b', 'STARTED', '', 'x'.repeat(5000), 'newed']) {
+      const res = await putState(token, project.id, { state, due_at: DUE });
+      expectError(res, 422, 'invalid_transition', { pointer: '/project/state' });
+    }
+  });
+
   it('starts a newed project: startedAt = now, dueAt = due_at, isInProgress', async () => {
     const user = await app.register();
     const p = await createProject(user.token, 'Launch');

@@ -7,7 +7,9 @@ import { Migration } from '@mikro-orm/migrations';
  * it runs: a write made in one statement (a task created in a project, whose event carries
  * the project's document) calls it after the owner's lock is granted, and sees every task
  * committed before that, where a subquery would read the statement's snapshot, taken before
- * the wait. It does not see the rows the calling statement itself inserts.
+ * the wait. Whether it sees a row the calling statement itself inserts is not something to
+ * rely on: the caller removes the new task's id and appends it (src/tasks/task.store.ts
+ * `LISTED_WITH_NEW_TASK`), which is right either way.
  */
 export class Migration20261127100000_listed_task_ids extends Migration {
   override name = 'Migration20261127100000_listed_task_ids';
