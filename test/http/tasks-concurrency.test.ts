@@ -180,6 +180,38 @@ describe('concurrency', () => {
     await createsRacingPauses([app]);
   });
 
+  /**
+   * Tasks created in one project in parallel with its deletion, over `doors`: each creation
+   * lands before the delete (and is then abandoned and released) or after it (422 on
+   * project_id); none is left in the deleted project, none answers 5xx, orders stay dense.
+   */
+  async function createsRacingDelete(doors: TestApp[]) {
+    const user = await app.register();
+    const project = await projectIn(user.token, 'started');
+    const [created, deleted] = await Promise.all([
+      Promise.all(range(20).map((i) => doors[i % doors.length]!.request('POST', TASKS, { token: user.token, body: { task: { label: `d${i}`, project_id: project } } }))),
+      (async () => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return doors[doors.length - 1]!.request('DELETE', `/api/projects/${project}`, { token: user.token });
+      })(),
+    ]);
+    expect(deleted.status).toBe(204);
+    for (const res of created) expect([201, 422], res.text).toContain(res.status);
+    for (const res of created.filter((r) => r.status === 422)) expect(res.body.errors[0]).toMatchObject({ code: 'record_not_found', source: { pointer: '/task/project_id' } });
+    const ids = created.filter((r) => r.status === 201).map((r) => r.body.data.id as number);
+    for (const id of ids) {
+      const task = (await getTask(user.token, id)).data;
+      expect(task.relationships.project.data, `task ${id}`).toBeNull();
+      expect(task.attributes.state, `task ${id}`).toBe('abandoned');
+    }
+    // Abandoned, none of them is listed.
+    expect(await listedOrders(user.token)).toEqual([]);
+  }
+
+  it('20 creations in one project racing its delete: each lands before it (abandoned, released) or is refused after it', async () => {
+    await createsRacingDelete([app]);
+  });
+
   it('parallel creations of two users keep each user\'s orders 1..n', async () => {
     const a = await app.register();
     const b = await app.register();
@@ -193,6 +225,10 @@ describe('concurrency', () => {
 
     it('30 creations in one project racing pauses and starts, spread over both: each task in its project\'s state', async () => {
       await createsRacingPauses([app, second]);
+    });
+
+    it('20 creations in one project racing its delete, spread over both: none left in the deleted project', async () => {
+      await createsRacingDelete([app, second]);
     });
 
     it('30 parallel creations spread over both get orders exactly 1..30, and reorders keep a permutation', async () => {
