@@ -87,6 +87,6 @@ export function projectDocumentSql(p: string, taskIds: string): string {
       'isInProgress', ${p}.state in (${IN_PROGRESS})),
     'relationships', json_build_object(
       'user', json_build_object('data', json_build_object('type', 'user', 'id', ${p}.user_id)),
-      'tasks', json_build_object('data', coalesce((select json_agg(json_build_object('type', 'task', 'id', task_id) order by ordinality)
-                                                   from unnest(${taskIds}) with ordinality as listed(task_id, ordinality)), '[]'::json))))`;
+      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
+                                           from unnest(${taskIds}) with ordinality as listed(task_id, ordinality)))))`;
 }
