@@ -8,7 +8,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { BATCHED } from '../db/batching.js';
 
-/** The channel every process listens on; the payload is `<user id>:<newest seq>`. */
+/** The channel every process listens on; the payload is `<user id>:<first seq>:<last seq>[:<the events as JSON>]` (`appendSql`). */
 export const EVENTS_CHANNEL = 'user_events';
 
 export interface NewEvent {
