@@ -19,8 +19,6 @@
  */
 import type { z } from 'zod';
 import { fromSeconds } from '../core/clock.js';
-import { projectEtag } from '../core/conditional.js';
-import { STABILITY_META } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
 import { secondsOf } from '../db/sql-fragments.js';
 import { FRESH, type UseCase } from '../writes/user-write.js';
@@ -30,8 +28,8 @@ import { taskAction, taskActionSql } from '../tasks/task.lifecycle.js';
 import { presentTaskFields, taskDocumentSql } from '../tasks/task.view.js';
 import { Project } from './project.entity.js';
 import { MAX_STARTED_PROJECTS, PROJECT_STATES, type ProjectState, type ProjectTransition } from './project.lifecycle.js';
-import { answerProject, findOwnedProject, type ProjectAnswer } from './project-answer.js';
-import type { ChangeProjectStateInput, ProjectResource } from './project.schema.js';
+import { PROJECT_ROW_ANSWER, answerProject, findOwnedProject, type ProjectAnswer } from './project-answer.js';
+import type { ChangeProjectStateInput } from './project.schema.js';
 
 type Input = z.infer<typeof ChangeProjectStateInput>;
 
@@ -134,11 +132,7 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
         { type: 'project.updated', document: resources.project.documentSql('changed', listedTaskIdsOf('changed')) },
         ...(tasks ? [{ type: 'task.updated' as const, document: taskDocumentSql('moved'), from: 'moved', orderBy: 'moved."order", moved.id' }] : []),
       ],
-      returning: `changed.id, changed.version, ${listedTaskIdsOf('changed')} as task_ids`,
-      answer: (row) => {
-        const { id, version, task_ids, document } = row as { id: number; version: number; task_ids: number[]; document: ProjectResource };
-        return { value: { data: document, meta: STABILITY_META }, etag: projectEtag(id, version, task_ids) };
-      },
+      ...PROJECT_ROW_ANSWER,
       refusal: {
         current: {
           sql: `(select json_build_object('state', p.state, 'startedAt', ${secondsOf('p.started_at')},

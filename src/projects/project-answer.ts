@@ -7,7 +7,8 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { projectEtag } from '../core/conditional.js';
 import { STABILITY_META } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
-import type { WriteScope } from '../writes/user-write.js';
+import type { OneStatement, WriteScope } from '../writes/user-write.js';
+import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { taskIdsOfProjects } from '../tasks/task.store.js';
 import { Project } from './project.entity.js';
 import type { ProjectResource } from './project.schema.js';
@@ -29,3 +30,16 @@ export async function answerProject(scope: WriteScope, project: Project): Promis
   scope.etag = () => projectEtag(project.id, project.version, taskIds);
   return { data, meta: STABILITY_META };
 }
+
+/**
+ * A one-statement write's answer for the project it changed (`OneStatement`): its `data` is
+ * the project's event document, built in SQL from the row (`projectDocumentSql`); its ETag
+ * covers the project's listed task ids, read from the row `changed`.
+ */
+export const PROJECT_ROW_ANSWER: Pick<OneStatement<ProjectAnswer>, 'returning' | 'answer'> = {
+  returning: `changed.id, changed.version, ${listedTaskIdsOf('changed')} as task_ids`,
+  answer: (row) => {
+    const { id, version, task_ids, document } = row as { id: number; version: number; task_ids: number[]; document: ProjectResource };
+    return { value: { data: document, meta: STABILITY_META }, etag: projectEtag(id, version, task_ids) };
+  },
+};

@@ -11,8 +11,6 @@
  */
 import type { z } from 'zod';
 import { fromSeconds } from '../core/clock.js';
-import { projectEtag } from '../core/conditional.js';
-import { STABILITY_META } from '../core/envelope.js';
 import { DomainError, ValidationErrors } from '../core/errors.js';
 import { secondsOf } from '../db/sql-fragments.js';
 import { FRESH, type UseCase } from '../writes/user-write.js';
@@ -20,8 +18,8 @@ import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { Project, slugOf } from './project.entity.js';
 import type { ProjectState } from './project.lifecycle.js';
 import { flushNamed, isNameTaken, takenName } from './project-name.js';
-import { answerProject, findOwnedProject, type ProjectAnswer } from './project-answer.js';
-import type { ProjectResource, UpdateProjectInput } from './project.schema.js';
+import { PROJECT_ROW_ANSWER, answerProject, findOwnedProject, type ProjectAnswer } from './project-answer.js';
+import type { UpdateProjectInput } from './project.schema.js';
 
 type Input = z.infer<typeof UpdateProjectInput>;
 
@@ -74,11 +72,7 @@ export const updateProject: UseCase<Input, ProjectAnswer> = {
         params: [...setParams, ...holdParams],
       },
       events: [{ type: 'project.updated', document: resources.project.documentSql('changed', listedTaskIdsOf('changed')) }],
-      returning: `changed.id, changed.version, ${listedTaskIdsOf('changed')} as task_ids`,
-      answer: (row) => {
-        const { id, version, task_ids, document } = row as { id: number; version: number; task_ids: number[]; document: ProjectResource };
-        return { value: { data: document, meta: STABILITY_META }, etag: projectEtag(id, version, task_ids) };
-      },
+      ...PROJECT_ROW_ANSWER,
       refusal: {
         current: {
           sql: `(select json_build_object('state', p.state, 'startedAt', ${secondsOf('p.started_at')}, 'dueAt', ${secondsOf('p.due_at')},
