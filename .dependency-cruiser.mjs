@@ -15,7 +15,11 @@ export const LAYERS = [
   { name: 'tasks', paths: ['^src/tasks/'] },
   { name: 'projects', paths: ['^src/projects/'] },
   { name: 'batch', paths: ['^src/batch/'] }, // several writes in one: composes the use cases of tasks and projects
-  { name: 'changes', paths: ['^src/changes/'] }, // the change log: feeds, streams
+  // The change log's two consumers, side by side: feeds and streams; webhooks (management, delivery).
+  [
+    { name: 'changes', paths: ['^src/changes/'] },
+    { name: 'webhooks', paths: ['^src/webhooks/'] },
+  ],
   { name: 'app', paths: ['^src/app/'] }, // the composition root: router, ORM entities, resource readers
   [
     { name: 'client', paths: ['^src/client\\.ts$'] },

@@ -25,6 +25,12 @@ const EnvSchema = z.object({
   EVENTS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'a comma list of seconds, such as 5,300,1800')
+    .default('5,300,1800,7200,18000,36000,36000'),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(1).max(600_000).default(15_000),
+  WEBHOOK_ALLOW_PRIVATE_URLS: z.enum(['0', '1']).default('0'),
 });
 
 export interface Config {
@@ -58,6 +64,17 @@ export interface Config {
   metricsHost: string;
   /** scrypt cost parameter N for new password hashes (a power of two). */
   passwordHashCost: number;
+  /** Webhook deliveries (API-CONTRACT.md §14). */
+  webhooks: WebhookConfig;
+}
+
+export interface WebhookConfig {
+  /** Seconds to wait before each retry of a failed delivery, in turn. */
+  retrySchedule: number[];
+  /** How long one delivery attempt may take. */
+  timeoutMs: number;
+  /** `http:` and loopback or private addresses allowed (development and tests). */
+  allowPrivateUrls: boolean;
 }
 
 function parseTrustProxy(value: string | undefined): Config['trustProxy'] {
@@ -101,6 +118,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsPort: e.METRICS_PORT,
     metricsHost: e.METRICS_HOST,
     passwordHashCost: PASSWORD_HASH_COST,
+    webhooks: {
+      retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(',').map((s) => Number(s.trim())),
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      allowPrivateUrls: e.WEBHOOK_ALLOW_PRIVATE_URLS === '1',
+    },
   };
 }
 

@@ -24,6 +24,10 @@ import { EventHub } from './changes/event-hub.js';
 import type { PgPoolLike, ServiceMetrics } from './metrics/service-metrics.js';
 import { countStatement } from './core/request-scope.js';
 import type { MetricsServer } from './metrics/metrics-server.js';
+import { WebhookDeliverer } from './webhooks/deliverer.js';
+import { waitingEvents } from './webhooks/delivery.store.js';
+import { pruneDeliveries } from './webhooks/webhook.store.js';
+import type { Resolve } from './webhooks/address-guard.js';
 
 export interface RunningService {
   url: string;
@@ -54,6 +58,10 @@ export interface ServiceOptions {
   databaseUp?: () => boolean;
   /** With METRICS_PORT set: serve them here (default), or hand them to the cluster's primary. */
   metricsExposure?: 'server' | 'primary';
+  /** How webhook URLs' host names are resolved (tests); the system's resolver by default. */
+  webhookResolve?: Resolve;
+  /** Milliseconds between the webhook deliverer's rounds over every user (5 s by default). */
+  webhookPollMs?: number;
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
@@ -115,6 +123,17 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // LISTEN needs a session of its own: on PostgreSQL itself, never through a pooler.
   const events = new EventHub({ databaseUrl: database.directUrl, log: logger });
   metrics?.watchEventStreams(() => events.size);
+  // Webhook delivery: woken by the change log's notifications, run beside the requests.
+  const deliverer = new WebhookDeliverer({
+    em: () => orm.em.fork(),
+    notifications: events,
+    config: config.webhooks,
+    log: logger,
+    resolve: options.webhookResolve,
+    observer: metrics?.webhookObserver(),
+    pollMs: options.webhookPollMs,
+  });
+  metrics?.watchWebhooks(() => waitingEvents(orm.em.fork()));
   const app = createApp({
     events,
     inFlight,
@@ -127,6 +146,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     corsOrigins: config.corsOrigins,
     databaseUp: options.databaseUp ?? (database.embedded ? () => database.embedded!.up : undefined),
     metrics,
+    webhooks: { allowPrivateUrls: config.webhooks.allowPrivateUrls, resolve: options.webhookResolve, wake: (userId) => deliverer.wake(userId) },
   });
   const http = createHttpServer(inFlight.wrap(app));
   const maxConnections = maxConnectionsFor(poolSize);
@@ -141,6 +161,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       { name: 'stream tickets', run: (now) => pruneStreamTickets(em(), now) },
       // On the database's clock, as the leases are.
       { name: 'stream leases', run: () => pruneStreamLeases(em()) },
+      { name: 'webhook deliveries', run: (now) => pruneDeliveries(em(), now, config.eventsRetentionDays) },
     ],
     options.clock ?? systemClock,
     logger,
@@ -155,6 +176,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await metricsServer?.close();
     throw error;
   });
+  await deliverer.start();
   const { port } = http.address() as AddressInfo;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
 
@@ -177,6 +199,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         await events.stop();
         await closeServer(http, config.shutdownTimeoutMs);
         await metricsServer?.close();
+        // Attempts under way end (or are cut off, to be made again elsewhere); the leases go back.
+        await deliverer.stop();
         // Handlers of clients that hung up may still be running: the ORM closes after them.
         if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {
           logger.warn({ running: inFlight.size }, 'stopping with request handlers still running');

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { BatchApplyData, BatchApplyErrors, BatchApplyResponses, EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses } from './types.gen.js';
+import type { BatchApplyData, BatchApplyErrors, BatchApplyResponses, EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses, WebhooksCreateData, WebhooksCreateErrors, WebhooksCreateResponses, WebhooksDeleteData, WebhooksDeleteErrors, WebhooksDeleteResponses, WebhooksDeliveriesData, WebhooksDeliveriesErrors, WebhooksDeliveriesResponses, WebhooksGetData, WebhooksGetErrors, WebhooksGetResponses, WebhooksListData, WebhooksListErrors, WebhooksListResponses, WebhooksReplayData, WebhooksReplayErrors, WebhooksReplayResponses, WebhooksRotateSecretData, WebhooksRotateSecretErrors, WebhooksRotateSecretResponses, WebhooksTestData, WebhooksTestErrors, WebhooksTestResponses, WebhooksUpdateData, WebhooksUpdateErrors, WebhooksUpdateResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -308,5 +308,118 @@ export const eventsList = <ThrowOnError extends boolean = false>(options?: Optio
 export const eventsTicket = <ThrowOnError extends boolean = false>(options?: Options<EventsTicketData, ThrowOnError>): RequestResult<EventsTicketResponses, EventsTicketErrors, ThrowOnError> => (options?.client ?? client).post<EventsTicketResponses, EventsTicketErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
     url: '/api/users/me/events/tickets',
+    ...options
+});
+
+/**
+ * Your webhooks
+ *
+ * Every webhook of yours, oldest first.
+ */
+export const webhooksList = <ThrowOnError extends boolean = false>(options?: Options<WebhooksListData, ThrowOnError>): RequestResult<WebhooksListResponses, WebhooksListErrors, ThrowOnError> => (options?.client ?? client).get<WebhooksListResponses, WebhooksListErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/webhooks',
+    ...options
+});
+
+/**
+ * Create a webhook
+ *
+ * Pushes your change log (the events of GET /api/users/me/events) to `url`, in order, at least once, each event a `POST` signed as the Standard Webhooks specification says: headers `webhook-id` (the event id, the same on every retry and replay), `webhook-timestamp` and `webhook-signature`.
+ *
+ * `events` (default `["*"]`): event types, `project.*`, `task.*` or `*`. Delivery starts after the newest event of the log. `meta.secret` is the signing secret, shown this once.
+ *
+ * At most 10 webhooks per user (422 `limit_reached`). The URL must be `https:`, without user info, and its host must resolve to public addresses only (422 `invalid` on `/webhook/url`).
+ */
+export const webhooksCreate = <ThrowOnError extends boolean = false>(options: Options<WebhooksCreateData, ThrowOnError>): RequestResult<WebhooksCreateResponses, WebhooksCreateErrors, ThrowOnError> => (options.client ?? client).post<WebhooksCreateResponses, WebhooksCreateErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/webhooks',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete a webhook
+ *
+ * Stops its deliveries and forgets its attempts.
+ */
+export const webhooksDelete = <ThrowOnError extends boolean = false>(options: Options<WebhooksDeleteData, ThrowOnError>): RequestResult<WebhooksDeleteResponses, WebhooksDeleteErrors, ThrowOnError> => (options.client ?? client).delete<WebhooksDeleteResponses, WebhooksDeleteErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/webhooks/{id}',
+    ...options
+});
+
+/**
+ * A webhook
+ */
+export const webhooksGet = <ThrowOnError extends boolean = false>(options: Options<WebhooksGetData, ThrowOnError>): RequestResult<WebhooksGetResponses, WebhooksGetErrors, ThrowOnError> => (options.client ?? client).get<WebhooksGetResponses, WebhooksGetErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/webhooks/{id}',
+    ...options
+});
+
+/**
+ * Change a webhook, or enable or disable it
+ *
+ * Any of `url`, `events`, `description` and `state`. Enabling a disabled webhook resumes delivery from the first event it has not delivered; when that event is no longer kept (EVENTS_RETENTION_DAYS) it is 410 `cursor_expired` with `meta.last_event_id`: replay from a kept id, then enable.
+ */
+export const webhooksUpdate = <ThrowOnError extends boolean = false>(options: Options<WebhooksUpdateData, ThrowOnError>): RequestResult<WebhooksUpdateResponses, WebhooksUpdateErrors, ThrowOnError> => (options.client ?? client).patch<WebhooksUpdateResponses, WebhooksUpdateErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/webhooks/{id}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * A webhook's delivery attempts
+ *
+ * Every attempt, newest first, 50 a page, kept as long as events are.
+ */
+export const webhooksDeliveries = <ThrowOnError extends boolean = false>(options: Options<WebhooksDeliveriesData, ThrowOnError>): RequestResult<WebhooksDeliveriesResponses, WebhooksDeliveriesErrors, ThrowOnError> => (options.client ?? client).get<WebhooksDeliveriesResponses, WebhooksDeliveriesErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/webhooks/{id}/deliveries',
+    ...options
+});
+
+/**
+ * Deliver events again
+ *
+ * Delivers again every kept event after `replay.after` that matches the webhook's events, in order, before newer ones (with the same `webhook-id` as before). An id older than what is kept, or not in your log, is 410 `cursor_expired` with `meta.last_event_id`. A disabled webhook delivers them once enabled.
+ */
+export const webhooksReplay = <ThrowOnError extends boolean = false>(options: Options<WebhooksReplayData, ThrowOnError>): RequestResult<WebhooksReplayResponses, WebhooksReplayErrors, ThrowOnError> => (options.client ?? client).post<WebhooksReplayResponses, WebhooksReplayErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/webhooks/{id}/replay',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Send a test event
+ *
+ * Delivers a `webhook.test` event (not in the change log, with a `webhook-id` of its own) whatever the webhook's events and state, once: its attempt shows in the deliveries.
+ */
+export const webhooksTest = <ThrowOnError extends boolean = false>(options: Options<WebhooksTestData, ThrowOnError>): RequestResult<WebhooksTestResponses, WebhooksTestErrors, ThrowOnError> => (options.client ?? client).post<WebhooksTestResponses, WebhooksTestErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/webhooks/{id}/test',
+    ...options
+});
+
+/**
+ * A new signing secret
+ *
+ * Answers a new `meta.secret`. For 24 hours the previous secret keeps signing beside it (`webhook-signature` then carries two signatures, separated by a space), so receivers can switch without losing a delivery.
+ */
+export const webhooksRotateSecret = <ThrowOnError extends boolean = false>(options: Options<WebhooksRotateSecretData, ThrowOnError>): RequestResult<WebhooksRotateSecretResponses, WebhooksRotateSecretErrors, ThrowOnError> => (options.client ?? client).post<WebhooksRotateSecretResponses, WebhooksRotateSecretErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/webhooks/{id}/secret',
     ...options
 });

@@ -146,6 +146,54 @@ export type DeletedResource = {
     id: number;
 };
 
+export type Webhook = {
+    type: 'webhook';
+    id: number;
+    attributes: {
+        url: string;
+        events: Array<'*' | 'project.*' | 'task.*' | 'project.created' | 'project.updated' | 'project.deleted' | 'task.created' | 'task.updated'>;
+        description: string;
+        state: 'enabled' | 'disabled';
+        /**
+         * Why delivery stopped, when the service disabled the webhook; null otherwise.
+         */
+        disabledReason: string | null;
+        /**
+         * Unix seconds.
+         */
+        createdAt: number;
+        /**
+         * The newest event of your change log this webhook is done with (delivered, or not matching its events); the next delivery is of a later one.
+         */
+        lastEventId: string;
+    };
+};
+
+export type Delivery = {
+    type: 'delivery';
+    id: number;
+    attributes: {
+        eventId: string;
+        eventType: string;
+        /**
+         * This attempt of the event: 1 for the first.
+         */
+        attempt: number;
+        /**
+         * Unix seconds when the attempt started.
+         */
+        at: number;
+        outcome: 'delivered' | 'failed' | 'blocked';
+        httpStatus: number | null;
+        error: string | null;
+        durationMs: number;
+        /**
+         * Unix seconds of the next attempt of a failed event; null when none is planned.
+         */
+        nextAttemptAt: number | null;
+    };
+};
+
 export type ErrorEnvelope = {
     errors: Array<{
         /**
@@ -155,7 +203,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -180,7 +228,7 @@ export type CursorExpired = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -1768,3 +1816,599 @@ export type EventsTicketResponses = {
 };
 
 export type EventsTicketResponse = EventsTicketResponses[keyof EventsTicketResponses];
+
+export type WebhooksListData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/users/me/webhooks';
+};
+
+export type WebhooksListErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksListError = WebhooksListErrors[keyof WebhooksListErrors];
+
+export type WebhooksListResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Array<Webhook>;
+    };
+};
+
+export type WebhooksListResponse = WebhooksListResponses[keyof WebhooksListResponses];
+
+export type WebhooksCreateData = {
+    body: {
+        webhook: {
+            /**
+             * An absolute `https:` URL of at most 2048 characters, without user info, whose host resolves to public addresses only.
+             */
+            url: string;
+            /**
+             * The events to deliver: event types, `project.*`, `task.*` or `*` (every event).
+             */
+            events?: Array<'*' | 'project.*' | 'task.*' | 'project.created' | 'project.updated' | 'project.deleted' | 'task.created' | 'task.updated'>;
+            /**
+             * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            description?: string;
+        };
+    };
+    path?: never;
+    query?: never;
+    url: '/api/users/me/webhooks';
+};
+
+export type WebhooksCreateErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `limit_reached`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksCreateError = WebhooksCreateErrors[keyof WebhooksCreateErrors];
+
+export type WebhooksCreateResponses = {
+    /**
+     * Created
+     */
+    201: {
+        data: Webhook;
+        meta: {
+            /**
+             * The signing secret, `whsec_` and the base64 of 32 random bytes. Shown this once.
+             */
+            secret: string;
+        };
+    };
+};
+
+export type WebhooksCreateResponse = WebhooksCreateResponses[keyof WebhooksCreateResponses];
+
+export type WebhooksDeleteData = {
+    body?: never;
+    path: {
+        /**
+         * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/webhooks/{id}';
+};
+
+export type WebhooksDeleteErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksDeleteError = WebhooksDeleteErrors[keyof WebhooksDeleteErrors];
+
+export type WebhooksDeleteResponses = {
+    /**
+     * Done; no content.
+     */
+    204: void;
+};
+
+export type WebhooksDeleteResponse = WebhooksDeleteResponses[keyof WebhooksDeleteResponses];
+
+export type WebhooksGetData = {
+    body?: never;
+    path: {
+        /**
+         * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/webhooks/{id}';
+};
+
+export type WebhooksGetErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksGetError = WebhooksGetErrors[keyof WebhooksGetErrors];
+
+export type WebhooksGetResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Webhook;
+    };
+};
+
+export type WebhooksGetResponse = WebhooksGetResponses[keyof WebhooksGetResponses];
+
+export type WebhooksUpdateData = {
+    body: {
+        webhook: {
+            /**
+             * An absolute `https:` URL of at most 2048 characters, without user info, whose host resolves to public addresses only.
+             */
+            url?: string;
+            /**
+             * The events to deliver: event types, `project.*`, `task.*` or `*` (every event).
+             */
+            events?: Array<'*' | 'project.*' | 'task.*' | 'project.created' | 'project.updated' | 'project.deleted' | 'task.created' | 'task.updated'>;
+            /**
+             * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            description?: string;
+            state?: 'enabled' | 'disabled';
+        };
+    };
+    path: {
+        /**
+         * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/webhooks/{id}';
+};
+
+export type WebhooksUpdateErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor)
+     */
+    410: CursorExpired;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksUpdateError = WebhooksUpdateErrors[keyof WebhooksUpdateErrors];
+
+export type WebhooksUpdateResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Webhook;
+    };
+};
+
+export type WebhooksUpdateResponse = WebhooksUpdateResponses[keyof WebhooksUpdateResponses];
+
+export type WebhooksDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: {
+        /**
+         * Page number, from 1.
+         */
+        page?: number;
+    };
+    url: '/api/webhooks/{id}/deliveries';
+};
+
+export type WebhooksDeliveriesErrors = {
+    /**
+     * Bad request: `invalid_json`, `invalid` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksDeliveriesError = WebhooksDeliveriesErrors[keyof WebhooksDeliveriesErrors];
+
+export type WebhooksDeliveriesResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Array<Delivery>;
+        links: PageLinks;
+    };
+};
+
+export type WebhooksDeliveriesResponse = WebhooksDeliveriesResponses[keyof WebhooksDeliveriesResponses];
+
+export type WebhooksReplayData = {
+    body: {
+        replay: {
+            /**
+             * Every kept event after this id is delivered again.
+             */
+            after: string;
+        };
+    };
+    path: {
+        /**
+         * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/webhooks/{id}/replay';
+};
+
+export type WebhooksReplayErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor)
+     */
+    410: CursorExpired;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksReplayError = WebhooksReplayErrors[keyof WebhooksReplayErrors];
+
+export type WebhooksReplayResponses = {
+    /**
+     * OK
+     */
+    202: {
+        data: Webhook;
+    };
+};
+
+export type WebhooksReplayResponse = WebhooksReplayResponses[keyof WebhooksReplayResponses];
+
+export type WebhooksTestData = {
+    body?: never;
+    path: {
+        /**
+         * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/webhooks/{id}/test';
+};
+
+export type WebhooksTestErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksTestError = WebhooksTestErrors[keyof WebhooksTestErrors];
+
+export type WebhooksTestResponses = {
+    /**
+     * OK
+     */
+    202: {
+        data: Webhook;
+    };
+};
+
+export type WebhooksTestResponse = WebhooksTestResponses[keyof WebhooksTestResponses];
+
+export type WebhooksRotateSecretData = {
+    body?: never;
+    path: {
+        /**
+         * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/webhooks/{id}/secret';
+};
+
+export type WebhooksRotateSecretErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type WebhooksRotateSecretError = WebhooksRotateSecretErrors[keyof WebhooksRotateSecretErrors];
+
+export type WebhooksRotateSecretResponses = {
+    /**
+     * Created
+     */
+    201: {
+        data: Webhook;
+        meta: {
+            /**
+             * The signing secret, `whsec_` and the base64 of 32 random bytes. Shown this once.
+             */
+            secret: string;
+        };
+    };
+};
+
+export type WebhooksRotateSecretResponse = WebhooksRotateSecretResponses[keyof WebhooksRotateSecretResponses];

@@ -6,6 +6,7 @@ import { createCallerFactory, router } from '../core/trpc.js';
 import { projectsRouter } from '../projects/projects.router.js';
 import { tasksRouter } from '../tasks/tasks.router.js';
 import { usersRouter } from '../users/users.router.js';
+import { webhooksRouter } from '../webhooks/webhooks.router.js';
 
 export const appRouter = router({
   users: usersRouter,
@@ -13,6 +14,7 @@ export const appRouter = router({
   tasks: tasksRouter,
   batch: batchProcedures,
   events: eventsRouter,
+  webhooks: webhooksRouter,
 });
 
 // Answers are checked against their schemas in tests and development, not in production.

@@ -173,6 +173,8 @@ export class EventHub implements LiveEvents {
   /** Leases of closed streams not yet deleted, and the deletion under way. */
   #toRelease: Lease[] = [];
   #releasing: Promise<void> | undefined;
+  /** Listeners of every notification in this process (webhook delivery), besides the streams. */
+  readonly #watchers = new Set<(userId: number | null) => void>();
 
   constructor(private readonly options: EventHubOptions) {
     this.idleMs = options.idleMs ?? 15_000;
@@ -230,6 +232,25 @@ export class EventHub implements LiveEvents {
     return subscription;
   }
 
+  /**
+   * Calls `listener` with the user of each notification of the change log, and with `null`
+   * when notifications may have been missed (the LISTEN connection was lost, then again once it
+   * is back): the listener then looks at every user. The connection is kept while any listener
+   * remains. Resolves once listening; a database that cannot be reached is retried in the
+   * background (the listener hears `null` when it comes back). Returns the way to stop.
+   */
+  async watch(listener: (userId: number | null) => void): Promise<() => void> {
+    this.#watchers.add(listener);
+    const unwatch = () => void this.#watchers.delete(listener);
+    try {
+      await this.#listen();
+    } catch (error) {
+      this.options.log?.warn({ err: error }, 'change log listener cannot connect yet; retrying');
+      this.#retryListen(100);
+    }
+    return unwatch;
+  }
+
   /** Ends every stream of a token in this process (it was revoked); other processes notice at their next check. */
   closeToken(tokenHash: string): void {
     const revoked = DomainError.unauthorized('The access token was revoked.');
@@ -238,6 +259,7 @@ export class EventHub implements LiveEvents {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#watchers.clear();
     clearTimeout(this.#retry);
     for (const set of [...this.#byUser.values()]) for (const s of [...set]) s.close();
     const client = this.#client;
@@ -319,10 +341,12 @@ export class EventHub implements LiveEvents {
 
   #notify(notification: Notification): void {
     for (const s of this.#byUser.get(notification.userId) ?? []) s.offer(notification.events ?? null);
+    for (const watcher of this.#watchers) watcher(notification.userId);
   }
 
   #wakeAll(): void {
     for (const set of this.#byUser.values()) for (const s of set) s.offer(null);
+    for (const watcher of this.#watchers) watcher(null);
   }
 
   /** Connects the LISTEN connection once; a lost one is replaced, and every stream re-reads. */
@@ -366,23 +390,26 @@ export class EventHub implements LiveEvents {
     // its next idle tick (15 s). When the database itself is gone that read fails, and the
     // stream ends at once with an error event, so its client retries instead of waiting.
     this.#wakeAll();
-    const attempt = (delay: number) => {
-      this.#retry = setTimeout(() => {
-        if (this.#stopped || this.#byUser.size === 0) return;
-        this.#listen().then(
-          () => this.#wakeAll(), // notifications may have been missed while it was down
-          () => {
-            // The database cannot be reached: the streams read again, fail, and end with an
-            // error event. (The reads woken when the connection was lost may have come first,
-            // from backends the shutdown had not ended yet, and succeeded.)
-            this.#wakeAll();
-            attempt(Math.min(delay * 2, 5_000));
-          },
-        );
-      }, delay);
-      this.#retry.unref();
-    };
-    attempt(100);
+    this.#retryListen(100);
+  }
+
+  /** Connects the LISTEN connection again after `delay`, doubling it (up to 5 s) while it fails. */
+  #retryListen(delay: number): void {
+    clearTimeout(this.#retry);
+    this.#retry = setTimeout(() => {
+      if (this.#stopped || (this.#byUser.size === 0 && this.#watchers.size === 0)) return;
+      this.#listen().then(
+        () => this.#wakeAll(), // notifications may have been missed while it was down
+        () => {
+          // The database cannot be reached: the streams read again, fail, and end with an
+          // error event. (The reads woken when the connection was lost may have come first,
+          // from backends the shutdown had not ended yet, and succeeded.)
+          this.#wakeAll();
+          this.#retryListen(Math.min(delay * 2, 5_000));
+        },
+      );
+    }, delay);
+    this.#retry.unref();
   }
 }
 

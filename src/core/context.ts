@@ -11,13 +11,13 @@ import { PASSWORD_HASH_COST } from '../config.js';
 import type { Clock } from './clock.js';
 import type { DomainError, ErrorCode } from './errors.js';
 import type { Logger } from './logger.js';
-import type { Resource, ResourceReaders } from './resource.js';
+import type { PathResource, ResourceReaders } from './resource.js';
 
 export interface AppMeta extends OpenApiMeta {
   /** REST success status when not 200. */
-  successStatus?: 201 | 204;
+  successStatus?: 201 | 202 | 204;
   /** The record a path id names; a bad id is `record_not_found` on it. */
-  resource?: Resource;
+  resource?: PathResource;
   /** Input members that come from the query string. */
   queryParameters?: string[];
   /** Request-specific codes the operation can answer with (documented in openapi.json). */
@@ -57,6 +57,8 @@ export interface Context {
   log?: Logger;
   /** The change log's live side in this process (src/changes/event-hub.ts). */
   live?: LiveEvents;
+  /** How webhook URLs are checked, and this process's deliverer (src/webhooks/). */
+  webhooks?: WebhookHost;
   /** Set by the REST door, whose path id and query integers arrive as text. */
   door?: 'rest';
   /**
@@ -66,6 +68,16 @@ export interface Context {
    * anonymous caller learns nothing from validation and both doors check in one order.
    */
   refusal?: DomainError;
+}
+
+/** What the webhooks' procedures need of the process (API-CONTRACT.md §14). */
+export interface WebhookHost {
+  /** WEBHOOK_ALLOW_PRIVATE_URLS: `http:` and private addresses allowed. */
+  allowPrivateUrls: boolean;
+  /** How host names are resolved; the system's resolver when absent. */
+  resolve?: (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
+  /** Tells this process's deliverer a webhook of the user may have something to send now. */
+  wake?: (userId: number) => void;
 }
 
 /** What a stream of the change log needs from this process's event hub. */

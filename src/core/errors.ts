@@ -26,6 +26,7 @@ export const ERROR_CATALOGUE = {
   too_long: { status: 422, title: VALIDATION, detail: 'This value is too long.' },
   too_short: { status: 422, title: VALIDATION, detail: 'This value is too short.' },
   taken: { status: 422, title: VALIDATION, detail: 'This value is already taken.' },
+  limit_reached: { status: 422, title: VALIDATION, detail: 'You have as many of these as a user may have.' },
   must_be_set: { status: 422, title: STATE, detail: 'This attribute must be set.' },
   cannot_be_set: { status: 422, title: STATE, detail: 'This attribute cannot be set here.' },
   cannot_be_before_started_at: { status: 422, title: STATE, detail: 'This date cannot be before the start.' },
@@ -121,7 +122,7 @@ export class DomainError extends Error {
     return DomainError.of(code, { status: 422, pointer, detail });
   }
 
-  static notFound(resource: 'project' | 'task' | 'user'): DomainError {
+  static notFound(resource: 'project' | 'task' | 'user' | 'webhook'): DomainError {
     return DomainError.of('record_not_found', {
       detail: `No ${resource} with this id exists for the current user.`,
       pointer: `/${resource}`,
@@ -209,7 +210,7 @@ export interface ZodConversionOptions {
   /** Raw input the schema saw; tells a missing member from one of the wrong type. */
   rawInput: unknown;
   /** Resource whose path id this procedure takes (`id` issues become 404 record_not_found). */
-  resource?: 'project' | 'task';
+  resource?: 'project' | 'task' | 'webhook';
   /** Members that come from the query string (issues become 400 with `source.parameter`). */
   queryParameters?: readonly string[];
   /** Top-level body wrappers (`project`, `task`, `user`). */

@@ -8,6 +8,9 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 
 export type Resource = 'project' | 'task';
 
+/** What a path id may name: a resource of the change log, or a webhook (API-CONTRACT.md §14). */
+export type PathResource = Resource | 'webhook';
+
 export interface ResourceReader {
   /** The `data` documents of these of the user's resources, by id (a missing one is absent). */
   documents(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<Map<number, unknown>>;

@@ -16,7 +16,7 @@ import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { failureLog, poolStateOf } from '../core/failure-log.js';
 import { toErrorResponse, unavailable } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
-import { createContextInner, type Context } from '../core/context.js';
+import { createContextInner, type Context, type WebhookHost } from '../core/context.js';
 import { resources } from '../app/resources.js';
 import { appRouter } from '../app/router.js';
 import { authenticate } from '../users/authentication.js';
@@ -48,6 +48,8 @@ export interface AppDependencies {
   databaseUp?: () => boolean;
   /** Counts and times every request (src/metrics/); none are kept when omitted. */
   metrics?: ServiceMetrics;
+  /** Webhook URL checks (WEBHOOK_ALLOW_PRIVATE_URLS) and this process's deliverer; public URLs only when omitted. */
+  webhooks?: WebhookHost;
 }
 
 /**
@@ -114,6 +116,7 @@ export function createApp(deps: AppDependencies): express.Express {
       enterProcedure: deps.inFlight && (() => deps.inFlight!.enter()),
       log: logger,
       live: events,
+      webhooks: deps.webhooks,
       refusal,
     });
   };

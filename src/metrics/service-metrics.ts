@@ -17,6 +17,7 @@ import { EVENTS_PATH } from '../changes/events.router.js';
 import { appRouter } from '../app/router.js';
 import { restRoutes } from '../core/rest-routes.js';
 import { requestScope, type RateLimitKind, type RequestScope } from '../core/request-scope.js';
+import type { DeliveryObserver } from '../webhooks/deliverer.js';
 
 /** Operations that are not procedures of the router. */
 export const FIXED_OPERATIONS = ['healthz', 'readyz', 'openapi', 'docs', 'events.stream', 'batch', 'unmatched'] as const;
@@ -89,6 +90,9 @@ export class ServiceMetrics {
   readonly #acquire: Histogram;
   #pool: PgPoolLike | undefined;
   #openStreams: (() => number) | undefined;
+  readonly #deliveries: Counter;
+  readonly #firstAttempt: Histogram;
+  #waiting: (() => Promise<Record<'enabled' | 'disabled', number>>) | undefined;
 
   constructor(options: ServiceMetricsOptions = {}) {
     const registers = [this.registry];
@@ -172,6 +176,51 @@ export class ServiceMetrics {
       },
     });
     for (const kind of ['auth', 'unknown_token', 'token', 'streams'] satisfies RateLimitKind[]) this.#refusals.inc({ limit: kind }, 0);
+    this.#deliveries = new Counter({
+      name: 'planning_webhook_deliveries_total',
+      help: 'Webhook delivery attempts made by this process, by outcome: delivered (2xx in time), failed, blocked (the URL resolved to a refused address).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    for (const outcome of ['delivered', 'failed', 'blocked']) this.#deliveries.inc({ outcome }, 0);
+    this.#firstAttempt = new Histogram({
+      name: 'planning_webhook_first_attempt_seconds',
+      help: "Time from an event's commit to the first attempt to deliver it to a webhook.",
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    const waiting = () => this.#waiting;
+    new Gauge({
+      name: 'planning_webhook_events_waiting',
+      help: "Events of the change log after each webhook's place, summed by the webhook's state (enabled: on their way; disabled: held). Read from the database, the same in every process.",
+      labelNames: ['state'],
+      registers,
+      aggregator: 'max',
+      async collect() {
+        const read = waiting();
+        if (!read) return;
+        try {
+          const counts = await read();
+          this.set({ state: 'enabled' }, counts.enabled);
+          this.set({ state: 'disabled' }, counts.disabled);
+        } catch {
+          // The database cannot say right now: the gauge keeps its last values.
+        }
+      },
+    });
+  }
+
+  /** What the webhook deliverer reports (src/webhooks/deliverer.ts). */
+  webhookObserver(): DeliveryObserver {
+    return {
+      attempted: (outcome) => this.#deliveries.inc({ outcome }),
+      firstAttempt: (seconds) => this.#firstAttempt.observe(seconds),
+    };
+  }
+
+  /** Where the events waiting for webhooks are counted (a query, on every scrape). */
+  watchWebhooks(waiting: () => Promise<Record<'enabled' | 'disabled', number>>): void {
+    this.#waiting = waiting;
   }
 
   /** Reads the pool's counts on every scrape and times each wait for one of its connections. */

@@ -237,7 +237,7 @@ function deliver<T>(ctx: AuthedContext, outcome: Outcome<T>): T {
 async function checkIfMatch(ctx: AuthedContext, em: SqlEntityManager, userId: number): Promise<void> {
   const header = ctx.header('If-Match');
   const resource = ctx.call.meta?.resource;
-  if (header === undefined || !resource) return;
+  if (header === undefined || (resource !== 'project' && resource !== 'task')) return;
   const id = Number((await ctx.call.rawInput() as { id?: unknown }).id);
   const current = Number.isSafeInteger(id) && id >= 1 && id <= 2_147_483_647 ? await ctx.resources[resource].currentEtag(em, userId, id) : null;
   if (current !== null && !ifMatchHolds(header, current)) {

@@ -1,0 +1,316 @@
+/**
+ * Webhook delivery in one server process (API-CONTRACT.md §14), a consumer of the change log
+ * started by the server beside the event hub and never called by a write.
+ *
+ * - Woken at once by the change log's notifications (the event hub's LISTEN connection), it
+ *   takes the due webhooks of the users named (delivery.store.ts `claimDue`: a lease, one
+ *   statement); a round over every user runs every `pollMs` (5 s), and at the time of each
+ *   retry this process planned, as a safety net for a notification lost or a process gone.
+ * - A leased webhook's events go out one at a time in id order, each a POST signed as
+ *   Standard Webhooks says with the event id as `webhook-id`; each attempt is recorded with
+ *   the move of the webhook's place in one statement, so a crash between the POST and that
+ *   statement means the event is attempted again (same `webhook-id`) once the lease expires
+ *   (twice the timeout and 10 s). At least once, in order, per webhook.
+ * - A failure waits the next step of the retry schedule (±10 % jitter; a Retry-After of a 429
+ *   or 503 up to an hour when longer), with later events behind it; a 410 or an exhausted
+ *   schedule disables the webhook, logged once with why.
+ * - At most `concurrency` webhooks are attempted at once by a process.
+ */
+import { randomUUID } from 'node:crypto';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { WebhookConfig } from '../config.js';
+import type { Logger } from '../core/logger.js';
+import { isDatabaseUnavailable } from '../core/failures.js';
+import type { Resolve } from './address-guard.js';
+import { claimDue, recordStep, releaseLeases, type Attempt, type ClaimedWebhook, type Step } from './delivery.store.js';
+import { postOnce, type OutboundResult } from './outbound.js';
+import { matchesPatterns } from './webhook.schema.js';
+import { signedHeaders } from './signature.js';
+
+/** What the deliverer tells the metrics (src/metrics/service-metrics.ts). */
+export interface DeliveryObserver {
+  attempted(outcome: Attempt['outcome'], durationMs: number): void;
+  /** Seconds from an event's commit to its first attempt. */
+  firstAttempt(seconds: number): void;
+}
+
+/** What hears the change log's notifications (src/changes/event-hub.ts `watch`). */
+export interface ChangeNotifications {
+  watch(listener: (userId: number | null) => void): Promise<() => void>;
+}
+
+export interface DelivererOptions {
+  /** A fresh entity manager per statement. */
+  em: () => SqlEntityManager;
+  notifications: ChangeNotifications;
+  config: WebhookConfig;
+  log: Logger;
+  /** How host names are resolved (tests pass their own); the system's by default. */
+  resolve?: Resolve;
+  observer?: DeliveryObserver;
+  /** Milliseconds between rounds over every user; 5 s. */
+  pollMs?: number;
+  /** Webhooks this process attempts at once; 16. */
+  concurrency?: number;
+  /** The process's clock (leases, retries); Date.now by default. */
+  now?: () => number;
+}
+
+/** The longest a Retry-After is honoured: an hour. */
+const MAX_RETRY_AFTER_SECONDS = 3600;
+/** Retries planned further than this are left to the rounds over every user. */
+const MAX_TIMER_MS = 60 * 60 * 1000;
+
+export class WebhookDeliverer {
+  readonly owner = randomUUID();
+  readonly #options: DelivererOptions;
+  readonly #now: () => number;
+  readonly #pollMs: number;
+  readonly #concurrency: number;
+  readonly #leaseMs: number;
+  /** Webhooks under way in this process, by `user:id`; `true` when their user was notified meanwhile. */
+  readonly #running = new Map<string, boolean>();
+  /** Users to look at in the next round; `null` in it means every user. */
+  #wanted = new Set<number | null>();
+  #round: Promise<void> | undefined;
+  #scheduled = false;
+  #poll: NodeJS.Timeout | undefined;
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #unwatch: (() => void) | undefined;
+  #stopped = false;
+  readonly #aborts = new AbortController();
+  readonly #loops = new Set<Promise<void>>();
+
+  constructor(options: DelivererOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+    this.#pollMs = options.pollMs ?? 5_000;
+    this.#concurrency = options.concurrency ?? 16;
+    this.#leaseMs = 2 * options.config.timeoutMs + 10_000;
+  }
+
+  async start(): Promise<void> {
+    this.#unwatch = await this.#options.notifications.watch((userId) => this.wake(userId));
+    this.#poll = setInterval(() => this.wake(null), this.#pollMs);
+    this.#poll.unref();
+    this.wake(null);
+  }
+
+  /** Looks for due webhooks of `userId` (null: of every user) soon. */
+  wake(userId: number | null): void {
+    if (this.#stopped) return;
+    if (userId !== null) {
+      // A webhook of this user under way here may have been passed over by that look: it looks again when done.
+      for (const key of this.#running.keys()) if (key.startsWith(`${userId}:`)) this.#running.set(key, true);
+    }
+    this.#wanted.add(userId);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      void this.#runRound();
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#unwatch?.();
+    clearInterval(this.#poll);
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#aborts.abort();
+    await Promise.race([Promise.allSettled([...this.#loops, this.#round]), new Promise((r) => setTimeout(r, 5_000).unref())]);
+    // What this process held goes back now, not when the leases expire.
+    await releaseLeases(this.#options.em(), this.owner).catch(() => undefined);
+  }
+
+  async #runRound(): Promise<void> {
+    if (this.#round) {
+      // One round at a time: the one under way is followed by another for what came meanwhile.
+      await this.#round;
+      if (this.#wanted.size > 0 && !this.#scheduled) this.wake(null);
+      return;
+    }
+    const wanted = this.#wanted;
+    this.#wanted = new Set();
+    this.#round = this.#claim(wanted.has(null) ? null : [...wanted] as number[]).finally(() => {
+      this.#round = undefined;
+    });
+    await this.#round;
+  }
+
+  async #claim(users: number[] | null): Promise<void> {
+    const free = this.#concurrency - this.#running.size;
+    if (free <= 0 || this.#stopped) {
+      if (!this.#stopped) this.#retryLater(users, 100);
+      return;
+    }
+    let claimed: ClaimedWebhook[];
+    const now = this.#now();
+    try {
+      claimed = await claimDue(this.#options.em(), this.owner, new Date(now), new Date(now + this.#leaseMs), free, users);
+    } catch (error) {
+      this.#logFailure(error, 'webhook deliveries could not be looked up this round');
+      this.#retryLater(users, 1_000);
+      return;
+    }
+    for (const webhook of claimed) {
+      const key = `${webhook.user_id}:${webhook.id}`;
+      this.#running.set(key, false);
+      const loop = this.#deliver(webhook)
+        .catch((error: unknown) => this.#logFailure(error, 'webhook delivery stopped; its lease expires and it is attempted again'))
+        .finally(() => {
+          const notified = this.#running.get(key);
+          this.#running.delete(key);
+          this.#loops.delete(loop);
+          if (notified) this.wake(webhook.user_id);
+        });
+      this.#loops.add(loop);
+    }
+    // The process had no room for every due webhook: the next round takes more.
+    if (claimed.length === free) this.#retryLater(users, 50);
+  }
+
+  #retryLater(users: number[] | null, ms: number): void {
+    this.#after(ms, () => {
+      if (users === null) this.wake(null);
+      else for (const user of users) this.wake(user);
+    });
+  }
+
+  #after(ms: number, run: () => void): void {
+    if (this.#stopped || ms > MAX_TIMER_MS) return;
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      run();
+    }, Math.max(0, ms));
+    timer.unref();
+    this.#timers.add(timer);
+  }
+
+  /** Attempts a leased webhook's test event, then its events in order, until none is left, one fails, or the lease is lost. */
+  async #deliver(webhook: ClaimedWebhook): Promise<void> {
+    const base = { userId: webhook.user_id, id: webhook.id, owner: this.owner, generation: webhook.generation };
+    const secrets = [webhook.secret];
+    if (webhook.previous_secret && webhook.previous_secret_until && new Date(webhook.previous_secret_until).getTime() > this.#now()) {
+      secrets.push(webhook.previous_secret);
+    }
+    const lease = () => new Date(this.#now() + this.#leaseMs);
+
+    if (webhook.test_event) {
+      const test = webhook.test_event;
+      const body = JSON.stringify({ id: test.id, type: 'webhook.test', data: { type: 'webhook', id: webhook.id }, at: test.at });
+      const attempt = await this.#attempt(webhook, secrets, test.id, 'webhook.test', body, 1);
+      // A test is attempted once, whatever its outcome: it shows the receiver works, and plans nothing.
+      const recorded = await this.#record({ ...base, attempt: { ...attempt, nextAttemptAt: null }, testId: test.id, leaseUntil: webhook.log_due ? lease() : null });
+      if (!recorded.held || !webhook.log_due) return;
+    } else if (!webhook.log_due) {
+      await this.#record({ ...base, leaseUntil: null });
+      return;
+    }
+
+    let attempts = webhook.attempt;
+    let pending = webhook.pending;
+    for (;;) {
+      if (this.#stopped) return; // the lease goes back with the others (stop)
+      const next = pending.find((e) => matchesPatterns(webhook.events, e.type));
+      if (!next) {
+        // Nothing of the events in hand matches: the place moves past them, the lease goes back.
+        const last = pending.at(-1)?.id;
+        const recorded = await this.#record({ ...base, ...(last === undefined ? {} : { cursor: last }), leaseUntil: null });
+        if (recorded.held && recorded.more && recorded.enabled) this.#again(webhook);
+        return;
+      }
+      const body = JSON.stringify({ id: next.id, type: next.type, data: next.data, at: Math.floor(next.at) });
+      if (attempts === 0) this.#options.observer?.firstAttempt(Math.max(0, this.#now() / 1000 - next.at));
+      const attempt = await this.#attempt(webhook, secrets, next.id, next.type, body, attempts + 1);
+      if (attempt.outcome === 'delivered') {
+        const rest = pending.slice(pending.indexOf(next) + 1);
+        const { retryAfterSeconds: _unused, ...logged } = attempt;
+        const recorded = await this.#record({ ...base, attempt: logged, cursor: next.id, leaseUntil: rest.length > 0 ? lease() : null });
+        if (!recorded.held) return;
+        if (rest.length > 0) {
+          pending = rest;
+          attempts = 0;
+          continue;
+        }
+        // Events after those in hand: a claim of its own reads them (the lease went back with the record).
+        if (recorded.more && recorded.enabled) this.#again(webhook);
+        return;
+      }
+      // Failed or blocked: the event waits, and every later one behind it.
+      const failures = attempts + 1;
+      const schedule = this.#options.config.retrySchedule;
+      let disable: string | undefined;
+      let nextAttemptAt: Date | null = null;
+      if (attempt.outcome === 'failed' && attempt.httpStatus === 410) {
+        disable = 'The URL answered 410 Gone.';
+      } else if (failures > schedule.length) {
+        disable = `${failures} attempts in a row failed (the last: ${attempt.error ?? 'no answer'}); the retry schedule is exhausted.`;
+      } else {
+        let waitMs = schedule[failures - 1]! * 1000 * (0.9 + 0.2 * Math.random());
+        const retryAfter = attempt.retryAfterSeconds;
+        if (retryAfter != null && (attempt.httpStatus === 429 || attempt.httpStatus === 503)) {
+          waitMs = Math.max(waitMs, Math.min(retryAfter, MAX_RETRY_AFTER_SECONDS) * 1000);
+        }
+        nextAttemptAt = new Date(this.#now() + waitMs);
+      }
+      const { retryAfterSeconds: _ignored, ...logged } = attempt;
+      await this.#record({
+        ...base,
+        attempt: { ...logged, nextAttemptAt },
+        failed: { attempts: failures, nextAttemptAt: nextAttemptAt ?? new Date(this.#now()) },
+        disable,
+        leaseUntil: null,
+      });
+      if (disable) {
+        this.#options.log.warn({ webhook: webhook.id, user: webhook.user_id, event: next.id, reason: disable }, 'webhook disabled');
+      } else if (nextAttemptAt) {
+        this.#after(nextAttemptAt.getTime() - this.#now() + 10, () => this.wake(webhook.user_id));
+      }
+      return;
+    }
+  }
+
+  /** The webhook has more to deliver once its loop ends: a new claim takes it (here or elsewhere). */
+  #again(webhook: ClaimedWebhook): void {
+    this.#running.set(`${webhook.user_id}:${webhook.id}`, true);
+  }
+
+  async #attempt(
+    webhook: ClaimedWebhook, secrets: string[], eventId: string, eventType: string, body: string, number: number,
+  ): Promise<Attempt & { retryAfterSeconds: number | null }> {
+    const at = new Date(this.#now());
+    const headers = signedHeaders(eventId, Math.floor(at.getTime() / 1000), body, secrets);
+    const result: OutboundResult = await postOnce(webhook.url, headers, body, {
+      timeoutMs: this.#options.config.timeoutMs,
+      allowPrivate: this.#options.config.allowPrivateUrls,
+      resolve: this.#options.resolve,
+      signal: this.#aborts.signal,
+    });
+    this.#options.observer?.attempted(result.outcome, result.durationMs);
+    if (result.outcome === 'blocked') {
+      this.#options.log.warn({ webhook: webhook.id, user: webhook.user_id, event: eventId, reason: result.error }, 'webhook delivery blocked');
+    }
+    return {
+      eventId, eventType, attempt: number, at,
+      outcome: result.outcome, httpStatus: result.httpStatus, error: result.error,
+      durationMs: Math.round(result.durationMs), nextAttemptAt: null, retryAfterSeconds: result.retryAfterSeconds,
+    };
+  }
+
+  async #record(step: Step): Promise<{ held: boolean; more: boolean; enabled: boolean }> {
+    try {
+      return await recordStep(this.#options.em(), step);
+    } catch (error) {
+      // The webhook was deleted meanwhile: its attempts go with it.
+      if ((error as { code?: string }).code === '23503') return { held: false, more: false, enabled: false };
+      throw error;
+    }
+  }
+
+  #logFailure(error: unknown, message: string): void {
+    if (isDatabaseUnavailable(error)) this.#options.log.debug({ err: error }, message);
+    else this.#options.log.warn({ err: error }, message);
+  }
+}

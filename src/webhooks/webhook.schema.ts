@@ -1,0 +1,101 @@
+/** Wire shapes of webhooks and their deliveries (API-CONTRACT.md §14). */
+import { z } from 'zod';
+import { PageLinks } from '../core/envelope.js';
+import { EVENT_ID } from '../core/errors.js';
+import { inputObject, pageParam, pathId, text } from '../core/fields.js';
+import { MAX_URL_LENGTH } from './address-guard.js';
+
+/** Webhooks a user may have. */
+export const MAX_WEBHOOKS_PER_USER = 10;
+/** Attempts per page of `deliveries`. */
+export const DELIVERIES_PAGE_SIZE = 50;
+
+/** The change log's event types (API-CONTRACT.md §10). */
+export const EVENT_TYPES = ['project.created', 'project.updated', 'project.deleted', 'task.created', 'task.updated'] as const;
+/** What a webhook's `events` may name: an event type, every event of a resource, or every event. */
+export const EVENT_PATTERNS = ['*', 'project.*', 'task.*', ...EVENT_TYPES] as const;
+export type EventPattern = (typeof EVENT_PATTERNS)[number];
+
+/** Whether an event of `type` goes to a webhook listening to `patterns`. */
+export function matchesPatterns(patterns: readonly string[], type: string): boolean {
+  return patterns.some((p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))));
+}
+
+const url = text({ min: 1, max: MAX_URL_LENGTH, what: 'URL' }).meta({
+  format: 'uri',
+  description: `An absolute \`https:\` URL of at most ${MAX_URL_LENGTH} characters, without user info, whose host resolves to public addresses only.`,
+  example: 'https://hooks.example.com/planning',
+});
+const events = z
+  .array(z.enum(EVENT_PATTERNS))
+  .min(1)
+  .max(EVENT_PATTERNS.length)
+  .meta({ description: 'The events to deliver: event types, `project.*`, `task.*` or `*` (every event).', example: ['task.*'] });
+const description = text({ max: 1_000, what: 'Description' });
+const state = z.enum(['enabled', 'disabled']);
+
+export const CreateWebhookInput = inputObject({
+  webhook: z.object({ url, events: events.optional(), description: description.optional() }),
+});
+
+export const WebhookIdInput = inputObject({ id: pathId });
+
+export const UpdateWebhookInput = inputObject({
+  id: pathId,
+  webhook: z.object({ url: url.optional(), events: events.optional(), description: description.optional(), state: state.optional() }),
+});
+
+export const ReplayWebhookInput = inputObject({
+  id: pathId,
+  replay: z.object({
+    after: z.string().regex(EVENT_ID, 'An event id: decimal digits.').meta({ description: 'Every kept event after this id is delivered again.', example: '120' }),
+  }),
+});
+
+export const DeliveriesInput = z.object({ id: pathId, page: pageParam });
+
+export const WebhookResource = z
+  .object({
+    type: z.literal('webhook'),
+    id: z.int(),
+    attributes: z.object({
+      url: z.string(),
+      events: z.array(z.enum(EVENT_PATTERNS)),
+      description: z.string(),
+      state,
+      disabledReason: z.string().nullable().meta({ description: 'Why delivery stopped, when the service disabled the webhook; null otherwise.' }),
+      createdAt: z.int().meta({ description: 'Unix seconds.' }),
+      lastEventId: z.string().meta({ description: 'The newest event of your change log this webhook is done with (delivered, or not matching its events); the next delivery is of a later one.' }),
+    }),
+  })
+  .meta({ id: 'Webhook' });
+export type WebhookResource = z.infer<typeof WebhookResource>;
+
+export const WebhookDocument = z.object({ data: WebhookResource });
+export const WebhookWithSecretDocument = z.object({
+  data: WebhookResource,
+  meta: z.object({
+    secret: z.string().meta({ description: 'The signing secret, `whsec_` and the base64 of 32 random bytes. Shown this once.' }),
+  }),
+});
+export const WebhookListDocument = z.object({ data: z.array(WebhookResource) });
+
+export const DeliveryResource = z
+  .object({
+    type: z.literal('delivery'),
+    id: z.int(),
+    attributes: z.object({
+      eventId: z.string(),
+      eventType: z.string(),
+      attempt: z.int().meta({ description: 'This attempt of the event: 1 for the first.' }),
+      at: z.int().meta({ description: 'Unix seconds when the attempt started.' }),
+      outcome: z.enum(['delivered', 'failed', 'blocked']),
+      httpStatus: z.int().nullable(),
+      error: z.string().nullable(),
+      durationMs: z.int(),
+      nextAttemptAt: z.int().nullable().meta({ description: 'Unix seconds of the next attempt of a failed event; null when none is planned.' }),
+    }),
+  })
+  .meta({ id: 'Delivery' });
+
+export const DeliveryPage = z.object({ data: z.array(DeliveryResource), links: PageLinks });

@@ -1,0 +1,254 @@
+/**
+ * Webhooks in PostgreSQL, as their owner manages them (API-CONTRACT.md §14): each statement
+ * names the user, so another user's webhook is never found. A webhook's place in its user's
+ * change log (`cursor`) starts at the newest event when it is created; only a replay moves it
+ * back, and a re-enable resumes from it.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { toSeconds } from '../core/clock.js';
+import { DomainError } from '../core/errors.js';
+import { lockOwner } from '../writes/owner-lock.js';
+import { MAX_WEBHOOKS_PER_USER, type WebhookResource } from './webhook.schema.js';
+
+export interface WebhookRow {
+  user_id: number;
+  id: number;
+  url: string;
+  events: string[];
+  description: string;
+  state: 'enabled' | 'disabled';
+  disabled_reason: string | null;
+  created_at: Date | string;
+  cursor: string;
+}
+
+const COLUMNS = `w.user_id, w.id, w.url, w.events, w.description, w.state, w.disabled_reason, w.created_at, w.cursor::text as cursor`;
+
+/** The `data` document of a webhook. */
+export function presentWebhook(row: WebhookRow): WebhookResource {
+  return {
+    type: 'webhook',
+    id: row.id,
+    attributes: {
+      url: row.url,
+      events: row.events as WebhookResource['attributes']['events'],
+      description: row.description,
+      state: row.state,
+      disabledReason: row.disabled_reason,
+      createdAt: toSeconds(new Date(row.created_at)),
+      lastEventId: row.cursor,
+    },
+  };
+}
+
+const notFound = () => DomainError.notFound('webhook');
+
+/** The user's webhook, or 404. */
+export async function findWebhook(em: SqlEntityManager, userId: number, id: number): Promise<WebhookRow> {
+  const [row] = await em.execute<WebhookRow[]>(`select ${COLUMNS} from webhooks w where w.user_id = ? and w.id = ?`, [userId, id]);
+  if (!row) throw notFound();
+  return row;
+}
+
+export async function listWebhooks(em: SqlEntityManager, userId: number): Promise<WebhookRow[]> {
+  return em.execute<WebhookRow[]>(`select ${COLUMNS} from webhooks w where w.user_id = ? order by w.id`, [userId]);
+}
+
+export interface NewWebhook {
+  url: string;
+  events: string[];
+  description: string;
+  secret: string;
+  now: Date;
+}
+
+/**
+ * Adds a webhook that starts after the newest event of the log. Under the owner's lock, as
+ * every write of the user: two creations at once cannot both see room for a tenth.
+ */
+export async function insertWebhook(em: SqlEntityManager, userId: number, webhook: NewWebhook): Promise<WebhookRow> {
+  return em.transactional(async (tx) => {
+    await lockOwner(tx, userId);
+    const [row] = await tx.execute<WebhookRow[]>(
+      `with room as (
+         select u.last_event_seq from users u
+          where u.id = ? and (select count(*) from webhooks c where c.user_id = ?) < ?
+       )
+       insert into webhooks as w (user_id, url, events, description, secret, created_at, updated_at, cursor, next_attempt_at)
+       select ?, ?, ?::jsonb, ?, ?, ?, ?, room.last_event_seq, 'epoch' from room
+       returning ${COLUMNS}`,
+      [
+        userId, userId, MAX_WEBHOOKS_PER_USER,
+        userId, webhook.url, JSON.stringify(webhook.events), webhook.description, webhook.secret, webhook.now, webhook.now,
+      ],
+    );
+    if (!row) {
+      throw DomainError.of('limit_reached', {
+        pointer: '/webhook',
+        detail: `You have ${MAX_WEBHOOKS_PER_USER} webhooks, the most a user may have: delete one first.`,
+      });
+    }
+    return row;
+  });
+}
+
+export interface WebhookEdit {
+  url?: string;
+  events?: string[];
+  description?: string;
+  state?: 'enabled' | 'disabled';
+}
+
+/**
+ * Changes a webhook. Enabling a disabled one resumes from its place: the first event after
+ * `cursor`, unless retention has removed it (410 cursor_expired, with the newest id).
+ * Disabling stops delivery where it stands (an attempt under way still finishes and counts).
+ */
+export async function updateWebhook(em: SqlEntityManager, userId: number, id: number, edit: WebhookEdit, now: Date): Promise<WebhookRow> {
+  return em.transactional(async (tx) => {
+    const [current] = await tx.execute<Array<{ state: string; cursor: string; pruned: string; last: string }>>(
+      `select w.state, w.cursor::text as cursor, u.events_pruned_through::text as pruned, u.last_event_seq::text as last
+         from webhooks w join users u on u.id = w.user_id
+        where w.user_id = ? and w.id = ? and u.id = ?
+          for update of w`,
+      [userId, id, userId],
+    );
+    if (!current) throw notFound();
+    const enabling = edit.state === 'enabled' && current.state === 'disabled';
+    if (enabling && BigInt(current.cursor) < BigInt(current.pruned)) {
+      throw DomainError.of('cursor_expired', {
+        detail: `The first event this webhook has not delivered (after ${current.cursor}) is no longer kept: replay it from a kept id (meta.last_event_id is the newest), then enable it.`,
+      }).withMeta({ last_event_id: current.last });
+    }
+    const [row] = await tx.execute<WebhookRow[]>(
+      `update webhooks w set
+         url = coalesce(?, w.url),
+         events = coalesce(?::jsonb, w.events),
+         description = coalesce(?, w.description),
+         state = coalesce(?, w.state),
+         disabled_reason = case when ? then null when ? = 'disabled' and w.state = 'enabled' then null else w.disabled_reason end,
+         attempt = case when ? then 0 else w.attempt end,
+         next_attempt_at = case when ? then 'epoch' else w.next_attempt_at end,
+         generation = w.generation + case when ? then 1 else 0 end,
+         updated_at = ?
+       where w.user_id = ? and w.id = ?
+       returning ${COLUMNS}`,
+      [
+        edit.url ?? null, edit.events ? JSON.stringify(edit.events) : null, edit.description ?? null, edit.state ?? null,
+        enabling, edit.state ?? null,
+        enabling, enabling, enabling,
+        now, userId, id,
+      ],
+    );
+    return row!;
+  });
+}
+
+export async function deleteWebhook(em: SqlEntityManager, userId: number, id: number): Promise<void> {
+  const result = await em.execute<{ affectedRows: number }>('delete from webhooks where user_id = ? and id = ?', [userId, id], 'run');
+  if (result.affectedRows === 0) throw notFound();
+}
+
+/**
+ * Delivers every kept event after `after` again, in order, before newer ones: the place moves
+ * back to `after` (never forward past an event not yet delivered, unless that event is no
+ * longer kept: then to `after`, which is how a webhook whose place expired resumes). An id
+ * older than what is kept, or newer than the log, is 410 cursor_expired.
+ */
+export async function replayWebhook(em: SqlEntityManager, userId: number, id: number, after: bigint, now: Date): Promise<WebhookRow> {
+  return em.transactional(async (tx) => {
+    const [current] = await tx.execute<Array<{ pruned: string; last: string }>>(
+      `select u.events_pruned_through::text as pruned, u.last_event_seq::text as last
+         from webhooks w join users u on u.id = w.user_id
+        where w.user_id = ? and w.id = ? and u.id = ?
+          for update of w`,
+      [userId, id, userId],
+    );
+    if (!current) throw notFound();
+    if (after < BigInt(current.pruned) || after > BigInt(current.last)) {
+      throw DomainError.of('cursor_expired', {
+        detail: after > BigInt(current.last) ? 'This id is not in your change log.' : 'Events after this id are no longer kept.',
+        pointer: '/replay/after',
+      }).withMeta({ last_event_id: current.last });
+    }
+    const [row] = await tx.execute<WebhookRow[]>(
+      `update webhooks w set
+         cursor = case when w.cursor < ? then ? else least(w.cursor, ?) end,
+         attempt = 0, next_attempt_at = 'epoch', generation = w.generation + 1, updated_at = ?
+       where w.user_id = ? and w.id = ?
+       returning ${COLUMNS}`,
+      [current.pruned, after.toString(), after.toString(), now, userId, id],
+    );
+    return row!;
+  });
+}
+
+/** Queues a `webhook.test` event (its own id, not in the change log) to go whatever the patterns. */
+export async function queueTestEvent(em: SqlEntityManager, userId: number, id: number, testId: string, now: Date): Promise<WebhookRow> {
+  const [row] = await em.execute<WebhookRow[]>(
+    `update webhooks w set test_event = jsonb_build_object('id', ?::text, 'at', ?::bigint), updated_at = ?
+      where w.user_id = ? and w.id = ? returning ${COLUMNS}`,
+    [testId, toSeconds(now), now, userId, id],
+  );
+  if (!row) throw notFound();
+  return row;
+}
+
+/** A new signing secret; the old one signs beside it until `previousUntil`. */
+export async function rotateSecret(em: SqlEntityManager, userId: number, id: number, secret: string, now: Date, previousUntil: Date): Promise<WebhookRow> {
+  const [row] = await em.execute<WebhookRow[]>(
+    `update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?
+      where w.user_id = ? and w.id = ? returning ${COLUMNS}`,
+    [previousUntil, secret, now, userId, id],
+  );
+  if (!row) throw notFound();
+  return row;
+}
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  at: Date | string;
+  outcome: 'delivered' | 'failed' | 'blocked';
+  http_status: number | null;
+  error: string | null;
+  duration_ms: number;
+  next_attempt_at: Date | string | null;
+}
+
+/** A page of the webhook's attempts, newest first, and how many there are. */
+export async function listDeliveries(
+  em: SqlEntityManager, userId: number, id: number, offset: number, limit: number,
+): Promise<{ rows: DeliveryRow[]; total: number }> {
+  const [head] = await em.execute<Array<{ found: boolean; total: number }>>(
+    `select exists (select 1 from webhooks w where w.user_id = ? and w.id = ?) as found,
+            (select count(*) from webhook_deliveries d where d.user_id = ? and d.webhook_id = ?)::int as total`,
+    [userId, id, userId, id],
+  );
+  if (!head?.found) throw notFound();
+  const rows = await em.execute<DeliveryRow[]>(
+    `select d.id::text as id, d.event_id, d.event_type, d.attempt, d.at, d.outcome, d.http_status, d.error, d.duration_ms, d.next_attempt_at
+       from webhook_deliveries d where d.user_id = ? and d.webhook_id = ?
+      order by d.id desc offset ? limit ?`,
+    [userId, id, offset, limit],
+  );
+  return { rows, total: head.total };
+}
+
+/** Attempts older than the change log keeps events (EVENTS_RETENTION_DAYS), a batch at a time. */
+export async function pruneDeliveries(em: SqlEntityManager, now: Date, retentionDays: number): Promise<number> {
+  const before = new Date(now.getTime() - retentionDays * 86_400_000);
+  let removed = 0;
+  for (;;) {
+    const result = await em.execute<{ affectedRows: number }>(
+      `delete from webhook_deliveries d using (select user_id, id from webhook_deliveries where at < ? limit 5000) old
+        where d.user_id = old.user_id and d.id = old.id`,
+      [before],
+      'run',
+    );
+    removed += result.affectedRows;
+    if (result.affectedRows < 5000) return removed;
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Webhooks (API-CONTRACT.md §14): a table of procedures, each served by manage-webhooks.ts;
+ * delivery itself runs beside the server (deliverer.ts), never in a request.
+ */
+import { z } from 'zod';
+import { authedProcedure } from '../core/procedures.js';
+import { router } from '../core/trpc.js';
+import {
+  WEBHOOKS_PATH, createWebhook, deliveries, editWebhook, getWebhook, listUserWebhooks, newWebhookSecret, removeWebhook, replay,
+  sendTestEvent, PREVIOUS_SECRET_HOURS,
+} from './manage-webhooks.js';
+import {
+  CreateWebhookInput, DELIVERIES_PAGE_SIZE, DeliveriesInput, DeliveryPage, MAX_WEBHOOKS_PER_USER, ReplayWebhookInput, UpdateWebhookInput,
+  WebhookDocument, WebhookIdInput, WebhookListDocument, WebhookWithSecretDocument,
+} from './webhook.schema.js';
+
+const TAGS = ['webhooks'];
+const ONE = '/api/webhooks/{id}';
+
+export const webhooksRouter = router({
+  create: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: WEBHOOKS_PATH, tags: TAGS,
+        summary: 'Create a webhook',
+        description: [
+          'Pushes your change log (the events of GET /api/users/me/events) to `url`, in order, at least once, each event a `POST` signed as the Standard Webhooks specification says: headers `webhook-id` (the event id, the same on every retry and replay), `webhook-timestamp` and `webhook-signature`.',
+          '`events` (default `["*"]`): event types, `project.*`, `task.*` or `*`. Delivery starts after the newest event of the log. `meta.secret` is the signing secret, shown this once.',
+          `At most ${MAX_WEBHOOKS_PER_USER} webhooks per user (422 \`limit_reached\`). The URL must be \`https:\`, without user info, and its host must resolve to public addresses only (422 \`invalid\` on \`/webhook/url\`).`,
+        ].join('\n\n'),
+      },
+      successStatus: 201,
+      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'limit_reached'],
+    })
+    .input(CreateWebhookInput)
+    .output(WebhookWithSecretDocument)
+    .mutation(({ ctx, input }) => createWebhook(ctx, input)),
+
+  list: authedProcedure
+    .meta({ openapi: { method: 'GET', path: WEBHOOKS_PATH, tags: TAGS, summary: 'Your webhooks', description: 'Every webhook of yours, oldest first.' } })
+    .input(z.void())
+    .output(WebhookListDocument)
+    .query(({ ctx }) => listUserWebhooks(ctx)),
+
+  get: authedProcedure
+    .meta({ openapi: { method: 'GET', path: ONE, tags: TAGS, summary: 'A webhook' }, resource: 'webhook' })
+    .input(WebhookIdInput)
+    .output(WebhookDocument)
+    .query(({ ctx, input }) => getWebhook(ctx, input.id)),
+
+  update: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PATCH', path: ONE, tags: TAGS,
+        summary: 'Change a webhook, or enable or disable it',
+        description: 'Any of `url`, `events`, `description` and `state`. Enabling a disabled webhook resumes delivery from the first event it has not delivered; when that event is no longer kept (EVENTS_RETENTION_DAYS) it is 410 `cursor_expired` with `meta.last_event_id`: replay from a kept id, then enable.',
+      },
+      resource: 'webhook',
+      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'cursor_expired'],
+    })
+    .input(UpdateWebhookInput)
+    .output(WebhookDocument)
+    .mutation(({ ctx, input }) => editWebhook(ctx, input)),
+
+  delete: authedProcedure
+    .meta({ openapi: { method: 'DELETE', path: ONE, tags: TAGS, summary: 'Delete a webhook', description: 'Stops its deliveries and forgets its attempts.' }, resource: 'webhook', successStatus: 204 })
+    .input(WebhookIdInput)
+    .output(z.void())
+    .mutation(({ ctx, input }) => removeWebhook(ctx, input.id)),
+
+  deliveries: authedProcedure
+    .meta({
+      openapi: {
+        method: 'GET', path: `${ONE}/deliveries`, tags: TAGS,
+        summary: 'A webhook\'s delivery attempts',
+        description: `Every attempt, newest first, ${DELIVERIES_PAGE_SIZE} a page, kept as long as events are.`,
+      },
+      resource: 'webhook',
+      queryParameters: ['page'],
+    })
+    .input(DeliveriesInput)
+    .output(DeliveryPage)
+    .query(({ ctx, input }) => deliveries(ctx, input)),
+
+  replay: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: `${ONE}/replay`, tags: TAGS,
+        summary: 'Deliver events again',
+        description: 'Delivers again every kept event after `replay.after` that matches the webhook\'s events, in order, before newer ones (with the same `webhook-id` as before). An id older than what is kept, or not in your log, is 410 `cursor_expired` with `meta.last_event_id`. A disabled webhook delivers them once enabled.',
+      },
+      resource: 'webhook',
+      successStatus: 202,
+      errorCodes: ['parameter_missing', 'invalid', 'cursor_expired'],
+    })
+    .input(ReplayWebhookInput)
+    .output(WebhookDocument)
+    .mutation(({ ctx, input }) => replay(ctx, input)),
+
+  test: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: `${ONE}/test`, tags: TAGS,
+        summary: 'Send a test event',
+        description: 'Delivers a `webhook.test` event (not in the change log, with a `webhook-id` of its own) whatever the webhook\'s events and state, once: its attempt shows in the deliveries.',
+      },
+      resource: 'webhook',
+      successStatus: 202,
+    })
+    .input(WebhookIdInput)
+    .output(WebhookDocument)
+    .mutation(({ ctx, input }) => sendTestEvent(ctx, input.id)),
+
+  rotateSecret: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: `${ONE}/secret`, tags: TAGS,
+        summary: 'A new signing secret',
+        description: `Answers a new \`meta.secret\`. For ${PREVIOUS_SECRET_HOURS} hours the previous secret keeps signing beside it (\`webhook-signature\` then carries two signatures, separated by a space), so receivers can switch without losing a delivery.`,
+      },
+      resource: 'webhook',
+      successStatus: 201,
+    })
+    .input(WebhookIdInput)
+    .output(WebhookWithSecretDocument)
+    .mutation(({ ctx, input }) => newWebhookSecret(ctx, input.id)),
+});
