@@ -16,6 +16,8 @@ import { createHttpServer } from '../../src/http/http-server.js';
 import { EventHub, type Subscription } from '../../src/changes/event-hub.js';
 import { hashAccessToken } from '../../src/users/credentials.js';
 import { request as sendRequest, type ApiResponse, type RequestOptions } from './http.js';
+import { testResolver } from './test-resolver.js';
+import type { WebhookHost } from '../../src/core/context.js';
 
 import { DAY, T0, seconds } from './times.js';
 
@@ -95,6 +97,12 @@ export interface TestAppOptions {
   corsOrigins?: string[];
   /** Express `trust proxy` (TRUST_PROXY); off unless given. */
   trustProxy?: boolean | number | string;
+  /**
+   * How webhook URLs are checked: public addresses only, names resolved by `testResolver`
+   * (test/helpers/test-resolver.ts), unless given. No deliverer runs in a test app: delivery
+   * tests start the service (src/server.ts).
+   */
+  webhooks?: WebhookHost;
 }
 
 export async function startTestApp(options: TestAppOptions = {}) {
@@ -112,6 +120,7 @@ export async function startTestApp(options: TestAppOptions = {}) {
     rateLimits: options.rateLimits,
     events,
     corsOrigins: options.corsOrigins,
+    webhooks: options.webhooks ?? { allowPrivateUrls: false, resolve: testResolver() },
   });
   const server = createHttpServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
