@@ -104,11 +104,22 @@ export class WebhookDeliverer {
       for (const key of this.#running.keys()) if (key.startsWith(`${userId}:`)) this.#running.set(key, true);
     }
     this.#wanted.add(userId);
-    if (this.#scheduled) return;
+    this.#schedule();
+  }
+
+  /** One round at a time; what is asked for meanwhile waits for the next, which follows at once. */
+  #schedule(): void {
+    if (this.#scheduled || this.#round) return;
     this.#scheduled = true;
     setImmediate(() => {
       this.#scheduled = false;
-      void this.#runRound();
+      if (this.#stopped || this.#wanted.size === 0) return;
+      const wanted = this.#wanted;
+      this.#wanted = new Set();
+      this.#round = this.#claim(wanted.has(null) ? null : ([...wanted] as number[])).finally(() => {
+        this.#round = undefined;
+        if (this.#wanted.size > 0) this.#schedule();
+      });
     });
   }
 
@@ -122,21 +133,6 @@ export class WebhookDeliverer {
     await Promise.race([Promise.allSettled([...this.#loops, this.#round]), new Promise((r) => setTimeout(r, 5_000).unref())]);
     // What this process held goes back now, not when the leases expire.
     await releaseLeases(this.#options.em(), this.owner).catch(() => undefined);
-  }
-
-  async #runRound(): Promise<void> {
-    if (this.#round) {
-      // One round at a time: the one under way is followed by another for what came meanwhile.
-      await this.#round;
-      if (this.#wanted.size > 0 && !this.#scheduled) this.wake(null);
-      return;
-    }
-    const wanted = this.#wanted;
-    this.#wanted = new Set();
-    this.#round = this.#claim(wanted.has(null) ? null : [...wanted] as number[]).finally(() => {
-      this.#round = undefined;
-    });
-    await this.#round;
   }
 
   async #claim(users: number[] | null): Promise<void> {

@@ -1,5 +1,10 @@
 /** The README's examples run as written: the curl session and the TypeScript client. */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -7,7 +12,12 @@ import { createClient } from '../../src/client.js';
 import { createClient as createRestClient } from '../../clients/rest/client/index.js';
 import { tasksCreate, tasksList, usersAuthorize } from '../../clients/rest/index.js';
 import { eventually } from '../helpers/eventually.js';
-import { startTestApp, useTestApp } from '../helpers/test-app.js';
+import { createTestDatabase, startTestApp, useTestApp } from '../helpers/test-app.js';
+import { call, rawRequest, registerUser } from '../helpers/http.js';
+import { freePort } from '../helpers/net.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/core/logger.js';
+import { startService } from '../../src/server.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
@@ -147,5 +157,40 @@ describe('README', () => {
     });
     expect(stdout).toContain('{"data":[],"links":{},"meta":{"last_event_id":"1"}}');
     expect(stdout).toContain('"type":"task.created"');
+  });
+
+  it('runs the webhook receiver example: it verifies and prints a delivery, and refuses a forged one', async () => {
+    const databaseUrl = await createTestDatabase();
+    const config = {
+      ...loadConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: '1' }),
+      databaseUrl, port: 0, host: '127.0.0.1', passwordHashCost: 1024, rateLimitAuthPerMinute: 0, rateLimitPerMinute: 0,
+    };
+    const service = await startService({ config, logger: createLogger('silent') });
+    onTestFinished(() => service.stop());
+    const { token } = await registerUser(service.url, 'alice');
+    const port = await freePort();
+    const created = await call(service.url, 'POST', '/api/users/me/webhooks', { token, body: { webhook: { url: `http://127.0.0.1:${port}/` } } });
+    expect(created.status).toBe(201);
+    // The README's receiver as written, but for its port and where the library is found.
+    const code = codeBlockAfter('## Webhooks', 'js')
+      .replace("from 'standardwebhooks'", `from '${pathToFileURL(createRequire(import.meta.url).resolve('standardwebhooks')).href}'`)
+      .replace('.listen(8443)', `.listen(${port}, '127.0.0.1', () => console.log('listening'))`);
+    expect(code).toContain('webhook.verify(body, req.headers)');
+    const dir = await mkdtemp(join(tmpdir(), 'receiver-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, 'receiver.mjs'), code);
+    const receiver = spawn(process.execPath, [join(dir, 'receiver.mjs')], { env: { ...process.env, WEBHOOK_SECRET: created.body.meta.secret } });
+    onTestFinished(() => void receiver.kill());
+    let printed = '';
+    receiver.stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
+    await eventually(() => printed.includes('listening'), { message: 'the receiver listens' });
+    const forged = await rawRequest(`http://127.0.0.1:${port}/`, 'POST', {
+      'content-type': 'application/json', 'webhook-id': '1', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA',
+    }, '{"id":"1"}');
+    expect(forged.status).toBe(401);
+    expect((await call(service.url, 'POST', '/api/users/me/projects', { token, body: { project: { name: 'Tea' } } })).status).toBe(201);
+    await eventually(() => printed.includes('1 project.created'), { message: 'the receiver printed the verified event', timeout: 10_000 });
+    const deliveries = await call(service.url, 'GET', `/api/webhooks/${created.body.data.id}/deliveries`, { token });
+    expect(deliveries.body.data.map((d: any) => [d.attributes.eventId, d.attributes.outcome, d.attributes.httpStatus])).toEqual([['1', 'delivered', 204]]);
   });
 });
