@@ -1,6 +1,7 @@
 /**
  * What the owner of webhooks may do with them (API-CONTRACT.md §14), one function per
- * procedure of webhooks.router.ts. A URL is checked as a delivery checks it: its shape, then
+ * procedure of webhooks.router.ts. Each change is a write of the user (`plainWrite`): under
+ * the owner's lock, with Idempotency-Key replays as every write (API-CONTRACT.md §11). A URL is checked as a delivery checks it: its shape, then
  * every address its host resolves to (public only, unless WEBHOOK_ALLOW_PRIVATE_URLS).
  */
 import { randomBytes } from 'node:crypto';
@@ -19,6 +20,7 @@ import {
   rotateSecret, updateWebhook, type DeliveryRow,
 } from './webhook.store.js';
 import { toSeconds } from '../core/clock.js';
+import { plainWrite } from '../writes/user-write.js';
 
 /** How long the previous secret keeps signing after a rotation. */
 export const PREVIOUS_SECRET_HOURS = 24;
@@ -53,15 +55,17 @@ function patterns(events: readonly string[]): string[] {
 export async function createWebhook(ctx: AuthedContext, input: z.infer<typeof CreateWebhookInput>) {
   const { webhook } = input;
   const url = await checkedUrl(ctx, webhook.url);
-  const secret = newSecret();
-  const row = await insertWebhook(ctx.em, ctx.user.id, {
-    url,
-    events: patterns(webhook.events ?? ['*']),
-    description: webhook.description ?? '',
-    secret,
-    now: ctx.clock.now(),
+  return plainWrite(ctx, async (em) => {
+    const secret = newSecret();
+    const row = await insertWebhook(em, ctx.user.id, {
+      url,
+      events: patterns(webhook.events ?? ['*']),
+      description: webhook.description ?? '',
+      secret,
+      now: ctx.clock.now(),
+    });
+    return { data: presentWebhook(row), meta: { secret } };
   });
-  return { data: presentWebhook(row), meta: { secret } };
 }
 
 export async function listUserWebhooks(ctx: AuthedContext) {
@@ -75,38 +79,39 @@ export async function getWebhook(ctx: AuthedContext, id: number) {
 export async function editWebhook(ctx: AuthedContext, input: z.infer<typeof UpdateWebhookInput>) {
   const { webhook } = input;
   const url = webhook.url === undefined ? undefined : await checkedUrl(ctx, webhook.url);
-  const row = await updateWebhook(
-    ctx.em,
-    ctx.user.id,
-    input.id,
-    { url, events: webhook.events && patterns(webhook.events), description: webhook.description, state: webhook.state },
-    ctx.clock.now(),
-  );
+  const edit = { url, events: webhook.events && patterns(webhook.events), description: webhook.description, state: webhook.state };
+  const answer = await plainWrite(ctx, async (em) => ({ data: presentWebhook(await updateWebhook(em, ctx.user.id, input.id, edit, ctx.clock.now())) }));
   if (webhook.state === 'enabled') ctx.webhooks?.wake?.(ctx.user.id);
-  return { data: presentWebhook(row) };
+  return answer;
 }
 
 export async function removeWebhook(ctx: AuthedContext, id: number): Promise<void> {
-  await deleteWebhook(ctx.em, ctx.user.id, id);
+  await plainWrite(ctx, (em) => deleteWebhook(em, ctx.user.id, id));
 }
 
 export async function replay(ctx: AuthedContext, input: z.infer<typeof ReplayWebhookInput>) {
-  const row = await replayWebhook(ctx.em, ctx.user.id, input.id, BigInt(input.replay.after), ctx.clock.now());
+  const answer = await plainWrite(ctx, async (em) => ({
+    data: presentWebhook(await replayWebhook(em, ctx.user.id, input.id, BigInt(input.replay.after), ctx.clock.now())),
+  }));
   ctx.webhooks?.wake?.(ctx.user.id);
-  return { data: presentWebhook(row) };
+  return answer;
 }
 
 export async function sendTestEvent(ctx: AuthedContext, id: number) {
-  const row = await queueTestEvent(ctx.em, ctx.user.id, id, `msg_${randomBytes(12).toString('base64url')}`, ctx.clock.now());
+  const answer = await plainWrite(ctx, async (em) => ({
+    data: presentWebhook(await queueTestEvent(em, ctx.user.id, id, `msg_${randomBytes(12).toString('base64url')}`, ctx.clock.now())),
+  }));
   ctx.webhooks?.wake?.(ctx.user.id);
-  return { data: presentWebhook(row) };
+  return answer;
 }
 
 export async function newWebhookSecret(ctx: AuthedContext, id: number) {
-  const now = ctx.clock.now();
-  const secret = newSecret();
-  const row = await rotateSecret(ctx.em, ctx.user.id, id, secret, now, new Date(now.getTime() + PREVIOUS_SECRET_HOURS * 3_600_000));
-  return { data: presentWebhook(row), meta: { secret } };
+  return plainWrite(ctx, async (em) => {
+    const now = ctx.clock.now();
+    const secret = newSecret();
+    const row = await rotateSecret(em, ctx.user.id, id, secret, now, new Date(now.getTime() + PREVIOUS_SECRET_HOURS * 3_600_000));
+    return { data: presentWebhook(row), meta: { secret } };
+  });
 }
 
 function presentDelivery(row: DeliveryRow) {

@@ -1,13 +1,13 @@
 /**
  * Webhooks in PostgreSQL, as their owner manages them (API-CONTRACT.md §14): each statement
- * names the user, so another user's webhook is never found. A webhook's place in its user's
+ * names the user, so another user's webhook is never found. The writes run in the
+ * transaction of `plainWrite` (src/writes/user-write.ts), under the owner's lock. A webhook's place in its user's
  * change log (`cursor`) starts at the newest event when it is created; only a replay moves it
  * back, and a re-enable resumes from it.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { toSeconds } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
-import { lockOwner } from '../writes/owner-lock.js';
 import { MAX_WEBHOOKS_PER_USER, type WebhookResource } from './webhook.schema.js';
 
 export interface WebhookRow {
@@ -63,33 +63,31 @@ export interface NewWebhook {
 }
 
 /**
- * Adds a webhook that starts after the newest event of the log. Under the owner's lock, as
- * every write of the user: two creations at once cannot both see room for a tenth.
+ * Adds a webhook that starts after the newest event of the log. Run under the owner's lock
+ * (src/writes/user-write.ts `plainWrite`), as every write of the user: two creations at once
+ * cannot both see room for a tenth.
  */
 export async function insertWebhook(em: SqlEntityManager, userId: number, webhook: NewWebhook): Promise<WebhookRow> {
-  return em.transactional(async (tx) => {
-    await lockOwner(tx, userId);
-    const [row] = await tx.execute<WebhookRow[]>(
-      `with room as (
-         select u.last_event_seq from users u
-          where u.id = ? and (select count(*) from webhooks c where c.user_id = ?) < ?
-       )
-       insert into webhooks as w (user_id, url, events, description, secret, created_at, updated_at, cursor, next_attempt_at)
-       select ?, ?, ?::jsonb, ?, ?, ?, ?, room.last_event_seq, 'epoch' from room
-       returning ${COLUMNS}`,
-      [
-        userId, userId, MAX_WEBHOOKS_PER_USER,
-        userId, webhook.url, JSON.stringify(webhook.events), webhook.description, webhook.secret, webhook.now, webhook.now,
-      ],
-    );
-    if (!row) {
-      throw DomainError.of('limit_reached', {
-        pointer: '/webhook',
-        detail: `You have ${MAX_WEBHOOKS_PER_USER} webhooks, the most a user may have: delete one first.`,
-      });
-    }
-    return row;
-  });
+  const [row] = await em.execute<WebhookRow[]>(
+    `with room as (
+       select u.last_event_seq from users u
+        where u.id = ? and (select count(*) from webhooks c where c.user_id = ?) < ?
+     )
+     insert into webhooks as w (user_id, url, events, description, secret, created_at, updated_at, cursor, next_attempt_at)
+     select ?, ?, ?::jsonb, ?, ?, ?, ?, room.last_event_seq, 'epoch' from room
+     returning ${COLUMNS}`,
+    [
+      userId, userId, MAX_WEBHOOKS_PER_USER,
+      userId, webhook.url, JSON.stringify(webhook.events), webhook.description, webhook.secret, webhook.now, webhook.now,
+    ],
+  );
+  if (!row) {
+    throw DomainError.of('limit_reached', {
+      pointer: '/webhook',
+      detail: `You have ${MAX_WEBHOOKS_PER_USER} webhooks, the most a user may have: delete one first.`,
+    });
+  }
+  return row;
 }
 
 export interface WebhookEdit {
@@ -104,44 +102,42 @@ export interface WebhookEdit {
  * `cursor`, unless retention has removed it (410 cursor_expired, with the newest id).
  * Disabling stops delivery where it stands (an attempt under way still finishes and counts).
  */
-export async function updateWebhook(em: SqlEntityManager, userId: number, id: number, edit: WebhookEdit, now: Date): Promise<WebhookRow> {
-  return em.transactional(async (tx) => {
-    const [current] = await tx.execute<Array<{ state: string; cursor: string; pruned: string; last: string }>>(
-      `select w.state, w.cursor::text as cursor, u.events_pruned_through::text as pruned, u.last_event_seq::text as last
-         from webhooks w join users u on u.id = w.user_id
-        where w.user_id = ? and w.id = ? and u.id = ?
-          for update of w`,
-      [userId, id, userId],
-    );
-    if (!current) throw notFound();
-    const enabling = edit.state === 'enabled' && current.state === 'disabled';
-    if (enabling && BigInt(current.cursor) < BigInt(current.pruned)) {
-      throw DomainError.of('cursor_expired', {
-        detail: `The first event this webhook has not delivered (after ${current.cursor}) is no longer kept: replay it from a kept id (meta.last_event_id is the newest), then enable it.`,
-      }).withMeta({ last_event_id: current.last });
-    }
-    const [row] = await tx.execute<WebhookRow[]>(
-      `update webhooks w set
-         url = coalesce(?, w.url),
-         events = coalesce(?::jsonb, w.events),
-         description = coalesce(?, w.description),
-         state = coalesce(?, w.state),
-         disabled_reason = case when ? then null when ? = 'disabled' and w.state = 'enabled' then null else w.disabled_reason end,
-         attempt = case when ? then 0 else w.attempt end,
-         next_attempt_at = case when ? then 'epoch' else w.next_attempt_at end,
-         generation = w.generation + case when ? then 1 else 0 end,
-         updated_at = ?
-       where w.user_id = ? and w.id = ?
-       returning ${COLUMNS}`,
-      [
-        edit.url ?? null, edit.events ? JSON.stringify(edit.events) : null, edit.description ?? null, edit.state ?? null,
-        enabling, edit.state ?? null,
-        enabling, enabling, enabling,
-        now, userId, id,
-      ],
-    );
-    return row!;
-  });
+export async function updateWebhook(tx: SqlEntityManager, userId: number, id: number, edit: WebhookEdit, now: Date): Promise<WebhookRow> {
+  const [current] = await tx.execute<Array<{ state: string; cursor: string; pruned: string; last: string }>>(
+    `select w.state, w.cursor::text as cursor, u.events_pruned_through::text as pruned, u.last_event_seq::text as last
+       from webhooks w join users u on u.id = w.user_id
+      where w.user_id = ? and w.id = ? and u.id = ?
+        for update of w`,
+    [userId, id, userId],
+  );
+  if (!current) throw notFound();
+  const enabling = edit.state === 'enabled' && current.state === 'disabled';
+  if (enabling && BigInt(current.cursor) < BigInt(current.pruned)) {
+    throw DomainError.of('cursor_expired', {
+      detail: `The first event this webhook has not delivered (after ${current.cursor}) is no longer kept: replay it from a kept id (meta.last_event_id is the newest), then enable it.`,
+    }).withMeta({ last_event_id: current.last });
+  }
+  const [row] = await tx.execute<WebhookRow[]>(
+    `update webhooks w set
+       url = coalesce(?, w.url),
+       events = coalesce(?::jsonb, w.events),
+       description = coalesce(?, w.description),
+       state = coalesce(?, w.state),
+       disabled_reason = case when ? then null when ? = 'disabled' and w.state = 'enabled' then null else w.disabled_reason end,
+       attempt = case when ? then 0 else w.attempt end,
+       next_attempt_at = case when ? then 'epoch' else w.next_attempt_at end,
+       generation = w.generation + case when ? then 1 else 0 end,
+       updated_at = ?
+     where w.user_id = ? and w.id = ?
+     returning ${COLUMNS}`,
+    [
+      edit.url ?? null, edit.events ? JSON.stringify(edit.events) : null, edit.description ?? null, edit.state ?? null,
+      enabling, edit.state ?? null,
+      enabling, enabling, enabling,
+      now, userId, id,
+    ],
+  );
+  return row!;
 }
 
 export async function deleteWebhook(em: SqlEntityManager, userId: number, id: number): Promise<void> {
@@ -155,32 +151,30 @@ export async function deleteWebhook(em: SqlEntityManager, userId: number, id: nu
  * longer kept: then to `after`, which is how a webhook whose place expired resumes). An id
  * older than what is kept, or newer than the log, is 410 cursor_expired.
  */
-export async function replayWebhook(em: SqlEntityManager, userId: number, id: number, after: bigint, now: Date): Promise<WebhookRow> {
-  return em.transactional(async (tx) => {
-    const [current] = await tx.execute<Array<{ pruned: string; last: string }>>(
-      `select u.events_pruned_through::text as pruned, u.last_event_seq::text as last
-         from webhooks w join users u on u.id = w.user_id
-        where w.user_id = ? and w.id = ? and u.id = ?
-          for update of w`,
-      [userId, id, userId],
-    );
-    if (!current) throw notFound();
-    if (after < BigInt(current.pruned) || after > BigInt(current.last)) {
-      throw DomainError.of('cursor_expired', {
-        detail: after > BigInt(current.last) ? 'This id is not in your change log.' : 'Events after this id are no longer kept.',
-        pointer: '/replay/after',
-      }).withMeta({ last_event_id: current.last });
-    }
-    const [row] = await tx.execute<WebhookRow[]>(
-      `update webhooks w set
-         cursor = case when w.cursor < ? then ? else least(w.cursor, ?) end,
-         attempt = 0, next_attempt_at = 'epoch', generation = w.generation + 1, updated_at = ?
-       where w.user_id = ? and w.id = ?
-       returning ${COLUMNS}`,
-      [current.pruned, after.toString(), after.toString(), now, userId, id],
-    );
-    return row!;
-  });
+export async function replayWebhook(tx: SqlEntityManager, userId: number, id: number, after: bigint, now: Date): Promise<WebhookRow> {
+  const [current] = await tx.execute<Array<{ pruned: string; last: string }>>(
+    `select u.events_pruned_through::text as pruned, u.last_event_seq::text as last
+       from webhooks w join users u on u.id = w.user_id
+      where w.user_id = ? and w.id = ? and u.id = ?
+        for update of w`,
+    [userId, id, userId],
+  );
+  if (!current) throw notFound();
+  if (after < BigInt(current.pruned) || after > BigInt(current.last)) {
+    throw DomainError.of('cursor_expired', {
+      detail: after > BigInt(current.last) ? 'This id is not in your change log.' : 'Events after this id are no longer kept.',
+      pointer: '/replay/after',
+    }).withMeta({ last_event_id: current.last });
+  }
+  const [row] = await tx.execute<WebhookRow[]>(
+    `update webhooks w set
+       cursor = case when w.cursor < ? then ? else least(w.cursor, ?) end,
+       attempt = 0, next_attempt_at = 'epoch', generation = w.generation + 1, updated_at = ?
+     where w.user_id = ? and w.id = ?
+     returning ${COLUMNS}`,
+    [current.pruned, after.toString(), after.toString(), now, userId, id],
+  );
+  return row!;
 }
 
 /** Queues a `webhook.test` event (its own id, not in the change log) to go whatever the patterns. */

@@ -174,6 +174,51 @@ async function change<I, T>(ctx: AuthedContext, scope: WriteScope, useCase: UseC
   }
 }
 
+/**
+ * A write of the user that is not of projects and tasks (a webhook's): it appends no events
+ * and has no one-statement form, and otherwise goes through the steps of every write: the
+ * Idempotency-Key (claimed, replayed, its outcome stored in the write's transaction), the
+ * user's turn, the owner's lock first in the transaction (`work` runs under it, with the
+ * transaction's entity manager), and a refusal kept under the key.
+ */
+export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityManager) => Promise<T>): Promise<T> {
+  const key = await IdempotencyKey.of(ctx);
+  const release = await turns.acquire(ctx.user.id);
+  try {
+    let outcome: Outcome<T>;
+    try {
+      outcome = await retried(ctx.log, () =>
+        ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
+          const now = ctx.clock.now();
+          if (key) await key.claim(em);
+          const record = (await lockOwner(em, ctx.user.id, key?.recordColumn(now)))?.record as StoredOutcome | null | undefined;
+          if (record) return { kind: 'replay', record: key!.replayOf(record) };
+          let value: T;
+          try {
+            value = await work(em);
+          } catch (error) {
+            if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
+            throw error;
+          }
+          if (key) {
+            const store = key.storeSql({ status: successStatus(ctx), body: value ?? null, etag: null }, now);
+            await em.execute(BATCHED + store.sql, store.params);
+          }
+          return { kind: 'ran', value };
+        }),
+      );
+    } catch (error) {
+      if (!key || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
+      const record = await key.keepFailure(ctx.em, error, ctx.clock.now());
+      outcome = record ? { kind: 'replay', record } : { kind: 'failed', error };
+    }
+    if (key) pruneNowAndThen(ctx.em, ctx.clock.now());
+    return deliver(ctx, outcome);
+  } finally {
+    release();
+  }
+}
+
 /** The writes open for steps (`withSteps`), by the entity manager of their transaction. */
 const openWrites = new WeakMap<SqlEntityManager, WriteScope>();
 
