@@ -25,6 +25,12 @@ export interface RestProcedure {
   meta: AppMeta;
   /** The input is void (revoke, a stream ticket): the call gets none. */
   takesNoInput: boolean;
+  /**
+   * Its input has members besides the path's and the query's: a method that reads a body
+   * wants one (JSON). Else (a webhook's test or secret: the path id alone) none is needed,
+   * as openapi.json documents no request body for it.
+   */
+  takesBody: boolean;
   /** Of an object input: its array members (a single query value becomes an array of one). */
   arrayMembers: string[];
 }
@@ -73,12 +79,15 @@ export function takesNoInput(procedure: AnyTRPCProcedure): boolean {
 function prepare(path: string, procedure: AnyTRPCProcedure): RestProcedure {
   const { input, type } = inputOf(procedure);
   const shape = type === 'object' ? ((input as unknown as z.ZodObject).shape as Record<string, Schema>) : {};
+  const meta = procedure._def.meta as AppMeta;
+  const outsideBody = new Set([...(meta.queryParameters ?? []), ...[...(meta.openapi?.path ?? '').matchAll(/\{(.+?)\}/g)].map((m) => m[1]!)]);
   return {
     path,
     procedure,
     type: procedure._def.type as RestProcedure['type'],
-    meta: procedure._def.meta as AppMeta,
+    meta,
     takesNoInput: takesNoInput(procedure),
+    takesBody: type !== 'object' ? !takesNoInput(procedure) : Object.keys(shape).some((key) => !outsideBody.has(key)),
     arrayMembers: Object.keys(shape).filter((key) => {
       const member = shape[key]!;
       return isArray(member) || (member._zod.def.type === 'optional' && isArray(member._zod.def.innerType));

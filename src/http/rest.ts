@@ -146,7 +146,7 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       // found to be JSON within limits). What is wrong with the request is found here and
       // raised by the procedure after authentication.
       let refusal = pathRefusal(route);
-      const takesBody = readsBody(req.method) && !procedure.takesNoInput;
+      const takesBody = readsBody(req.method) && procedure.takesBody;
       let body: unknown;
       if (!refusal && takesBody) {
         // One that takes a body is sent JSON, also when the body is empty (then `{}`).
