@@ -354,6 +354,8 @@ export const webhooksDelete = <ThrowOnError extends boolean = false>(options: Op
 
 /**
  * A webhook
+ *
+ * One of your webhooks: where it delivers, which events, whether it is enabled (and why not), and the newest event of your change log it is done with. An id that is unknown, malformed or another user's is 404 `record_not_found`.
  */
 export const webhooksGet = <ThrowOnError extends boolean = false>(options: Options<WebhooksGetData, ThrowOnError>): RequestResult<WebhooksGetResponses, WebhooksGetErrors, ThrowOnError> => (options.client ?? client).get<WebhooksGetResponses, WebhooksGetErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],

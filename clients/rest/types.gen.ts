@@ -174,6 +174,9 @@ export type Delivery = {
     id: number;
     attributes: {
         eventId: string;
+        /**
+         * An event type of the change log, or `webhook.test` for a test event.
+         */
         eventType: string;
         /**
          * This attempt of the event: 1 for the first.
@@ -183,8 +186,17 @@ export type Delivery = {
          * Unix seconds when the attempt started.
          */
         at: number;
+        /**
+         * `delivered`: a 2xx in time. `failed`: another status, a redirect (never followed), a network error or the time limit. `blocked`: the URL was refused at this attempt (its host did not resolve, or resolved to an address that is not public), so nothing was sent.
+         */
         outcome: 'delivered' | 'failed' | 'blocked';
+        /**
+         * The status the URL answered; null when none came.
+         */
         httpStatus: number | null;
+        /**
+         * Why the attempt failed or was blocked; null when delivered.
+         */
         error: string | null;
         durationMs: number;
         /**
@@ -1872,7 +1884,7 @@ export type WebhooksCreateData = {
     body: {
         webhook: {
             /**
-             * An absolute `https:` URL of at most 2048 characters, without user info, whose host resolves to public addresses only.
+             * 1 to 2048 characters (Unicode code points); no NUL character, no unpaired surrogate. An absolute `https:` URL without user info, as WHATWG URL parsers read it, kept as sent; its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 `invalid`. Checked again at every attempt.
              */
             url: string;
             /**
@@ -2066,7 +2078,7 @@ export type WebhooksUpdateData = {
     body: {
         webhook: {
             /**
-             * An absolute `https:` URL of at most 2048 characters, without user info, whose host resolves to public addresses only.
+             * 1 to 2048 characters (Unicode code points); no NUL character, no unpaired surrogate. An absolute `https:` URL without user info, as WHATWG URL parsers read it, kept as sent; its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 `invalid`. Checked again at every attempt.
              */
             url?: string;
             /**
@@ -2104,7 +2116,7 @@ export type WebhooksUpdateErrors = {
      */
     404: ErrorEnvelope;
     /**
-     * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor)
+     * Gone: `cursor_expired` (enabling a disabled webhook whose first undelivered event is no longer kept: replay from a kept id, then enable)
      */
     410: CursorExpired;
     /**
@@ -2245,7 +2257,7 @@ export type WebhooksReplayErrors = {
      */
     404: ErrorEnvelope;
     /**
-     * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor)
+     * Gone: `cursor_expired` (`replay.after` older than what is kept, or beyond the newest id of your change log)
      */
     410: CursorExpired;
     /**
@@ -2278,7 +2290,7 @@ export type WebhooksReplayError = WebhooksReplayErrors[keyof WebhooksReplayError
 
 export type WebhooksReplayResponses = {
     /**
-     * OK
+     * Accepted: delivery follows, in the background; its attempts show in the deliveries
      */
     202: {
         data: Webhook;
@@ -2338,7 +2350,7 @@ export type WebhooksTestError = WebhooksTestErrors[keyof WebhooksTestErrors];
 
 export type WebhooksTestResponses = {
     /**
-     * OK
+     * Accepted: delivery follows, in the background; its attempts show in the deliveries
      */
     202: {
         data: Webhook;

@@ -213,7 +213,7 @@ export interface ZodConversionOptions {
   resource?: 'project' | 'task' | 'webhook';
   /** Members that come from the query string (issues become 400 with `source.parameter`). */
   queryParameters?: readonly string[];
-  /** Top-level body wrappers (`project`, `task`, `user`). */
+  /** Top-level body wrappers (`project`, `task`, `user`, `webhook`, `replay`). */
   wrappers?: readonly string[];
 }
 
@@ -235,7 +235,7 @@ export function pointerOf(path: readonly PropertyKey[]): string {
 
 /** Turns a failed input parse into the errors of API-CONTRACT.md §2. */
 export function fromZodError(error: ZodError, options: ZodConversionOptions): DomainError {
-  const { rawInput, resource, queryParameters = [], wrappers = ['project', 'task', 'user'] } = options;
+  const { rawInput, resource, queryParameters = [], wrappers = ['project', 'task', 'user', 'webhook', 'replay'] } = options;
   const issues = error.issues;
 
   if (resource && issues.some((i) => i.path.length === 1 && i.path[0] === 'id')) {

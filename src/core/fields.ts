@@ -49,6 +49,8 @@ interface TextRule {
   max: number;
   /** Code for a value shorter than `min`. */
   tooShort?: ErrorCode;
+  /** Code for a value longer than `max` (`too_long` unless given). */
+  tooLong?: ErrorCode;
   pattern?: RegExp;
   patternDetail?: string;
   what: string;
@@ -56,7 +58,7 @@ interface TextRule {
 
 /** A string checked in code points, reporting every broken rule with its own code. */
 export function text(rule: TextRule) {
-  const { min = 0, max, tooShort = 'invalid', pattern, patternDetail, what } = rule;
+  const { min = 0, max, tooShort = 'invalid', tooLong = 'too_long', pattern, patternDetail, what } = rule;
   const schema = z.string().superRefine((value, ctx) => {
     const issue = (code: ErrorCode, message: string) =>
       ctx.addIssue({ code: 'custom', message, params: { code } });
@@ -66,7 +68,7 @@ export function text(rule: TextRule) {
       issue('invalid', patternDetail ?? `${what} has an invalid format.`);
     }
     const length = codePointLength(value);
-    if (length > max) issue('too_long', `${what} is too long (at most ${max} characters).`);
+    if (length > max) issue(tooLong, `${what} is too long (at most ${max} characters).`);
     if (length < min) {
       issue(tooShort, min === 1 ? `${what} must not be empty.` : `${what} is too short (at least ${min} characters).`);
     }

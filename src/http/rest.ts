@@ -174,7 +174,7 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       const status = ctx.response.notModified ? 304 : (procedure.meta?.successStatus ?? 200);
       res.statusCode = status;
       // The header's name as trpc-to-openapi sent it, in the case it went out before.
-      if (status === 200 || status === 201) res.setHeader('content-type', 'application/json; charset=utf-8');
+      if (status === 200 || status === 201 || status === 202) res.setHeader('content-type', 'application/json; charset=utf-8');
       else res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify(data));
     } catch (cause) {

@@ -12,6 +12,8 @@ import type { AppMeta } from '../core/context.js';
 import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS, MAX_JSON_DEPTH } from '../core/limits.js';
 import { appRouter } from '../app/router.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
+import { MAX_WEBHOOKS_PER_USER } from '../webhooks/webhook.schema.js';
+import { MAX_URL_LENGTH } from '../webhooks/address-guard.js';
 
 export const API_VERSION = '1.0.0';
 
@@ -77,7 +79,7 @@ function conditionalOf(meta: AppMeta): Conditional {
  * The error statuses an operation can answer with, and the codes of each. `missing_endpoint`
  * belongs to no operation: it answers only paths and methods that are not documented.
  */
-function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
+function errorResponses(meta: AppMeta, hasBody: boolean, docs: OperationDocs): ErrorResponseSpec[] {
   const domain = meta.errorCodes ?? [];
   const conditional = conditionalOf(meta);
   const specs: ErrorResponseSpec[] = [];
@@ -91,7 +93,11 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   const batch = (meta.openapi?.tags ?? []).includes('batch');
   if (meta.resource || batch) specs.push({ status: 404, codes: ['record_not_found'] });
   if (domain.includes('cursor_expired')) {
-    specs.push({ status: 410, codes: ['cursor_expired'], note: 'a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor' });
+    specs.push({
+      status: 410,
+      codes: ['cursor_expired'],
+      note: docs.gone?.note ?? 'a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor',
+    });
   }
   specs.push({ status: 413, codes: ['payload_too_large'], note: bodyNote }, { status: 415, codes: ['unsupported_media_type'], note: bodyNote });
   if (conditional.keyed) specs.push({ status: 409, codes: ['request_in_progress'] });
@@ -112,6 +118,12 @@ function errorResponses(meta: AppMeta, hasBody: boolean): ErrorResponseSpec[] {
   }
   return [...merged.values()];
 }
+
+const SUCCESS_TEXT: Record<number, string> = {
+  201: 'Created',
+  // Webhooks: the delivery it asks for happens after the answer (API-CONTRACT.md §14).
+  202: 'Accepted: delivery follows, in the background; its attempts show in the deliveries',
+};
 
 const STATUS_TEXT: Record<number, string> = {
   409: 'Conflict', 412: 'Precondition failed',
@@ -164,6 +176,25 @@ function task(id: number, attributes: Partial<Record<string, unknown>>, projectI
   };
 }
 
+const HOOK_URL = 'https://hooks.example.com/planning';
+const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw2W3k1Tc9Z2Y=';
+
+function webhook(attributes: Partial<Record<string, unknown>>, id = 1) {
+  return {
+    type: 'webhook',
+    id,
+    attributes: {
+      url: HOOK_URL, events: ['task.*'], description: 'Team board', state: 'enabled', disabledReason: null,
+      createdAt: NOW - DAY, lastEventId: '1042',
+      ...attributes,
+    },
+  };
+}
+
+function delivery(id: number, attributes: Record<string, unknown>) {
+  return { type: 'delivery', id, attributes: { eventId: '1042', eventType: 'task.updated', ...attributes } };
+}
+
 const startedProject = project(1, { state: 'started', startedAt: NOW, dueAt: NOW + 30 * DAY, isInProgress: true }, [1, 2]);
 
 interface Example {
@@ -180,6 +211,8 @@ interface OperationDocs {
   response?: unknown;
   /** One 422 example per documented code: [code, pointer, detail]. */
   unprocessable?: Array<[ErrorCode, string, string]>;
+  /** Its 410 `cursor_expired`, when not a cursor of the change log: when it is answered, and its example. */
+  gone?: { note: string; pointer?: string; detail: string };
 }
 
 const OPERATION_DOCS: Record<string, OperationDocs> = {
@@ -392,10 +425,78 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
       ['invalid', '/task/order', 'Expected an integer.'],
     ],
   },
+  'webhooks-create': {
+    request: {
+      tasks: { summary: 'Task events to a URL of yours', value: { webhook: { url: HOOK_URL, events: ['task.*'], description: 'Team board' } } },
+      everything: { summary: 'Every event (events defaults to ["*"])', value: { webhook: { url: 'https://hooks.example.com/everything' } } },
+    },
+    response: { data: webhook({}), meta: { secret: SECRET } },
+    unprocessable: [
+      ['parameter_missing', '/webhook/url', 'This attribute is required.'],
+      ['invalid', '/webhook/url', "The URL's host resolves to 10.1.2.3, a private address; webhooks go to public addresses only."],
+      ['too_long', '/webhook/url', `URL is too long (at most ${MAX_URL_LENGTH} characters).`],
+      ['limit_reached', '/webhook', `You have ${MAX_WEBHOOKS_PER_USER} webhooks, the most a user may have: delete one first.`],
+    ],
+  },
+  'webhooks-list': {
+    response: { data: [webhook({}), webhook({ url: 'https://hooks.example.com/everything', events: ['*'], description: '', state: 'disabled', disabledReason: 'The URL answered 410 Gone.', lastEventId: '1000' }, 2)] },
+  },
+  'webhooks-get': {
+    response: { data: webhook({}) },
+  },
+  'webhooks-update': {
+    request: {
+      disable: { summary: 'Stop delivering for now', value: { webhook: { state: 'disabled' } } },
+      enable: { summary: 'Resume from the first event not delivered', value: { webhook: { state: 'enabled' } } },
+      move: { summary: 'Another URL, every event', value: { webhook: { url: 'https://hooks.example.com/v2', events: ['*'], description: 'Team board, v2' } } },
+    },
+    response: { data: webhook({ state: 'disabled' }) },
+    unprocessable: [
+      ['parameter_missing', '/webhook', 'The request body needs a "webhook" object.'],
+      ['invalid', '/webhook/url', 'The URL must start with https:.'],
+      ['too_long', '/webhook/description', 'Description is too long (at most 1000 characters).'],
+    ],
+    gone: {
+      note: 'enabling a disabled webhook whose first undelivered event is no longer kept: replay from a kept id, then enable',
+      detail: 'The first event this webhook has not delivered (after 980) is no longer kept: replay it from a kept id (meta.last_event_id is the newest), then enable it.',
+    },
+  },
+  'webhooks-deliveries': {
+    response: {
+      data: [
+        delivery(31, { attempt: 2, at: NOW + 60, outcome: 'delivered', httpStatus: 204, error: null, durationMs: 84, nextAttemptAt: null }),
+        delivery(30, { attempt: 1, at: NOW, outcome: 'failed', httpStatus: 503, error: 'HTTP 503', durationMs: 312, nextAttemptAt: NOW + 60 }),
+      ],
+      links: {
+        first: `${ORIGIN}/api/webhooks/1/deliveries?page=1`,
+        last: `${ORIGIN}/api/webhooks/1/deliveries?page=3`,
+        next: `${ORIGIN}/api/webhooks/1/deliveries?page=2`,
+      },
+    },
+  },
+  'webhooks-replay': {
+    request: { after: { summary: 'Every kept event after 1000, again', value: { replay: { after: '1000' } } } },
+    response: { data: webhook({ lastEventId: '1000' }) },
+    unprocessable: [
+      ['parameter_missing', '/replay', 'The request body needs a "replay" object.'],
+      ['invalid', '/replay/after', 'An event id: decimal digits.'],
+    ],
+    gone: {
+      note: '`replay.after` older than what is kept, or beyond the newest id of your change log',
+      pointer: '/replay/after',
+      detail: 'Events after this id are no longer kept.',
+    },
+  },
+  'webhooks-test': {
+    response: { data: webhook({}) },
+  },
+  'webhooks-rotateSecret': {
+    response: { data: webhook({}), meta: { secret: 'whsec_uulgK2tJWo/zgqQqK7B6ej4yrL3/zgiuszL3ZiR7sYg=' } },
+  },
 };
 
 /** Example errors of the statuses every operation shares, by code. */
-function commonErrorExample(code: ErrorCode, meta: AppMeta): ApiError {
+function commonErrorExample(code: ErrorCode, meta: AppMeta, docs: OperationDocs): ApiError {
   if ((meta.openapi?.tags ?? []).includes('batch')) {
     // The operation that failed, under /operations/<index>.
     if (code === 'record_not_found') return { ...DomainError.notFound('project').errors[0]!, source: { pointer: '/operations/2/project' } };
@@ -405,7 +506,7 @@ function commonErrorExample(code: ErrorCode, meta: AppMeta): ApiError {
     case 'invalid': return invalidQueryParameter('page');
     case 'record_not_found': return DomainError.notFound(meta.resource ?? 'project').errors[0]!;
     case 'rate_limited': return apiError(code, { detail: 'Too many requests; retry in 42 seconds.' });
-    case 'cursor_expired': return apiError(code);
+    case 'cursor_expired': return docs.gone ? apiError(code, { pointer: docs.gone.pointer, detail: docs.gone.detail }) : apiError(code);
     case 'request_in_progress': return apiError(code, { parameter: 'Idempotency-Key' });
     case 'precondition_failed': return apiError(code, { parameter: 'If-Match' });
     default: return apiError(code);
@@ -429,7 +530,7 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
         continue;
       }
     } else {
-      error = commonErrorExample(code, meta);
+      error = commonErrorExample(code, meta, OPERATION_DOCS[operationId] ?? {});
     }
     const value = code === 'cursor_expired' ? { errors: [error], meta: { last_event_id: '1042' } } : { errors: [error] };
     examples[code] = { summary: `${code}${error.source?.pointer ? ` on ${error.source.pointer}` : ''}`, value };
@@ -528,6 +629,7 @@ const TAGS = [
   { name: 'tasks', description: "The current user's tasks: their order, their lifecycle (newed, started, planned, finished, abandoned) and their project." },
   { name: 'batch', description: 'Several writes of projects and tasks in one request and one transaction: all of them, or none.' },
   { name: 'events', description: "The change log of the current user's projects and tasks: delta sync, a live Server-Sent Events stream, and tickets for browsers' EventSource." },
+  { name: 'webhooks', description: `The change log pushed to URLs of yours: each event a signed POST (Standard Webhooks), in order, at least once; at most ${MAX_WEBHOOKS_PER_USER} webhooks per user, their delivery attempts, replays, test events and signing secrets.` },
 ];
 
 const DESCRIPTION = [
@@ -657,7 +759,7 @@ export function buildOpenApiDocument(): Json {
       const content = success.content as Record<string, Json>;
       if (docs.response !== undefined) content['application/json']!.examples = { default: { summary: 'Success', value: docs.response } };
       responses[String(status)] = {
-        description: status === 201 ? 'Created' : 'OK',
+        description: SUCCESS_TEXT[status] ?? 'OK',
         headers: responseHeaders(status, conditional),
         content,
       };
@@ -666,7 +768,7 @@ export function buildOpenApiDocument(): Json {
     if (conditional.read) {
       responses['304'] = { description: 'Not modified: `If-None-Match` names the current ETag. No body.', headers: responseHeaders(304, conditional) };
     }
-    for (const { status, codes, note } of errorResponses(meta, operation.requestBody !== undefined)) {
+    for (const { status, codes, note } of errorResponses(meta, operation.requestBody !== undefined, docs)) {
       responses[String(status)] = {
         description: `${STATUS_TEXT[status]}: ${codes.map((c) => `\`${c}\``).join(', ')}${note ? ` (${note})` : ''}`,
         headers: responseHeaders(status, conditional),

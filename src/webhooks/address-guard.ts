@@ -138,7 +138,12 @@ function authorityHasAt(raw: string): boolean {
 /** Syntax check of a webhook URL (API-CONTRACT §14): returns the parsed URL or a detail sentence for a 422 `invalid`. */
 export function checkUrlShape(raw: string, allowPrivate: boolean): { url: URL } | { refused: string } {
   if (typeof raw !== 'string') return { refused: 'The URL must be a string.' };
-  if (raw.length > MAX_URL_LENGTH) return { refused: `The URL is longer than ${MAX_URL_LENGTH.toLocaleString('en-US')} characters.` };
+  // Characters are code points, as every length of the API counts them (API-CONTRACT.md §1).
+  if (raw.length > MAX_URL_LENGTH && [...raw].length > MAX_URL_LENGTH) {
+    return { refused: `The URL is longer than ${MAX_URL_LENGTH.toLocaleString('en-US')} characters.` };
+  }
+  // The URL is used as sent: space around it would be dropped by the parser, and stored.
+  if (raw.trim() !== raw) return { refused: 'The URL must not start or end with spaces.' };
   let url: URL;
   try {
     url = new URL(raw);

@@ -78,6 +78,8 @@ export async function getWebhook(ctx: AuthedContext, id: number) {
 
 export async function editWebhook(ctx: AuthedContext, input: z.infer<typeof UpdateWebhookInput>) {
   const { webhook } = input;
+  // Another user's (or no) webhook is 404 before its URL is looked at (API-CONTRACT.md §14).
+  if (webhook.url !== undefined) await findWebhook(ctx.em, ctx.user.id, input.id);
   const url = webhook.url === undefined ? undefined : await checkedUrl(ctx, webhook.url);
   const edit = { url, events: webhook.events && patterns(webhook.events), description: webhook.description, state: webhook.state };
   const answer = await plainWrite(ctx, async (em) => ({ data: presentWebhook(await updateWebhook(em, ctx.user.id, input.id, edit, ctx.clock.now())) }));

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { PageLinks } from '../core/envelope.js';
 import { EVENT_ID } from '../core/errors.js';
 import { inputObject, pageParam, pathId, text } from '../core/fields.js';
-import { MAX_URL_LENGTH } from './address-guard.js';
+import { MAX_URL_LENGTH, checkUrlShape } from './address-guard.js';
 
 /** Webhooks a user may have. */
 export const MAX_WEBHOOKS_PER_USER = 10;
@@ -21,15 +21,30 @@ export function matchesPatterns(patterns: readonly string[], type: string): bool
   return patterns.some((p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))));
 }
 
-const url = text({ min: 1, max: MAX_URL_LENGTH, what: 'URL' }).meta({
-  format: 'uri',
-  description: `An absolute \`https:\` URL of at most ${MAX_URL_LENGTH} characters, without user info, whose host resolves to public addresses only.`,
+// Over 2,048 characters is `invalid`, as every other fault of the URL (API-CONTRACT.md §14).
+const urlText = text({ min: 1, max: MAX_URL_LENGTH, tooLong: 'invalid', what: 'URL' });
+// No `format: uri`: the URL is read as WHATWG URL parsers (Node's, browsers') read it, which take
+// text RFC 3986 refuses (a space, `é`, a backslash), and it is kept as sent.
+/**
+ * Its form is checked with the rest of the body, so that its faults are reported beside the
+ * others (API-CONTRACT.md §2): an absolute http(s) URL without user info. Whether it must be
+ * `https:` and reach public addresses depends on WEBHOOK_ALLOW_PRIVATE_URLS and on DNS: the
+ * procedure checks that once the body is read (manage-webhooks.ts).
+ */
+const urlForm = urlText.superRefine((value, ctx) => {
+  if ([...value].length > MAX_URL_LENGTH || value.includes('\u0000') || !value.isWellFormed()) return; // said already
+  const shape = checkUrlShape(value, true);
+  if ('refused' in shape) ctx.addIssue({ code: 'custom', message: shape.refused, params: { code: 'invalid' } });
+});
+const url = urlForm.meta({
+  // What every text says (its length, no NUL, no unpaired surrogate), then what a webhook URL adds.
+  description: `${z.globalRegistry.get(urlText)?.description} An absolute \`https:\` URL without user info, as WHATWG URL parsers read it, kept as sent; its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 \`invalid\`. Checked again at every attempt.`,
   example: 'https://hooks.example.com/planning',
 });
 const events = z
   .array(z.enum(EVENT_PATTERNS))
   .min(1)
-  .max(EVENT_PATTERNS.length)
+  .max(64)
   .meta({ description: 'The events to deliver: event types, `project.*`, `task.*` or `*` (every event).', example: ['task.*'] });
 const description = text({ max: 1_000, what: 'Description' });
 const state = z.enum(['enabled', 'disabled']);
@@ -86,12 +101,14 @@ export const DeliveryResource = z
     id: z.int(),
     attributes: z.object({
       eventId: z.string(),
-      eventType: z.string(),
+      eventType: z.string().meta({ description: 'An event type of the change log, or `webhook.test` for a test event.' }),
       attempt: z.int().meta({ description: 'This attempt of the event: 1 for the first.' }),
       at: z.int().meta({ description: 'Unix seconds when the attempt started.' }),
-      outcome: z.enum(['delivered', 'failed', 'blocked']),
-      httpStatus: z.int().nullable(),
-      error: z.string().nullable(),
+      outcome: z.enum(['delivered', 'failed', 'blocked']).meta({
+        description: '`delivered`: a 2xx in time. `failed`: another status, a redirect (never followed), a network error or the time limit. `blocked`: the URL was refused at this attempt (its host did not resolve, or resolved to an address that is not public), so nothing was sent.',
+      }),
+      httpStatus: z.int().nullable().meta({ description: 'The status the URL answered; null when none came.' }),
+      error: z.string().nullable().meta({ description: 'Why the attempt failed or was blocked; null when delivered.' }),
       durationMs: z.int(),
       nextAttemptAt: z.int().nullable().meta({ description: 'Unix seconds of the next attempt of a failed event; null when none is planned.' }),
     }),

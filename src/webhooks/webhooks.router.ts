@@ -43,7 +43,14 @@ export const webhooksRouter = router({
     .query(({ ctx }) => listUserWebhooks(ctx)),
 
   get: authedProcedure
-    .meta({ openapi: { method: 'GET', path: ONE, tags: TAGS, summary: 'A webhook' }, resource: 'webhook' })
+    .meta({
+      openapi: {
+        method: 'GET', path: ONE, tags: TAGS,
+        summary: 'A webhook',
+        description: 'One of your webhooks: where it delivers, which events, whether it is enabled (and why not), and the newest event of your change log it is done with. An id that is unknown, malformed or another user\'s is 404 `record_not_found`.',
+      },
+      resource: 'webhook',
+    })
     .input(WebhookIdInput)
     .output(WebhookDocument)
     .query(({ ctx, input }) => getWebhook(ctx, input.id)),

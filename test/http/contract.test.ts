@@ -75,8 +75,8 @@ const BIG_BODY = JSON.stringify({ padding: 'x'.repeat(101 * 1024) });
 const json = () => 'application/json';
 
 // One walk through the document, in its order: each operation's test uses what the ones
-// before it created (users, tokens, projects, tasks, a revoked token), and the last one checks
-// that together they met every documented status. So its order is kept under
+// before it created (users, tokens, projects, tasks, webhooks, a revoked token), and the last
+// one checks that together they met every documented status. So its order is kept under
 // --sequence.shuffle; the file's other block and the files around it are shuffled.
 describe('openapi.json describes what the service answers', { shuffle: false }, () => {
   let app: TestApp;
@@ -346,9 +346,180 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     await expectStatus('batch-apply', 422, one({ op: 'tasks.create', input: { task: { label: 'x', project_id: ids.otherProject } } }), ['record_not_found']);
   });
 
+  // --- Webhooks (API-CONTRACT.md §14). No deliverer runs in a test app: what the service
+  // stores for one (a queued test event, the previous secret, attempts) is read in its rows.
+  const HOOK = 'https://hooks.example.com/contract';
+  const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
+  let firstSecret = '';
+  const sql = <T = Json>(statement: string, params: unknown[] = []) => app.orm.em.fork().execute<T[]>(statement, params);
+  const userIdOf = async (userToken: string) => (await app.request('GET', '/api/users/me', { token: userToken })).body.data.id as number;
+
+  it('webhooks-create: 201 with its secret, 422 with its codes, and limit_reached at the 11th', async () => {
+    const newest = (await call('events-list', { token })).body.meta.last_event_id;
+    const res = await expectStatus('webhooks-create', 201, { token, body: { webhook: { url: HOOK, events: ['project.created', 'task.*'], description: 'Contract' } } });
+    expect(res.body.data.attributes).toEqual({
+      url: HOOK, events: ['task.*', 'project.created'], description: 'Contract', state: 'enabled', disabledReason: null,
+      createdAt: seconds(T0), lastEventId: newest,
+    });
+    expect(res.body.meta.secret).toMatch(SECRET);
+    expect(Buffer.from(res.body.meta.secret.slice('whsec_'.length), 'base64')).toHaveLength(32);
+    firstSecret = res.body.meta.secret;
+    ids.webhook = res.body.data.id;
+    const defaults = await expectStatus('webhooks-create', 201, { token, body: { webhook: { url: 'https://hooks.example.com/spare' } } });
+    expect(defaults.body.data.attributes).toMatchObject({ events: ['*'], description: '' });
+    expect(defaults.body.meta.secret).not.toBe(firstSecret);
+    ids.spareWebhook = defaults.body.data.id;
+    ids.otherWebhook = (await expectStatus('webhooks-create', 201, { token: otherToken, body: { webhook: { url: 'https://hooks.example.com/theirs' } } })).body.data.id;
+
+    const refused = async (webhook: unknown, codes: string[], pointer: string) => {
+      const r = await expectStatus('webhooks-create', 422, { token, body: webhook === undefined ? {} : { webhook } }, codes, `webhooks-create ${JSON.stringify(webhook)?.slice(0, 80)}`);
+      expect(r.body.errors.map((e: Json) => e.source?.pointer)).toEqual(codes.map(() => pointer));
+    };
+    await refused(undefined, ['parameter_missing'], '/webhook');
+    await refused({ events: ['*'] }, ['parameter_missing'], '/webhook/url');
+    for (const url of [
+      'http://hooks.example.com/x', 'https://user:pass@hooks.example.com/x', 'hooks.example.com/x',
+      'https://ten.private.test/x', 'https://mixed.private.test/x', 'https://127.0.0.1/x', 'https://[::1]/x', 'https://unknown.invalid/x', 'https://hooks.example.com/\u0000',
+    ]) {
+      await refused({ url }, ['invalid'], '/webhook/url');
+    }
+    await refused({ url: HOOK, events: [] }, ['invalid'], '/webhook/events');
+    await refused({ url: HOOK, events: 'task.*' }, ['invalid'], '/webhook/events');
+    await refused({ url: HOOK, events: ['task.deleted'] }, ['invalid'], '/webhook/events/0');
+    await refused({ url: `https://hooks.example.com/${'x'.repeat(2_048)}` }, ['invalid'], '/webhook/url');
+    await refused({ url: HOOK, description: 'x'.repeat(1_001) }, ['too_long'], '/webhook/description');
+
+    // At most 10 a user: the 11th is refused, and deleting one makes room again.
+    const filler = await app.register();
+    const made: number[] = [];
+    for (let i = 0; i < 10; i++) made.push((await expectStatus('webhooks-create', 201, { token: filler.token, body: { webhook: { url: `${HOOK}/${i}` } } })).body.data.id);
+    const eleventh = { token: filler.token, body: { webhook: { url: `${HOOK}/10` } } };
+    const full = await expectStatus('webhooks-create', 422, eleventh, ['limit_reached']);
+    expect(full.body.errors[0].source).toEqual({ pointer: '/webhook' });
+    expect((await expectStatus('webhooks-list', 200, { token: filler.token })).body.data.map((w: Json) => w.id)).toEqual(made);
+    await expectStatus('webhooks-delete', 204, { token: filler.token, id: made[0] });
+    await expectStatus('webhooks-create', 201, eleventh);
+    await expectStatus('webhooks-create', 422, eleventh, ['limit_reached']);
+  });
+
+  it('webhooks-list: 200 with the user\'s webhooks only, oldest first', async () => {
+    const res = await expectStatus('webhooks-list', 200, { token });
+    expect(res.body.data.map((w: Json) => w.id)).toEqual([ids.webhook, ids.spareWebhook]);
+    expect(res.body.data.every((w: Json) => w.type === 'webhook' && !('secret' in w.attributes))).toBe(true);
+    expect((await expectStatus('webhooks-list', 200, { token: otherToken })).body.data.map((w: Json) => w.id)).toEqual([ids.otherWebhook]);
+  });
+
+  it('webhooks-get: 200', async () => {
+    const res = await expectStatus('webhooks-get', 200, { token, id: ids.webhook });
+    expect(res.body.data).toMatchObject({ type: 'webhook', id: ids.webhook, attributes: { url: HOOK, state: 'enabled' } });
+  });
+
+  it('webhooks-update: 200 and 422; enabling when its next event is no longer kept is 410, until a replay from a kept id', async () => {
+    const id = ids.webhook;
+    const moved = await expectStatus('webhooks-update', 200, { token, id, body: { webhook: { url: `${HOOK}/moved`, events: ['project.*'], description: 'Moved' } } });
+    expect(moved.body.data.attributes).toMatchObject({ url: `${HOOK}/moved`, events: ['project.*'], description: 'Moved', state: 'enabled' });
+    const disabled = await expectStatus('webhooks-update', 200, { token, id, body: { webhook: { state: 'disabled' } } });
+    expect(disabled.body.data.attributes).toMatchObject({ state: 'disabled', disabledReason: null });
+    expect((await expectStatus('webhooks-update', 200, { token, id, body: { webhook: { state: 'enabled' } } })).body.data.attributes.state).toBe('enabled');
+    await expectStatus('webhooks-update', 200, { token, id, body: { webhook: { url: HOOK, events: ['task.*', 'project.created'], description: 'Contract' } } });
+    await expectStatus('webhooks-update', 422, { token, id, body: {} }, ['parameter_missing']);
+    await expectStatus('webhooks-update', 422, { token, id, body: { webhook: { url: 'https://loopback.private.test/x' } } }, ['invalid']);
+    await expectStatus('webhooks-update', 422, { token, id, body: { webhook: { state: 'paused' } } }, ['invalid']);
+    await expectStatus('webhooks-update', 422, { token, id, body: { webhook: { events: ['*', 'nothing'] } } }, ['invalid']);
+    await expectStatus('webhooks-update', 422, { token, id, body: { webhook: { description: 'x'.repeat(1_001) } } }, ['too_long']);
+    expect((await call('webhooks-get', { token, id })).body.data.attributes).toMatchObject({ url: HOOK, description: 'Contract', state: 'enabled' });
+
+    // A user with one event; its webhook starts after it, is disabled, and retention then removes
+    // the first two events, the one after its place among them.
+    const u = await app.register();
+    await expectStatus('tasks-create', 201, { token: u.token, body: { task: { label: 'first' } } });
+    const hook = (await expectStatus('webhooks-create', 201, { token: u.token, body: { webhook: { url: HOOK } } })).body.data;
+    expect(hook.attributes.lastEventId).toBe('1');
+    await expectStatus('webhooks-update', 200, { token: u.token, id: hook.id, body: { webhook: { state: 'disabled' } } });
+    for (const label of ['second', 'third']) await expectStatus('tasks-create', 201, { token: u.token, body: { task: { label } } });
+    await sql(`update events set at = at - interval '40 days' where user_id = ? and seq <= 2`, [u.id]);
+    const { pruneEvents } = await import('../../src/changes/event.store.js');
+    expect(await pruneEvents(app.orm.em.fork(), new Date(T0 - 30 * DAY * 1000))).toBe(2);
+    const expired = await expectStatus('webhooks-update', 410, { token: u.token, id: hook.id, body: { webhook: { state: 'enabled' } } }, ['cursor_expired']);
+    expect(expired.body.meta).toEqual({ last_event_id: '3' });
+    expect((await call('webhooks-get', { token: u.token, id: hook.id })).body.data.attributes).toMatchObject({ state: 'disabled', lastEventId: '1' });
+    const older = await expectStatus('webhooks-replay', 410, { token: u.token, id: hook.id, body: { replay: { after: '1' } } }, ['cursor_expired']);
+    expect(older.body).toMatchObject({ errors: [{ source: { pointer: '/replay/after' } }], meta: { last_event_id: '3' } });
+    const replayed = await expectStatus('webhooks-replay', 202, { token: u.token, id: hook.id, body: { replay: { after: '2' } } });
+    expect(replayed.body.data.attributes).toMatchObject({ state: 'disabled', lastEventId: '2' });
+    const enabled = await expectStatus('webhooks-update', 200, { token: u.token, id: hook.id, body: { webhook: { state: 'enabled' } } });
+    expect(enabled.body.data.attributes).toMatchObject({ state: 'enabled', disabledReason: null, lastEventId: '2' });
+  });
+
+  it('webhooks-deliveries: 200 with the attempts newest first, 50 a page, and 400 for a bad page', async () => {
+    const empty = await expectStatus('webhooks-deliveries', 200, { token, id: ids.webhook });
+    const path = `${app.baseUrl}/api/webhooks/${ids.webhook}/deliveries`;
+    expect(empty.body).toEqual({ data: [], links: { first: `${path}?page=1`, last: `${path}?page=1` } });
+    // 51 attempts as the deliverer records them: delivered, failed (with its next attempt) and blocked in turn.
+    await sql(
+      `insert into webhook_deliveries (user_id, webhook_id, event_id, event_type, attempt, at, outcome, http_status, error, duration_ms, next_attempt_at)
+       select ?, ?, (100 + g)::text, 'task.updated', 1 + g % 3, ?::timestamptz + g * interval '1 second',
+              (array['delivered', 'failed', 'blocked'])[1 + g % 3], (array[204, 503, null])[1 + g % 3],
+              (array[null, 'HTTP 503', 'The URL''s host resolves to 10.1.2.3, a private address; webhooks go to public addresses only.'])[1 + g % 3],
+              10 + g, case when g % 3 = 1 then ?::timestamptz + (g + 60) * interval '1 second' end
+         from generate_series(1, 51) g`,
+      [await userIdOf(token), ids.webhook, new Date(T0), new Date(T0)],
+    );
+    const first = await expectStatus('webhooks-deliveries', 200, { token, id: ids.webhook });
+    expect(first.body.data).toHaveLength(50);
+    expect(first.body.links).toEqual({ first: `${path}?page=1`, last: `${path}?page=2`, next: `${path}?page=2` });
+    expect(first.body.data.map((d: Json) => d.attributes.eventId)).toEqual(Array.from({ length: 50 }, (_, i) => String(151 - i)));
+    expect(first.body.data.slice(0, 3).map((d: Json) => d.attributes)).toEqual([
+      { eventId: '151', eventType: 'task.updated', attempt: 1, at: seconds(T0) + 51, outcome: 'delivered', httpStatus: 204, error: null, durationMs: 61, nextAttemptAt: null },
+      { eventId: '150', eventType: 'task.updated', attempt: 3, at: seconds(T0) + 50, outcome: 'blocked', httpStatus: null, error: expect.stringContaining('public addresses only'), durationMs: 60, nextAttemptAt: null },
+      { eventId: '149', eventType: 'task.updated', attempt: 2, at: seconds(T0) + 49, outcome: 'failed', httpStatus: 503, error: 'HTTP 503', durationMs: 59, nextAttemptAt: seconds(T0) + 109 },
+    ]);
+    const second = await expectStatus('webhooks-deliveries', 200, { token, id: ids.webhook, query: 'page=2' });
+    expect(second.body.data.map((d: Json) => d.attributes.eventId)).toEqual(['101']);
+    expect(second.body.links).toEqual({ first: `${path}?page=1`, last: `${path}?page=2`, prev: `${path}?page=1` });
+    expect((await expectStatus('webhooks-deliveries', 200, { token, id: ids.spareWebhook })).body.data).toEqual([]);
+    for (const page of ['0', '-1', 'abc', '01', '']) {
+      const res = await expectStatus('webhooks-deliveries', 400, { token, id: ids.webhook, query: `page=${page}` }, ['invalid'], `webhooks-deliveries page=${page}`);
+      expect(res.body.errors[0].source).toEqual({ parameter: 'page' });
+    }
+  });
+
+  it('webhooks-replay: 202 moving its place back, 410 beyond the log, and 422', async () => {
+    const newest = (await call('events-list', { token })).body.meta.last_event_id as string;
+    const res = await expectStatus('webhooks-replay', 202, { token, id: ids.webhook, body: { replay: { after: '0' } } });
+    expect(res.body.data).toMatchObject({ id: ids.webhook, attributes: { state: 'enabled', lastEventId: '0' } });
+    const beyond = await expectStatus('webhooks-replay', 410, { token, id: ids.webhook, body: { replay: { after: String(Number(newest) + 1) } } }, ['cursor_expired']);
+    expect(beyond.body).toMatchObject({ errors: [{ source: { pointer: '/replay/after' } }], meta: { last_event_id: newest } });
+    await expectStatus('webhooks-replay', 422, { token, id: ids.webhook, body: {} }, ['parameter_missing']);
+    await expectStatus('webhooks-replay', 422, { token, id: ids.webhook, body: { replay: {} } }, ['parameter_missing']);
+    for (const after of ['01', '-1', 'abc', 5, null]) {
+      const r = await expectStatus('webhooks-replay', 422, { token, id: ids.webhook, body: { replay: { after } } }, ['invalid'], `webhooks-replay after ${JSON.stringify(after)}`);
+      expect(r.body.errors[0].source).toEqual({ pointer: '/replay/after' });
+    }
+  });
+
+  it('webhooks-test: 202, a webhook.test event of its own queued', async () => {
+    const res = await expectStatus('webhooks-test', 202, { token, id: ids.webhook });
+    expect(res.body.data.id).toBe(ids.webhook);
+    const [row] = await sql<{ test_event: Json }>('select test_event from webhooks where id = ?', [ids.webhook]);
+    expect(row!.test_event).toEqual({ id: expect.stringMatching(/^msg_[A-Za-z0-9_-]{16}$/), at: seconds(T0) });
+  });
+
+  it('webhooks-rotateSecret: 201 with a new secret, the previous one signing beside it for 24 hours', async () => {
+    const res = await expectStatus('webhooks-rotateSecret', 201, { token, id: ids.webhook });
+    expect(res.body.data.id).toBe(ids.webhook);
+    expect(res.body.meta.secret).toMatch(SECRET);
+    expect(res.body.meta.secret).not.toBe(firstSecret);
+    const [row] = await sql<{ secret: string; previous_secret: string; previous_secret_until: Date }>(
+      'select secret, previous_secret, previous_secret_until from webhooks where id = ?', [ids.webhook],
+    );
+    expect(row).toMatchObject({ secret: res.body.meta.secret, previous_secret: firstSecret });
+    expect(new Date(row!.previous_secret_until).getTime()).toBe(T0 + 24 * 3_600_000);
+  });
+
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
     const secured = operations.filter((o) => o.op.security?.length);
-    expect(secured).toHaveLength(18);
+    expect(secured).toHaveLength(27);
     for (const operation of secured) {
       for (const bad of [undefined, 'not-a-token', revokedToken]) {
         await expectStatus(
@@ -362,23 +533,34 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
 
   it('every operation on a path id is 404 for an unknown, malformed or foreign id', async () => {
     const withId = operations.filter((o) => o.path.includes('{id}'));
-    expect(withId).toHaveLength(8);
+    expect(withId).toHaveLength(15);
+    const foreignIds: Record<string, number> = { project: ids.otherProject!, task: ids.otherTask!, webhook: ids.otherWebhook! };
+    // Bodies the operation accepts, so that only the id is at fault.
+    const bodies: Record<string, unknown> = { 'webhooks-update': { webhook: { description: 'x' } }, 'webhooks-replay': { replay: { after: '0' } } };
+    const theirs = (await expectStatus('webhooks-get', 200, { token: otherToken, id: ids.otherWebhook })).body;
     for (const operation of withId) {
-      const resource = operation.path.split('/')[2] === 'projects' ? 'project' : 'task';
-      const foreign = resource === 'project' ? ids.otherProject : ids.otherTask;
-      const body = operation.method === 'patch' ? { [resource]: { label: 'x' } } : operation.op.requestBody ? { [resource]: { state: 'started', order: 1 } } : undefined;
-      for (const id of [2_147_483_647, 99_999_999_999, foreign, 'abc', '0', '01', '1.0', '-1']) {
+      const resource = { projects: 'project', tasks: 'task', webhooks: 'webhook' }[operation.path.split('/')[2]!]!;
+      const body = bodies[operation.id] ?? (operation.method === 'patch' ? { [resource]: { label: 'x' } } : operation.op.requestBody ? { [resource]: { state: 'started', order: 1 } } : undefined);
+      for (const id of [2_147_483_647, 99_999_999_999, foreignIds[resource]!, 'abc', '0', '01', '1.0', '-1']) {
         const res = await expectStatus(operation.id, 404, { token, id, body }, ['record_not_found'], `${operation.id} id ${id}`);
         expect(res.body.errors[0].source).toEqual({ pointer: `/${resource}` });
       }
     }
+    // Another user's webhook is as it was: not changed, replayed, tested, given a new secret or deleted.
+    expect((await expectStatus('webhooks-get', 200, { token: otherToken, id: ids.otherWebhook })).body).toEqual(theirs);
+    const [row] = await app.orm.em.fork().execute<Array<{ test_event: unknown; previous_secret: unknown }>>(
+      'select test_event, previous_secret from webhooks where id = ?', [ids.otherWebhook],
+    );
+    expect(row).toEqual({ test_event: null, previous_secret: null });
   });
 
   it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {
-    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(11);
+    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(14);
     for (const operation of operations) {
       if (operation.id === 'users-revoke') continue; // its success would end the session; covered below
-      const id = operation.path.startsWith('/api/projects') ? ids.startedProject : ids.task;
+      // The webhook a delete with an ignored body removes is a spare one; the others stay.
+      const webhook = operation.id === 'webhooks-delete' ? ids.spareWebhook : ids.webhook;
+      const id = operation.path.startsWith('/api/projects') ? ids.startedProject : operation.path.startsWith('/api/webhooks') ? webhook : ids.task;
       const send = (body: string, contentType: string | undefined, what: string) => rawCall(operation, { token, id }, body, contentType, what);
       const json = 'application/json';
       expect((await send('{"project": ', json, `${operation.id} broken JSON`)).status).toBe(400);
@@ -415,6 +597,22 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     expect(task.body.data.attributes.state).toBe('abandoned');
   });
 
+  it('webhooks-delete: 204, its attempts gone with it, then 404', async () => {
+    const id = (await expectStatus('webhooks-create', 201, { token, body: { webhook: { url: `${HOOK}/doomed` } } })).body.data.id;
+    await sql(
+      `insert into webhook_deliveries (user_id, webhook_id, event_id, event_type, attempt, at, outcome, http_status, error, duration_ms, next_attempt_at)
+       values (?, ?, '1', 'task.created', 1, ?, 'delivered', 200, null, 5, null)`,
+      [await userIdOf(token), id, new Date(T0)],
+    );
+    expect((await expectStatus('webhooks-deliveries', 200, { token, id })).body.data).toHaveLength(1);
+    const res = await expectStatus('webhooks-delete', 204, { token, id });
+    expect(res.text).toBe('');
+    await expectStatus('webhooks-delete', 404, { token, id }, ['record_not_found']);
+    await expectStatus('webhooks-deliveries', 404, { token, id }, ['record_not_found']);
+    expect(await sql('select 1 from webhook_deliveries where webhook_id = ?', [id])).toEqual([]);
+    expect((await expectStatus('webhooks-list', 200, { token })).body.data.map((w: Json) => w.id)).toEqual([ids.webhook]);
+  });
+
   it('answers random requests only with documented statuses and codes (never a 5xx)', async () => {
     const value = fc.oneof(
       fc.integer({ min: -3, max: 3 }),
@@ -422,18 +620,23 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
       fc.string({ maxLength: 12 }),
       fc.constantFrom('started', 'paused', 'finished', 'planned', 'newed', 'abandoned', 'x'.repeat(120), 'a b', '\u0000', ''),
       fc.constantFrom(null, true, false, [], {}, [1], { a: 1 }),
+      // Webhooks: URLs public, private and unknown, event patterns good and bad, event ids.
+      fc.constantFrom(HOOK, 'https://ten.private.test/x', 'https://unknown.invalid/x', 'http://hooks.example.com/x', ['*'], ['task.*', 'x'], '0', '01', 'enabled', 'disabled'),
     );
     const members = fc.dictionary(
-      fc.oneof(fc.constantFrom('name', 'description', 'due_at', 'finished_at', 'state', 'label', 'planned_at', 'project_id', 'order', 'username', 'password'), fc.string({ maxLength: 6 })),
+      fc.oneof(
+        fc.constantFrom('name', 'description', 'due_at', 'finished_at', 'state', 'label', 'planned_at', 'project_id', 'order', 'username', 'password', 'url', 'events', 'after'),
+        fc.string({ maxLength: 6 }),
+      ),
       value,
       { maxKeys: 4 },
     );
     const body = fc.oneof(
-      { weight: 4, arbitrary: fc.tuple(fc.constantFrom('project', 'task', 'user'), members).map(([wrapper, m]) => ({ [wrapper]: m })) },
+      { weight: 4, arbitrary: fc.tuple(fc.constantFrom('project', 'task', 'user', 'webhook', 'replay'), members).map(([wrapper, m]) => ({ [wrapper]: m })) },
       { weight: 1, arbitrary: members },
       { weight: 1, arbitrary: value },
     );
-    const id = fc.oneof(fc.constantFrom(ids.startedProject, ids.task, ids.otherProject, ids.otherTask, 1), fc.string({ maxLength: 5 }));
+    const id = fc.oneof(fc.constantFrom(ids.startedProject, ids.task, ids.otherProject, ids.otherTask, ids.webhook, ids.otherWebhook, 1), fc.string({ maxLength: 5 }));
     const page = fc.oneof(fc.integer({ min: -2, max: 4 }).map(String), fc.string({ maxLength: 5 }));
     for (const operation of operations) {
       if (operation.id === 'users-revoke') continue; // would end the session the other calls use
@@ -441,7 +644,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
         fc.asyncProperty(body, id, page, async (b, i, p) => {
           const options: CallOptions = { token, id: operation.path.includes('{id}') ? i : undefined };
           if (operation.op.requestBody) options.body = b;
-          if (operation.id.endsWith('-list')) options.query = `page=${encodeURIComponent(p)}`;
+          if (operation.id.endsWith('-list') || operation.id === 'webhooks-deliveries') options.query = `page=${encodeURIComponent(p)}`;
           if (typeof options.id === 'string' && (options.id === '' || options.id.includes('/') || options.id === '.' || options.id === '..')) return;
           const res = await call(operation.id, options, `${operation.id} ${JSON.stringify(options)}`);
           expect(res.status, `${operation.id} ${JSON.stringify(options)}: ${res.text}`).toBeLessThan(500);

@@ -32,6 +32,8 @@ const PROCEDURES = [
   'tasks.create', 'tasks.list', 'tasks.get', 'tasks.update', 'tasks.changeState', 'tasks.reorder',
   'batch.apply',
   'events.list', 'events.ticket',
+  'webhooks.create', 'webhooks.list', 'webhooks.get', 'webhooks.update', 'webhooks.delete', 'webhooks.deliveries', 'webhooks.replay',
+  'webhooks.test', 'webhooks.rotateSecret',
 ] as const;
 type Procedure = (typeof PROCEDURES)[number];
 
@@ -58,6 +60,8 @@ interface Step {
 type Outcome = { ok: true; output: unknown } | { ok: false; status: number; errors: unknown };
 
 const DUE = seconds(T0) + 30 * DAY;
+/** A public name for the test apps' resolver (test/helpers/test-resolver.ts); nothing is sent to it. */
+const HOOK = 'https://hooks.example.com/parity';
 
 describe('tRPC and REST give the same data and the same errors', () => {
   let app: TestApp;
@@ -69,8 +73,10 @@ describe('tRPC and REST give the same data and the same errors', () => {
     const stranger = await app.register();
     const project = await app.request('POST', '/api/users/me/projects', { token: stranger.token, body: { project: { name: 'Theirs' } } });
     const task = await app.request('POST', '/api/users/me/tasks', { token: stranger.token, body: { task: { label: 'Theirs' } } });
+    const webhook = await app.request('POST', '/api/users/me/webhooks', { token: stranger.token, body: { webhook: { url: 'https://hooks.example.com/theirs' } } });
     foreign.project = project.body.data.id;
     foreign.task = task.body.data.id;
+    foreign.webhook = webhook.body.data.id;
   });
   afterAll(async () => {
     await app?.close();
@@ -180,6 +186,37 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'changes after an id beyond the log', procedure: 'events.list', input: () => ({ after: '999999' }), fails: ['cursor_expired'] },
     { name: 'a stream ticket', procedure: 'events.ticket' },
     { name: 'a stream ticket without token', procedure: 'events.ticket', auth: 'none', fails: ['unauthorized'] },
+
+    { name: 'a webhook for task events', procedure: 'webhooks.create', input: () => ({ webhook: { url: HOOK, events: ['task.*'], description: 'Board' } }), keep: (o, s) => void (s.refs.hook = o.data.id) },
+    { name: 'a webhook for every event', procedure: 'webhooks.create', input: () => ({ webhook: { url: `${HOOK}/all` } }), keep: (o, s) => void (s.refs.spare = o.data.id) },
+    ...Array.from({ length: 8 }, (_, i): Step => ({ name: `webhook ${i + 3} of 10`, procedure: 'webhooks.create', input: () => ({ webhook: { url: `${HOOK}/${i + 3}` } }) })),
+    { name: 'an 11th webhook', procedure: 'webhooks.create', input: () => ({ webhook: { url: `${HOOK}/11` } }), fails: ['limit_reached'] },
+    { name: 'a webhook without url', procedure: 'webhooks.create', input: () => ({ webhook: { events: ['*'] } }), fails: ['parameter_missing'] },
+    { name: 'a webhook to a private address', procedure: 'webhooks.create', input: () => ({ webhook: { url: 'https://ten.private.test/x' } }), fails: ['invalid'] },
+    { name: 'a webhook over http', procedure: 'webhooks.create', input: () => ({ webhook: { url: 'http://hooks.example.com/x' } }), fails: ['invalid'] },
+    { name: 'a webhook for an unknown event, with a long url', procedure: 'webhooks.create', input: () => ({ webhook: { url: `${HOOK}/${'x'.repeat(2_048)}`, events: ['task.deleted'] } }), fails: ['invalid', 'invalid'] },
+    { name: 'a webhook with a long description', procedure: 'webhooks.create', input: () => ({ webhook: { url: HOOK, description: 'x'.repeat(1_001) } }), fails: ['too_long'] },
+    { name: 'list webhooks', procedure: 'webhooks.list' },
+    { name: 'list webhooks without token', procedure: 'webhooks.list', auth: 'none', fails: ['unauthorized'] },
+    { name: 'get a webhook', procedure: 'webhooks.get', input: (s) => ({ id: s.refs.hook }) },
+    { name: 'get a foreign webhook', procedure: 'webhooks.get', input: () => ({ id: foreign.webhook }), fails: ['record_not_found'] },
+    { name: 'disable a webhook', procedure: 'webhooks.update', input: (s) => ({ id: s.refs.hook, webhook: { state: 'disabled' } }) },
+    { name: 'enable it, with other events', procedure: 'webhooks.update', input: (s) => ({ id: s.refs.hook, webhook: { state: 'enabled', events: ['project.*', 'task.updated'] } }) },
+    { name: 'a webhook to a loopback name', procedure: 'webhooks.update', input: (s) => ({ id: s.refs.hook, webhook: { url: 'https://loopback.private.test/x' } }), fails: ['invalid'] },
+    { name: 'update a foreign webhook', procedure: 'webhooks.update', input: () => ({ id: foreign.webhook, webhook: { description: 'x' } }), fails: ['record_not_found'] },
+    { name: 'replay from the start of the log', procedure: 'webhooks.replay', input: (s) => ({ id: s.refs.hook, replay: { after: '0' } }) },
+    { name: 'replay after an id beyond the log', procedure: 'webhooks.replay', input: (s) => ({ id: s.refs.hook, replay: { after: '999999' } }), fails: ['cursor_expired'] },
+    { name: 'replay after a malformed id', procedure: 'webhooks.replay', input: (s) => ({ id: s.refs.hook, replay: { after: '01' } }), fails: ['invalid'] },
+    { name: 'a test event', procedure: 'webhooks.test', input: (s) => ({ id: s.refs.hook }) },
+    { name: 'a test event to a foreign webhook', procedure: 'webhooks.test', input: () => ({ id: foreign.webhook }), fails: ['record_not_found'] },
+    { name: 'a new secret', procedure: 'webhooks.rotateSecret', input: (s) => ({ id: s.refs.hook }) },
+    { name: 'a new secret of an unknown webhook', procedure: 'webhooks.rotateSecret', input: () => ({ id: 2_147_483_647 }), fails: ['record_not_found'] },
+    { name: 'the attempts of a webhook', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook }) },
+    { name: 'the attempts, page 2', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook, page: 2 }) },
+    { name: 'the attempts, page 0', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook, page: 0 }), fails: ['invalid'] },
+    { name: 'delete a webhook', procedure: 'webhooks.delete', input: (s) => ({ id: s.refs.spare }) },
+    { name: 'delete it again', procedure: 'webhooks.delete', input: (s) => ({ id: s.refs.spare }), fails: ['record_not_found'] },
+    { name: 'webhooks at the end', procedure: 'webhooks.list' },
   ];
 
   function tokenFor(step: Step, s: DoorState & { second?: string }): string | undefined {
@@ -224,7 +261,7 @@ describe('tRPC and REST give the same data and the same errors', () => {
     }
     const res = await app.request(operation.method, url, { token: tokenFor(step, s), body });
     if (res.status >= 400) return { ok: false, status: res.status, errors: res.body?.errors };
-    expect([200, 201, 204], `${step.name}: ${res.status}`).toContain(res.status);
+    expect([200, 201, 202, 204], `${step.name}: ${res.status}`).toContain(res.status);
     return { ok: true, output: res.status === 204 ? undefined : res.body };
   }
 
@@ -244,9 +281,12 @@ describe('tRPC and REST give the same data and the same errors', () => {
         if (typeof out.type === 'string' && typeof out.id === 'number') out.id = idOf(out.type, out.id);
         if (out.meta && typeof out.meta.token === 'string') out.meta.token = '<token>';
         if (out.attributes && typeof out.attributes.ticket === 'string') out.attributes.ticket = '<ticket>';
+        if (out.meta && typeof out.meta.secret === 'string') out.meta.secret = '<secret>';
         return out;
       }
       if (value === s.username) return '<username>';
+      // A webhook's id in the links of its deliveries.
+      if (typeof value === 'string') return value.replace(/\/api\/webhooks\/(\d+)\//, (_, id: string) => `/api/webhooks/${idOf('webhook', Number(id))}/`);
       return value;
     };
     return walk;

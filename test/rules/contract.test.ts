@@ -9,15 +9,15 @@ import { doc, operations, schemaErrors, type Json } from '../helpers/openapi-doc
 import { QUERY_PARAMETERS } from '../../src/core/errors.js';
 
 describe('openapi.json describes itself', () => {
-  it('documents 20 operations, each with an operationId, tag and summary', () => {
-    expect(operations).toHaveLength(20);
+  it('documents 29 operations, each with an operationId, tag and summary', () => {
+    expect(operations).toHaveLength(29);
     for (const { id, op } of operations) {
-      expect(id).toMatch(/^(users|projects|tasks|batch|events)-[a-zA-Z]+$/);
+      expect(id).toMatch(/^(users|projects|tasks|batch|events|webhooks)-[a-zA-Z]+$/);
       expect(op.tags, id).toEqual([id.split('-')[0]]);
       expect(op.summary, id).toBeTruthy();
       expect(op.description, id).toBeTruthy();
     }
-    expect(doc.tags.map((t: Json) => t.name)).toEqual(['users', 'projects', 'tasks', 'batch', 'events']);
+    expect(doc.tags.map((t: Json) => t.name)).toEqual(['users', 'projects', 'tasks', 'batch', 'events', 'webhooks']);
     for (const tag of doc.tags) expect(tag.description, tag.name).toBeTruthy();
   });
 
@@ -71,7 +71,8 @@ describe('openapi.json describes itself', () => {
         if (p.in === 'path') expect(p.required, id).toBe(true);
       }
       const page = parameters.find((p) => p.name === 'page');
-      if (id === 'projects-list' || id === 'tasks-list') {
+      // The paged lists: projects and tasks (API-CONTRACT.md §7), a webhook's deliveries (§14).
+      if (id === 'projects-list' || id === 'tasks-list' || id === 'webhooks-deliveries') {
         expect(page).toMatchObject({ in: 'query', required: false, schema: { type: 'integer', minimum: 1, default: 1 } });
       } else {
         expect(page, id).toBeUndefined();
