@@ -1897,6 +1897,12 @@ export type WebhooksCreateData = {
             description?: string;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/webhooks';
@@ -1912,6 +1918,10 @@ export type WebhooksCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -1920,7 +1930,7 @@ export type WebhooksCreateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `limit_reached`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `limit_reached`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -1958,6 +1968,12 @@ export type WebhooksCreateResponse = WebhooksCreateResponses[keyof WebhooksCreat
 
 export type WebhooksDeleteData = {
     body?: never;
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1982,6 +1998,10 @@ export type WebhooksDeleteErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -1989,6 +2009,10 @@ export type WebhooksDeleteErrors = {
      * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -2092,6 +2116,12 @@ export type WebhooksUpdateData = {
             state?: 'enabled' | 'disabled';
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -2116,6 +2146,10 @@ export type WebhooksUpdateErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Gone: `cursor_expired` (enabling a disabled webhook whose first undelivered event is no longer kept: replay from a kept id, then enable)
      */
     410: CursorExpired;
@@ -2128,7 +2162,7 @@ export type WebhooksUpdateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -2233,6 +2267,12 @@ export type WebhooksReplayData = {
             after: string;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -2257,6 +2297,10 @@ export type WebhooksReplayErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Gone: `cursor_expired` (`replay.after` older than what is kept, or beyond the newest id of your change log)
      */
     410: CursorExpired;
@@ -2269,7 +2313,7 @@ export type WebhooksReplayErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`
+     * Validation failed: `parameter_missing`, `invalid`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -2301,6 +2345,12 @@ export type WebhooksReplayResponse = WebhooksReplayResponses[keyof WebhooksRepla
 
 export type WebhooksTestData = {
     body?: never;
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -2325,6 +2375,10 @@ export type WebhooksTestErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -2332,6 +2386,10 @@ export type WebhooksTestErrors = {
      * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */
@@ -2361,6 +2419,12 @@ export type WebhooksTestResponse = WebhooksTestResponses[keyof WebhooksTestRespo
 
 export type WebhooksRotateSecretData = {
     body?: never;
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's webhooks, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -2385,6 +2449,10 @@ export type WebhooksRotateSecretErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -2392,6 +2460,10 @@ export type WebhooksRotateSecretErrors = {
      * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */

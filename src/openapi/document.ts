@@ -52,7 +52,7 @@ const BODY_NOT_TAKEN = `only when a body is sent: this operation takes none, and
 
 /** Which of API-CONTRACT.md §11's headers an operation takes and answers with. */
 interface Conditional {
-  /** A write of projects or tasks: Idempotency-Key (409, 422 idempotency_key_reused, Idempotent-Replayed). */
+  /** A write of projects, tasks or webhooks, or a batch: Idempotency-Key (409, 422 idempotency_key_reused, Idempotent-Replayed). */
   keyed: boolean;
   /** A write of one project or task: If-Match (412). */
   ifMatch: boolean;
@@ -67,12 +67,14 @@ function conditionalOf(meta: AppMeta): Conditional {
   const ofResources = (openapi.tags ?? []).some((t) => t === 'projects' || t === 'tasks');
   // A batch of writes takes an Idempotency-Key for the whole; its operations carry their own If-Match.
   const batch = (openapi.tags ?? []).includes('batch');
-  const keyed = (ofResources || batch) && openapi.method !== 'GET';
+  // A webhook's writes take a key too (src/writes/user-write.ts plainWrite); webhooks have no versions.
+  const webhooks = (openapi.tags ?? []).includes('webhooks');
+  const keyed = (ofResources || batch || webhooks) && openapi.method !== 'GET';
   const read = ofResources && openapi.method === 'GET';
   // A reorder answers with several tasks' orders, a delete with nothing, a batch with several
   // answers: no one resource's tag.
-  const etag = read || (keyed && !batch && meta.successStatus !== 204 && !openapi.path.endsWith('/order'));
-  return { keyed, ifMatch: keyed && meta.resource !== undefined, read, etag };
+  const etag = read || (keyed && ofResources && meta.successStatus !== 204 && !openapi.path.endsWith('/order'));
+  return { keyed, ifMatch: keyed && ofResources && meta.resource !== undefined, read, etag };
 }
 
 /**
@@ -643,7 +645,7 @@ const DESCRIPTION = [
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',
   '- A path or method that no operation answers is 404 `missing_endpoint` (the path is read with its dot segments resolved and `\\` as `/`); a request that is not valid HTTP, or an HTTP/1.1 request without one valid `Host`, is 400 `malformed_request`; oversized headers 431 `headers_too_large`; an `Expect` other than `100-continue` 417 `expectation_failed`; a `Transfer-Encoding` other than `chunked` 501 `not_implemented`.',
   '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
-  '- Retries: every write of projects and tasks takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours. A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
+  '- Retries: every write of projects, tasks and webhooks takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours. A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
   '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition). On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',
 ].join('\n');
 

@@ -667,8 +667,12 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
       'tasks-changeState': { task: { state: 'planned' } },
       'tasks-reorder': { task: { order: 1 } },
       'batch-apply': { operations: [{ op: 'tasks.create', input: { task: { label: 'c' } } }] },
+      'webhooks-create': { webhook: { url: 'https://hooks.example.com/conditional' } },
+      'webhooks-update': { webhook: { description: 'c' } },
+      'webhooks-replay': { replay: { after: '0' } },
     };
-    const idFor = (operation: Operation) => (operation.path.startsWith('/api/projects') ? project : task);
+    const hook = (await expectStatus('webhooks-create', 201, { token, body: { webhook: { url: 'https://hooks.example.com/keyed' } } })).body.data.id;
+    const idFor = (operation: Operation) => (operation.path.startsWith('/api/projects') ? project : operation.path.startsWith('/api/webhooks') ? hook : task);
     const headersOf = (operation: Operation) => (operation.op.parameters ?? []).filter((p: Json) => p.in === 'header').map((p: Json) => p.name);
     const db = new pg.Client({ connectionString: app.databaseUrl });
     await db.connect();
@@ -699,8 +703,8 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
           const replayed = await call(operation.id, { ...base, headers: { 'Idempotency-Key': key } });
           expect([replayed.status, replayed.text], operation.id).toEqual([ran.status, ran.text]);
           expect(replayed.headers.get('idempotent-replayed'), operation.id).toBe('true');
-          // Another body, or for a delete (which ignores bodies) another path.
-          const other = operation.method === 'delete' ? { ...base, id: idFor(operation) + 1000 } : { ...base, body: { ...(base.body as object), other: true } };
+          // Another body, or for an operation that takes none (a delete, a webhook's test) another path.
+          const other = !operation.op.requestBody ? { ...base, id: idFor(operation) + 1000 } : { ...base, body: { ...(base.body as object), other: true } };
           await expectStatus(operation.id, 422, { ...other, headers: { 'Idempotency-Key': key } }, ['idempotency_key_reused']);
         }
       }
