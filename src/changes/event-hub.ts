@@ -34,6 +34,9 @@ import type { Lease, StreamLeases } from './stream-leases.js';
 
 export const MAX_STREAMS_PER_TOKEN = 10;
 
+/** What a watcher hears of a notification: the user and its events' ids; null when some may have been missed. */
+export type Heard = { userId: number; first: bigint; last: bigint } | null;
+
 export type WaitResult = 'wake' | 'idle' | 'closed';
 
 /** Events a subscription keeps from notifications before it must read the table instead. */
@@ -174,7 +177,7 @@ export class EventHub implements LiveEvents {
   #toRelease: Lease[] = [];
   #releasing: Promise<void> | undefined;
   /** Listeners of every notification in this process (webhook delivery), besides the streams. */
-  readonly #watchers = new Set<(userId: number | null) => void>();
+  readonly #watchers = new Set<(heard: Heard) => void>();
 
   constructor(private readonly options: EventHubOptions) {
     this.idleMs = options.idleMs ?? 15_000;
@@ -233,13 +236,13 @@ export class EventHub implements LiveEvents {
   }
 
   /**
-   * Calls `listener` with the user of each notification of the change log, and with `null`
+   * Calls `listener` with the user and event ids of each notification of the change log, and with `null`
    * when notifications may have been missed (the LISTEN connection was lost, then again once it
    * is back): the listener then looks at every user. The connection is kept while any listener
    * remains. Resolves once listening; a database that cannot be reached is retried in the
    * background (the listener hears `null` when it comes back). Returns the way to stop.
    */
-  async watch(listener: (userId: number | null) => void): Promise<() => void> {
+  async watch(listener: (heard: Heard) => void): Promise<() => void> {
     this.#watchers.add(listener);
     const unwatch = () => void this.#watchers.delete(listener);
     try {
@@ -341,7 +344,8 @@ export class EventHub implements LiveEvents {
 
   #notify(notification: Notification): void {
     for (const s of this.#byUser.get(notification.userId) ?? []) s.offer(notification.events ?? null);
-    for (const watcher of this.#watchers) watcher(notification.userId);
+    const heard = { userId: notification.userId, first: notification.first, last: notification.last };
+    for (const watcher of this.#watchers) watcher(heard);
   }
 
   #wakeAll(): void {

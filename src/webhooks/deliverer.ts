@@ -22,7 +22,7 @@ import type { WebhookConfig } from '../config.js';
 import type { Logger } from '../core/logger.js';
 import { isDatabaseUnavailable } from '../core/failures.js';
 import type { Resolve } from './address-guard.js';
-import { claimDue, recordStep, releaseLeases, type Attempt, type ClaimedWebhook, type Step } from './delivery.store.js';
+import { claimDue, recordStep, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
 import { postOnce, type OutboundResult } from './outbound.js';
 import { matchesPatterns } from './webhook.schema.js';
 import { signedHeaders } from './signature.js';
@@ -34,9 +34,12 @@ export interface DeliveryObserver {
   firstAttempt(seconds: number): void;
 }
 
+/** A write's notification: its user and the ids of its events; null when some may have been missed. */
+export type Heard = { userId: number; first: bigint; last: bigint } | null;
+
 /** What hears the change log's notifications (src/changes/event-hub.ts `watch`). */
 export interface ChangeNotifications {
-  watch(listener: (userId: number | null) => void): Promise<() => void>;
+  watch(listener: (heard: Heard) => void): Promise<() => void>;
 }
 
 export interface DelivererOptions {
@@ -80,6 +83,12 @@ export class WebhookDeliverer {
   #stopped = false;
   readonly #aborts = new AbortController();
   readonly #loops = new Set<Promise<void>>();
+  /**
+   * When this process heard of each user's recent writes (their events' ids), for the time from
+   * commit to first attempt: a notification comes with the commit, to the millisecond, where an
+   * event's `at` is a whole second. Each is timed once, by its first attempt here.
+   */
+  readonly #heard = new Map<number, Array<{ first: bigint; last: bigint; at: number }>>();
 
   constructor(options: DelivererOptions) {
     this.#options = options;
@@ -90,7 +99,10 @@ export class WebhookDeliverer {
   }
 
   async start(): Promise<void> {
-    this.#unwatch = await this.#options.notifications.watch((userId) => this.wake(userId));
+    this.#unwatch = await this.#options.notifications.watch((heard) => {
+      if (heard) this.#noteHeard(heard);
+      this.wake(heard?.userId ?? null);
+    });
     this.#poll = setInterval(() => this.wake(null), this.#pollMs);
     this.#poll.unref();
     this.wake(null);
@@ -193,15 +205,18 @@ export class WebhookDeliverer {
     }
     const lease = () => new Date(this.#now() + this.#leaseMs);
 
-    if (webhook.test_event) {
-      const test = webhook.test_event;
+    for (const test of webhook.test_events) {
+      if (this.#stopped) return;
       const body = JSON.stringify({ id: test.id, type: 'webhook.test', data: { type: 'webhook', id: webhook.id }, at: test.at });
       const attempt = await this.#attempt(webhook, secrets, test.id, 'webhook.test', body, 1);
       // A test is attempted once, whatever its outcome: it shows the receiver works, and plans nothing.
-      const recorded = await this.#record({ ...base, attempt: { ...attempt, nextAttemptAt: null }, testId: test.id, leaseUntil: webhook.log_due ? lease() : null });
-      if (!recorded.held || !webhook.log_due) return;
-    } else if (!webhook.log_due) {
-      await this.#record({ ...base, leaseUntil: null });
+      const { retryAfterSeconds: _unused, ...logged } = attempt;
+      const recorded = await this.#record({ ...base, attempt: { ...logged, nextAttemptAt: null }, testId: test.id, leaseUntil: lease() });
+      if (!recorded.held) return this.#lost(webhook, recorded);
+    }
+    if (!webhook.log_due) {
+      const recorded = await this.#record({ ...base, leaseUntil: null });
+      if (recorded.held && recorded.more && recorded.enabled) this.#again(webhook);
       return;
     }
 
@@ -214,17 +229,19 @@ export class WebhookDeliverer {
         // Nothing of the events in hand matches: the place moves past them, the lease goes back.
         const last = pending.at(-1)?.id;
         const recorded = await this.#record({ ...base, ...(last === undefined ? {} : { cursor: last }), leaseUntil: null });
-        if (recorded.held && recorded.more && recorded.enabled) this.#again(webhook);
+        if (!recorded.held) return this.#lost(webhook, recorded);
+        if (recorded.more && recorded.enabled) this.#again(webhook);
         return;
       }
       const body = JSON.stringify({ id: next.id, type: next.type, data: next.data, at: Math.floor(next.at) });
-      if (attempts === 0) this.#options.observer?.firstAttempt(Math.max(0, this.#now() / 1000 - next.at));
+      const heardAt = this.#takeHeard(webhook.user_id, BigInt(next.id));
+      if (heardAt !== undefined) this.#options.observer?.firstAttempt(Math.max(0, this.#now() - heardAt) / 1000);
       const attempt = await this.#attempt(webhook, secrets, next.id, next.type, body, attempts + 1);
       if (attempt.outcome === 'delivered') {
         const rest = pending.slice(pending.indexOf(next) + 1);
         const { retryAfterSeconds: _unused, ...logged } = attempt;
         const recorded = await this.#record({ ...base, attempt: logged, cursor: next.id, leaseUntil: rest.length > 0 ? lease() : null });
-        if (!recorded.held) return;
+        if (!recorded.held) return this.#lost(webhook, recorded);
         if (rest.length > 0) {
           pending = rest;
           attempts = 0;
@@ -252,13 +269,14 @@ export class WebhookDeliverer {
         nextAttemptAt = new Date(this.#now() + waitMs);
       }
       const { retryAfterSeconds: _ignored, ...logged } = attempt;
-      await this.#record({
+      const recorded = await this.#record({
         ...base,
         attempt: { ...logged, nextAttemptAt },
         failed: { attempts: failures, nextAttemptAt: nextAttemptAt ?? new Date(this.#now()) },
         disable,
         leaseUntil: null,
       });
+      if (!recorded.held) return this.#lost(webhook, recorded);
       if (disable) {
         this.#options.log.warn({ webhook: webhook.id, user: webhook.user_id, event: next.id, reason: disable }, 'webhook disabled');
       } else if (nextAttemptAt) {
@@ -271,6 +289,43 @@ export class WebhookDeliverer {
   /** The webhook has more to deliver once its loop ends: a new claim takes it (here or elsewhere). */
   #again(webhook: ClaimedWebhook): void {
     this.#running.set(`${webhook.user_id}:${webhook.id}`, true);
+  }
+
+  /**
+   * A step was not recorded: the webhook is gone, or its lease is another process's (this one
+   * stalled past it), or its owner changed it since the claim. In the last case the lease came
+   * back with the step, and the webhook is claimed again at once as it now stands.
+   */
+  #lost(webhook: ClaimedWebhook, recorded: Recorded): void {
+    if (recorded.moved) this.#again(webhook);
+  }
+
+  #noteHeard(heard: NonNullable<Heard>): void {
+    const now = this.#now();
+    let list = this.#heard.get(heard.userId);
+    if (!list) this.#heard.set(heard.userId, (list = []));
+    list.push({ first: heard.first, last: heard.last, at: now });
+    // Bounded: what is not attempted within a minute, or past the last 100 writes of a user, is not timed.
+    while (list.length > 100 || (list[0] && now - list[0].at > 60_000)) list.shift();
+    if (this.#heard.size > 10_000) {
+      for (const [user, entries] of this.#heard) if (entries.every((e) => now - e.at > 60_000)) this.#heard.delete(user);
+    }
+  }
+
+  /** When this process heard of the user's event `id`, once: undefined when it did not, or has timed it already. */
+  #takeHeard(userId: number, id: bigint): number | undefined {
+    const list = this.#heard.get(userId);
+    const entry = list?.find((e) => e.first <= id && id <= e.last);
+    if (!entry) return undefined;
+    if (entry.first === entry.last) list!.splice(list!.indexOf(entry), 1);
+    else if (id === entry.first) entry.first = id + 1n;
+    else if (id === entry.last) entry.last = id - 1n;
+    else {
+      // An event in the middle of a write's events: the range is split around it.
+      list!.splice(list!.indexOf(entry), 1, { first: entry.first, last: id - 1n, at: entry.at }, { first: id + 1n, last: entry.last, at: entry.at });
+    }
+    if (list!.length === 0) this.#heard.delete(userId);
+    return entry.at;
   }
 
   async #attempt(
@@ -295,12 +350,12 @@ export class WebhookDeliverer {
     };
   }
 
-  async #record(step: Step): Promise<{ held: boolean; more: boolean; enabled: boolean }> {
+  async #record(step: Step): Promise<Recorded> {
     try {
       return await recordStep(this.#options.em(), step);
     } catch (error) {
       // The webhook was deleted meanwhile: its attempts go with it.
-      if ((error as { code?: string }).code === '23503') return { held: false, more: false, enabled: false };
+      if ((error as { code?: string }).code === '23503') return { held: false, moved: false, more: false, enabled: false };
       throw error;
     }
   }

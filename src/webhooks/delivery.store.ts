@@ -23,10 +23,11 @@ export interface ClaimedWebhook {
   cursor: string;
   attempt: number;
   generation: number;
-  test_event: { id: string; at: number } | null;
+  /** The test events asked for, oldest first. */
+  test_events: Array<{ id: string; at: number }>;
   /** Its log events may be attempted now (enabled, and no retry waits). */
   log_due: boolean;
-  /** Up to EVENTS_IN_HAND events after its place, with `at` to the microsecond. */
+  /** Up to EVENTS_IN_HAND events after its place (`at` in seconds, as the log keeps it). */
   pending: Array<LogEvent & { at: number }>;
 }
 
@@ -45,7 +46,7 @@ export async function claimDue(
     `with due as (
        select w.user_id, w.id from webhooks w join users u on u.id = w.user_id
         where (w.lease_until is null or w.lease_until < ?)
-          and (w.test_event is not null or (w.state = 'enabled' and w.next_attempt_at <= ? and u.last_event_seq > w.cursor))
+          and (w.test_events <> '[]' or (w.state = 'enabled' and w.next_attempt_at <= ? and u.last_event_seq > w.cursor))
           ${users ? 'and w.user_id = any(?::int[])' : ''}
         order by w.next_attempt_at
         limit ?
@@ -54,10 +55,10 @@ export async function claimDue(
        update webhooks w set lease_owner = ?, lease_until = ?
          from due where w.user_id = due.user_id and w.id = due.id
        returning w.user_id, w.id, w.url, w.events, w.state, w.secret, w.previous_secret, w.previous_secret_until,
-                 w.cursor, w.attempt, w.generation, w.test_event, w.next_attempt_at
+                 w.cursor, w.attempt, w.generation, w.test_events, w.next_attempt_at
      )
      select c.user_id, c.id, c.url, c.events, c.secret, c.previous_secret, c.previous_secret_until, c.cursor::text as cursor,
-            c.attempt, c.generation, c.test_event, (c.state = 'enabled' and c.next_attempt_at <= ?) as log_due,
+            c.attempt, c.generation, c.test_events, (c.state = 'enabled' and c.next_attempt_at <= ?) as log_due,
             ${EVENTS_AFTER('c.user_id', 'c.cursor')} as pending
        from claimed c`,
     [now, now, ...(users ? [`{${users.join(',')}}`] : []), limit, owner, leaseUntil, now],
@@ -81,6 +82,8 @@ export interface Attempt {
 export interface Recorded {
   /** The lease was still this process's, and its place had not been moved since the claim. */
   held: boolean;
+  /** Its owner changed it since the claim (`generation`): the lease was given back. */
+  moved: boolean;
   /** The log has events after its (new) place. */
   more: boolean;
   enabled: boolean;
@@ -112,7 +115,7 @@ export interface Step {
  */
 export async function recordStep(em: SqlEntityManager, step: Step): Promise<Recorded> {
   const a = step.attempt;
-  const [row] = await em.execute<Array<{ held: boolean; more: boolean; enabled: boolean }>>(
+  const [row] = await em.execute<Array<{ held: boolean; moved: boolean; more: boolean; enabled: boolean }>>(
     `with changed as (
        update webhooks w set
          cursor = greatest(w.cursor, coalesce(?::bigint, w.cursor)),
@@ -120,17 +123,22 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
          next_attempt_at = coalesce(?::timestamptz, case when ?::bigint is not null then 'epoch'::timestamptz else w.next_attempt_at end),
          state = case when ?::text is not null then 'disabled' else w.state end,
          disabled_reason = coalesce(?::text, w.disabled_reason),
-         test_event = case when w.test_event->>'id' = ?::text then null else w.test_event end,
+         test_events = coalesce((select jsonb_agg(t order by n) from jsonb_array_elements(w.test_events) with ordinality as x(t, n) where t->>'id' is distinct from ?::text), '[]'::jsonb),
          lease_owner = case when ?::timestamptz is null then null else w.lease_owner end,
          lease_until = ?::timestamptz
         where w.user_id = ? and w.id = ? and w.lease_owner = ? and w.generation = ?
         returning w.user_id, w.cursor, w.state
+     ), released as (
+       -- Its owner moved it since the claim (a replay, a new URL, disabled): the lease goes back.
+       update webhooks w set lease_owner = null, lease_until = null
+        where w.user_id = ? and w.id = ? and w.lease_owner = ? and w.generation <> ?
+        returning 1
      ), logged as (
        insert into webhook_deliveries (user_id, webhook_id, event_id, event_type, attempt, at, outcome, http_status, error, duration_ms, next_attempt_at)
        select w.user_id, w.id, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz from webhooks w
         where ?::boolean and w.user_id = ? and w.id = ?
      )
-     select exists (select 1 from changed) as held,
+     select exists (select 1 from changed) as held, exists (select 1 from released) as moved,
             coalesce((select u.last_event_seq > c.cursor from changed c join users u on u.id = c.user_id where u.id = ?), false) as more,
             coalesce((select c.state = 'enabled' from changed c), false) as enabled`,
     [
@@ -141,13 +149,14 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
       step.testId ?? null,
       step.leaseUntil, step.leaseUntil,
       step.userId, step.id, step.owner, step.generation,
+      step.userId, step.id, step.owner, step.generation,
       a?.eventId ?? '', a?.eventType ?? '', a?.attempt ?? 0, a?.at ?? new Date(0), a?.outcome ?? 'failed', a?.httpStatus ?? null,
       a?.error ?? null, a?.durationMs ?? 0, a?.nextAttemptAt ?? null,
       a !== undefined, step.userId, step.id,
       step.userId,
     ],
   );
-  return { held: row?.held ?? false, more: row?.more ?? false, enabled: row?.enabled ?? false };
+  return { held: row?.held ?? false, moved: row?.moved ?? false, more: row?.more ?? false, enabled: row?.enabled ?? false };
 }
 
 /** Gives back every lease of `owner` (a graceful stop): another process takes them at once. */

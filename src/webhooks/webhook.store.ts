@@ -100,11 +100,13 @@ export interface WebhookEdit {
 /**
  * Changes a webhook. Enabling a disabled one resumes from its place: the first event after
  * `cursor`, unless retention has removed it (410 cursor_expired, with the newest id).
- * Disabling stops delivery where it stands (an attempt under way still finishes and counts).
+ * Disabling, or a new URL or events, ends the delivery under way: its `generation` moves, so
+ * that the process attempting it records nothing more of it (an attempt already sent is made
+ * again, to the new URL, once enabled) and gives its lease back.
  */
 export async function updateWebhook(tx: SqlEntityManager, userId: number, id: number, edit: WebhookEdit, now: Date): Promise<WebhookRow> {
-  const [current] = await tx.execute<Array<{ state: string; cursor: string; pruned: string; last: string }>>(
-    `select w.state, w.cursor::text as cursor, u.events_pruned_through::text as pruned, u.last_event_seq::text as last
+  const [current] = await tx.execute<Array<{ state: string; url: string; events: string[]; cursor: string; pruned: string; last: string }>>(
+    `select w.state, w.url, w.events, w.cursor::text as cursor, u.events_pruned_through::text as pruned, u.last_event_seq::text as last
        from webhooks w join users u on u.id = w.user_id
       where w.user_id = ? and w.id = ? and u.id = ?
         for update of w`,
@@ -112,6 +114,10 @@ export async function updateWebhook(tx: SqlEntityManager, userId: number, id: nu
   );
   if (!current) throw notFound();
   const enabling = edit.state === 'enabled' && current.state === 'disabled';
+  const moved =
+    (edit.state !== undefined && edit.state !== current.state) ||
+    (edit.url !== undefined && edit.url !== current.url) ||
+    (edit.events !== undefined && JSON.stringify(edit.events) !== JSON.stringify(current.events));
   if (enabling && BigInt(current.cursor) < BigInt(current.pruned)) {
     throw DomainError.of('cursor_expired', {
       detail: `The first event this webhook has not delivered (after ${current.cursor}) is no longer kept: replay it from a kept id (meta.last_event_id is the newest), then enable it.`,
@@ -133,7 +139,7 @@ export async function updateWebhook(tx: SqlEntityManager, userId: number, id: nu
     [
       edit.url ?? null, edit.events ? JSON.stringify(edit.events) : null, edit.description ?? null, edit.state ?? null,
       enabling, edit.state ?? null,
-      enabling, enabling, enabling,
+      enabling, enabling, moved,
       now, userId, id,
     ],
   );
@@ -177,14 +183,32 @@ export async function replayWebhook(tx: SqlEntityManager, userId: number, id: nu
   return row!;
 }
 
-/** Queues a `webhook.test` event (its own id, not in the change log) to go whatever the patterns. */
+/** Test events a webhook may have waiting; one more is 429 until they are sent. */
+export const MAX_PENDING_TESTS = 10;
+
+/**
+ * Queues a `webhook.test` event (its own id, not in the change log) to go whatever the
+ * patterns, after the tests asked for before it.
+ */
 export async function queueTestEvent(em: SqlEntityManager, userId: number, id: number, testId: string, now: Date): Promise<WebhookRow> {
-  const [row] = await em.execute<WebhookRow[]>(
-    `update webhooks w set test_event = jsonb_build_object('id', ?::text, 'at', ?::bigint), updated_at = ?
-      where w.user_id = ? and w.id = ? returning ${COLUMNS}`,
-    [testId, toSeconds(now), now, userId, id],
+  const [row] = await em.execute<Array<WebhookRow & { queued: boolean }>>(
+    `with found as (select w.user_id, w.id, jsonb_array_length(w.test_events) < ? as room from webhooks w where w.user_id = ? and w.id = ?),
+     queued as (
+       update webhooks w set test_events = w.test_events || jsonb_build_array(jsonb_build_object('id', ?::text, 'at', ?::bigint)), updated_at = ?
+         from found where found.room and w.user_id = found.user_id and w.id = found.id
+       returning ${COLUMNS}
+     )
+     select q.*, true as queued from queued q
+     union all
+     select ${COLUMNS}, false from webhooks w join found f on f.user_id = w.user_id and f.id = w.id where not f.room`,
+    [MAX_PENDING_TESTS, userId, id, testId, toSeconds(now), now],
   );
   if (!row) throw notFound();
+  if (!row.queued) {
+    throw DomainError.of('rate_limited', {
+      detail: `${MAX_PENDING_TESTS} test events of this webhook are still waiting to be sent; ask again once they are.`,
+    }).withRetryAfter(5);
+  }
   return row;
 }
 

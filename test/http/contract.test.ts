@@ -501,8 +501,8 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
   it('webhooks-test: 202, a webhook.test event of its own queued', async () => {
     const res = await expectStatus('webhooks-test', 202, { token, id: ids.webhook });
     expect(res.body.data.id).toBe(ids.webhook);
-    const [row] = await sql<{ test_event: Json }>('select test_event from webhooks where id = ?', [ids.webhook]);
-    expect(row!.test_event).toEqual({ id: expect.stringMatching(/^msg_[A-Za-z0-9_-]{16}$/), at: seconds(T0) });
+    const [row] = await sql<{ test_events: Json }>('select test_events from webhooks where id = ?', [ids.webhook]);
+    expect(row!.test_events).toEqual([{ id: expect.stringMatching(/^msg_[A-Za-z0-9_-]{16}$/), at: seconds(T0) }]);
   });
 
   it('webhooks-rotateSecret: 201 with a new secret, the previous one signing beside it for 24 hours', async () => {
@@ -548,10 +548,10 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     }
     // Another user's webhook is as it was: not changed, replayed, tested, given a new secret or deleted.
     expect((await expectStatus('webhooks-get', 200, { token: otherToken, id: ids.otherWebhook })).body).toEqual(theirs);
-    const [row] = await app.orm.em.fork().execute<Array<{ test_event: unknown; previous_secret: unknown }>>(
-      'select test_event, previous_secret from webhooks where id = ?', [ids.otherWebhook],
+    const [row] = await app.orm.em.fork().execute<Array<{ test_events: unknown; previous_secret: unknown }>>(
+      'select test_events, previous_secret from webhooks where id = ?', [ids.otherWebhook],
     );
-    expect(row).toEqual({ test_event: null, previous_secret: null });
+    expect(row).toEqual({ test_events: [], previous_secret: null });
   });
 
   it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {

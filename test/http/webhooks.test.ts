@@ -134,7 +134,7 @@ describe('POST /api/users/me/webhooks', () => {
     expect(Buffer.from(secret.slice('whsec_'.length), 'base64')).toHaveLength(32);
     // Stored as answered; creating a webhook writes no event.
     const row = await rowOf(userId, id);
-    expect(row).toMatchObject({ url, secret, state: 'enabled', cursor: newest, previous_secret: null, test_event: null });
+    expect(row).toMatchObject({ url, secret, state: 'enabled', cursor: newest, previous_secret: null, test_events: [] });
     expect(await newestEventId(token)).toBe(newest);
   });
 
@@ -684,22 +684,35 @@ describe('enabling a webhook whose place was pruned', () => {
 });
 
 describe('POST /api/webhooks/:id/test and /secret', () => {
-  it('test: 202 with the webhook, and a webhook.test event waits to go', async () => {
+  it('test: 202 with the webhook, and a webhook.test event waits to go, after those asked for before', async () => {
     const { id: userId, token } = await app.register();
     const { id, data } = await created(token, { events: ['project.deleted'] });
-    expect((await rowOf(userId, id)).test_event).toBeNull();
+    expect((await rowOf(userId, id)).test_events).toEqual([]);
     app.clock.advance(90);
     const res = await app.request('POST', `${ONE(id)}/test`, { token, body: {} });
     expect(res.status, res.text).toBe(202);
     expect(res.body).toEqual({ data });
     const row = await rowOf(userId, id);
-    expect(row.test_event).toEqual({ id: expect.stringMatching(/^msg_[A-Za-z0-9_-]+$/), at: seconds(T0) + 90 });
-    // Each test event has an id of its own; tRPC answers the same document.
+    expect(row.test_events).toEqual([{ id: expect.stringMatching(/^msg_[A-Za-z0-9_-]+$/), at: seconds(T0) + 90 }]);
+    // Each test event has an id of its own, and waits behind the ones before it; tRPC answers the same document.
     expect(await app.trpc(token).webhooks.test.mutate({ id })).toEqual({ data });
-    expect((await rowOf(userId, id)).test_event.id).not.toBe(row.test_event.id);
+    const two = (await rowOf(userId, id)).test_events;
+    expect(two).toHaveLength(2);
+    expect(two[0]).toEqual(row.test_events[0]);
+    expect(two[1].id).not.toBe(row.test_events[0].id);
     // Also for a disabled webhook.
     await patch(token, id, { state: 'disabled' });
     expect((await app.request('POST', `${ONE(id)}/test`, { token, body: {} })).status).toBe(202);
+  });
+
+  it('test: ten test events may wait; one more is 429 rate_limited with Retry-After, and changes nothing', async () => {
+    const { id: userId, token } = await app.register();
+    const { id } = await created(token);
+    for (let i = 0; i < 10; i++) expect((await app.request('POST', `${ONE(id)}/test`, { token })).status).toBe(202);
+    const refused = await app.request('POST', `${ONE(id)}/test`, { token });
+    expectError(refused, 429, 'rate_limited');
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect((await rowOf(userId, id)).test_events).toHaveLength(10);
   });
 
   it('secret: 201 with a new secret; the previous one signs beside it for 24 hours', async () => {
