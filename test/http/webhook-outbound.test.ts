@@ -408,6 +408,38 @@ describe('postOnce', () => {
     expect(server.seen[0]!.headers['content-length']).toBe(String(Buffer.byteLength(body)));
   });
 
+  it('keeps the connection between attempts to one checked address: three deliveries, one connection', async () => {
+    const server = await httpServer((_req, res) => res.writeHead(204).end());
+    for (let i = 0; i < 3; i++) {
+      expect(await postOnce(`http://127.0.0.1:${server.port}/k`, HEADERS, BODY, LOCAL)).toMatchObject({ outcome: 'delivered', httpStatus: 204 });
+    }
+    expect(server.seen).toHaveLength(3);
+    expect(server.connections).toBe(1);
+  });
+
+  it('a kept connection the receiver drops as the next request goes out: that request is made again at once on a new one', async () => {
+    const OK = 'HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: keep-alive\r\n\r\n';
+    let requests = 0;
+    const server = await tcpServer((socket) => {
+      const first = server.connections === 1;
+      let answered = false;
+      socket.on('data', (chunk: Buffer) => {
+        if (!chunk.includes('\r\n\r\n')) return;
+        requests++;
+        // The first connection answers one request, then resets on the next (as an idle timeout racing it would).
+        if (first && answered) socket.resetAndDestroy();
+        else {
+          answered = true;
+          socket.write(OK);
+        }
+      });
+    });
+    expect(await postOnce(`http://127.0.0.1:${server.port}/r`, HEADERS, BODY, LOCAL)).toMatchObject({ outcome: 'delivered', httpStatus: 200 });
+    expect(await postOnce(`http://127.0.0.1:${server.port}/r`, HEADERS, BODY, LOCAL)).toMatchObject({ outcome: 'delivered', httpStatus: 200 });
+    expect(server.connections).toBe(2);
+    expect(requests).toBe(3);
+  });
+
   it('a 500 fails with its status', async () => {
     const server = await httpServer((_req, res) => res.writeHead(500).end('down'));
     expect(await postOnce(`http://127.0.0.1:${server.port}/`, HEADERS, BODY, LOCAL)).toMatchObject({ outcome: 'failed', httpStatus: 500, error: 'HTTP 500', retryAfterSeconds: null });
