@@ -57,4 +57,50 @@ describe('housekeeping', () => {
       await later.stop();
     }
   }, 60_000);
+
+  it('deletes webhook attempts older than the change log keeps events, and keeps the newer ones', async () => {
+    const databaseUrl = await createTestDatabase();
+    const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', passwordHashCost: 1024, rateLimitAuthPerMinute: 0 };
+    const logger = createLogger('silent');
+    const first = await startService({ config, logger, clock: new ManualClock(T0) });
+    let userId: number;
+    try {
+      userId = (await registerUser(first.url, 'hooks_owner')).id;
+    } finally {
+      await first.stop();
+    }
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      const [{ id: webhook }] = (await client.query(
+        `insert into webhooks (user_id, url, events, secret, created_at, updated_at, cursor, next_attempt_at, state)
+         values ($1, 'https://hooks.example.com/', '["*"]', 'whsec_x', now(), now(), 0, 'epoch', 'disabled') returning id`,
+        [userId],
+      )).rows;
+      const day = 86_400_000;
+      for (const ageDays of [40, 31, 29, 1]) {
+        await client.query(
+          `insert into webhook_deliveries (user_id, webhook_id, event_id, event_type, attempt, at, outcome, duration_ms)
+           values ($1, $2, $3, 'task.created', 1, $4, 'delivered', 5)`,
+          [userId, webhook, String(ageDays), new Date(T0 + 60 * day - ageDays * day)],
+        );
+      }
+    } finally {
+      await client.end();
+    }
+    // 60 days on, with EVENTS_RETENTION_DAYS at its 30: the attempts of 40 and 31 days ago go.
+    const later = await startService({ config, logger, clock: new ManualClock(T0 + 60 * 86_400_000) });
+    try {
+      await eventually(async () => (await count(databaseUrl, 'webhook_deliveries')) === 2, { message: 'the old attempts were deleted', timeout: 20_000 });
+      const check = new pg.Client({ connectionString: databaseUrl });
+      await check.connect();
+      try {
+        expect((await check.query('select event_id from webhook_deliveries order by event_id')).rows.map((r) => r.event_id)).toEqual(['1', '29']);
+      } finally {
+        await check.end();
+      }
+    } finally {
+      await later.stop();
+    }
+  }, 60_000);
 });
