@@ -302,14 +302,15 @@ export class WebhookDeliverer {
 
   #noteHeard(heard: NonNullable<Heard>): void {
     const now = this.#now();
-    let list = this.#heard.get(heard.userId);
-    if (!list) this.#heard.set(heard.userId, (list = []));
+    const list = this.#heard.get(heard.userId) ?? [];
+    // Moved to the end: the map's order is that of the users last heard of.
+    this.#heard.delete(heard.userId);
+    this.#heard.set(heard.userId, list);
     list.push({ first: heard.first, last: heard.last, at: now });
-    // Bounded: what is not attempted within a minute, or past the last 100 writes of a user, is not timed.
+    // Bounded: what is not attempted within a minute, or past the last 100 writes of a user, or
+    // of the last 10,000 users heard of, is not timed.
     while (list.length > 100 || (list[0] && now - list[0].at > 60_000)) list.shift();
-    if (this.#heard.size > 10_000) {
-      for (const [user, entries] of this.#heard) if (entries.every((e) => now - e.at > 60_000)) this.#heard.delete(user);
-    }
+    if (this.#heard.size > 10_000) this.#heard.delete(this.#heard.keys().next().value!);
   }
 
   /** When this process heard of the user's event `id`, once: undefined when it did not, or has timed it already. */

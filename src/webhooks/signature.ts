@@ -5,7 +5,7 @@
  * (a rotation) give several signatures, separated by spaces. The official libraries verify
  * what this writes (test/http/webhooks-delivery.test.ts checks it with `standardwebhooks`).
  */
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 
 const PREFIX = 'whsec_';
 
@@ -14,9 +14,22 @@ export function newSecret(): string {
   return PREFIX + randomBytes(32).toString('base64');
 }
 
+/** Keys of the secrets in use, decoded once each (a delivery signs with one or two). */
+const keys = new Map<string, KeyObject>();
+const KEYS = 1_000;
+
+function keyOf(secret: string): KeyObject {
+  let key = keys.get(secret);
+  if (!key) {
+    key = createSecretKey(Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64'));
+    if (keys.size >= KEYS) keys.delete(keys.keys().next().value!);
+    keys.set(secret, key);
+  }
+  return key;
+}
+
 function sign(secret: string, message: string): string {
-  const key = Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64');
-  return `v1,${createHmac('sha256', key).update(message).digest('base64')}`;
+  return `v1,${createHmac('sha256', keyOf(secret)).update(message).digest('base64')}`;
 }
 
 /** The headers of a delivery of `body` as the message `id`, signed with each of `secrets`. */
