@@ -197,10 +197,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         const deadline = Date.now() + config.shutdownTimeoutMs;
         // Open event streams end first (clients reconnect elsewhere with their last id).
         await events.stop();
-        await closeServer(http, config.shutdownTimeoutMs);
+        // Webhook attempts under way end (or are cut off, to be made again elsewhere) and their
+        // leases go back while requests finish.
+        await Promise.all([closeServer(http, config.shutdownTimeoutMs), deliverer.stop()]);
         await metricsServer?.close();
-        // Attempts under way end (or are cut off, to be made again elsewhere); the leases go back.
-        await deliverer.stop();
         // Handlers of clients that hung up may still be running: the ORM closes after them.
         if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {
           logger.warn({ running: inFlight.size }, 'stopping with request handlers still running');

@@ -91,7 +91,20 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
  * reports it.)
  */
 function restShapedInput(raw: unknown): unknown {
-  return raw !== undefined && !isPlainObject(raw) ? {} : raw;
+  if (raw === undefined) return raw;
+  if (!isPlainObject(raw)) return {};
+  // A member superjson brought as a class instance (a Date, Map, Set, RegExp) is no JSON object:
+  // zod's objects would take it as one with no members (a wrapper edit of nothing). It is read
+  // as REST could read it, as text, which no wrapper or object member accepts.
+  let shaped: Record<string, unknown> | undefined;
+  for (const key of Object.keys(raw)) {
+    const value = raw[key];
+    if (value !== null && typeof value === 'object' && !Array.isArray(value) && !isPlainObject(value)) {
+      shaped ??= { ...raw };
+      shaped[key] = Object.prototype.toString.call(value);
+    }
+  }
+  return shaped ?? raw;
 }
 
 const POSITIVE_INTEGER_TEXT = /^[1-9][0-9]*$/;

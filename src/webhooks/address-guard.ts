@@ -19,10 +19,28 @@ export type ResolvedAddress = { address: string; family: 4 | 6 };
 /** Resolves a host name to all its addresses (default: dns.promises.lookup(host, {all: true, verbatim: true})). */
 export type Resolve = (hostname: string) => Promise<ResolvedAddress[]>;
 
+/**
+ * Lookups at once. getaddrinfo runs on libuv's few threads, which logins (scrypt) and the
+ * database driver need too: a name server that never answers must not take them all, so the
+ * lookups of webhook URLs wait for one of these places (and their callers give up on time).
+ */
+const LOOKUPS_AT_ONCE = 2;
+let lookups = 0;
+const waiting: Array<() => void> = [];
+
 /** The system resolver (getaddrinfo: hosts file, then DNS), every address in the order it gives them. */
 export const systemResolve: Resolve = async (hostname) => {
-  const found = await dns.lookup(hostname, { all: true, order: 'verbatim' });
-  return found.map(({ address, family }) => ({ address, family: family === 6 ? 6 : 4 }));
+  if (lookups >= LOOKUPS_AT_ONCE) await new Promise<void>((resolve) => waiting.push(resolve));
+  else lookups++;
+  try {
+    const found = await dns.lookup(hostname, { all: true, order: 'verbatim' });
+    return found.map(({ address, family }) => ({ address, family: family === 6 ? 6 : 4 }));
+  } finally {
+    // The place goes to the next lookup waiting, or back.
+    const next = waiting.shift();
+    if (next) next();
+    else lookups--;
+  }
 };
 
 /**

@@ -83,6 +83,7 @@ export class WebhookDeliverer {
   #stopped = false;
   readonly #aborts = new AbortController();
   readonly #loops = new Set<Promise<void>>();
+  #claims = 0;
   /**
    * When this process heard of each user's recent writes (their events' ids), for the time from
    * commit to first attempt: a notification comes with the commit, to the millisecond, where an
@@ -135,15 +136,24 @@ export class WebhookDeliverer {
     });
   }
 
+  /**
+   * Claims nothing more, lets the attempts under way end (at most a few seconds, then cuts them
+   * off: an attempt cut off is not recorded, and is made again elsewhere), and gives back the
+   * leases this process holds, so other processes take its webhooks at once.
+   */
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#unwatch?.();
     clearInterval(this.#poll);
     for (const timer of this.#timers) clearTimeout(timer);
-    this.#aborts.abort();
-    await Promise.race([Promise.allSettled([...this.#loops, this.#round]), new Promise((r) => setTimeout(r, 5_000).unref())]);
-    // What this process held goes back now, not when the leases expire.
+    const running = Promise.allSettled([...this.#loops, this.#round]);
+    const grace = Math.min(this.#options.config.timeoutMs, 5_000);
+    const ended = await Promise.race([running.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), grace).unref())]);
+    if (!ended) {
+      this.#aborts.abort();
+      await Promise.race([running, new Promise((r) => setTimeout(r, 2_000).unref())]);
+    }
     await releaseLeases(this.#options.em(), this.owner).catch(() => undefined);
   }
 
@@ -156,7 +166,10 @@ export class WebhookDeliverer {
     let claimed: ClaimedWebhook[];
     const now = this.#now();
     try {
-      claimed = await claimDue(this.#options.em(), this.owner, new Date(now), new Date(now + this.#leaseMs), free, users);
+      // Each claim leases under a name of its own: should this process claim a webhook again
+      // (its loop stalled past the lease), the stalled loop's records no longer hold.
+      const claim = `${this.owner}:${++this.#claims}`;
+      claimed = await claimDue(this.#options.em(), claim, new Date(now), new Date(now + this.#leaseMs), free, users);
     } catch (error) {
       this.#logFailure(error, 'webhook deliveries could not be looked up this round');
       this.#retryLater(users, 1_000);
@@ -198,7 +211,7 @@ export class WebhookDeliverer {
 
   /** Attempts a leased webhook's test event, then its events in order, until none is left, one fails, or the lease is lost. */
   async #deliver(webhook: ClaimedWebhook): Promise<void> {
-    const base = { userId: webhook.user_id, id: webhook.id, owner: this.owner, generation: webhook.generation };
+    const base = { userId: webhook.user_id, id: webhook.id, owner: webhook.lease_owner, generation: webhook.generation };
     const secrets = [webhook.secret];
     if (webhook.previous_secret && webhook.previous_secret_until && new Date(webhook.previous_secret_until).getTime() > this.#now()) {
       secrets.push(webhook.previous_secret);
@@ -209,10 +222,19 @@ export class WebhookDeliverer {
       if (this.#stopped) return;
       const body = JSON.stringify({ id: test.id, type: 'webhook.test', data: { type: 'webhook', id: webhook.id }, at: test.at });
       const attempt = await this.#attempt(webhook, secrets, test.id, 'webhook.test', body, 1);
+      if (this.#cutOff(attempt)) return;
       // A test is attempted once, whatever its outcome: it shows the receiver works, and plans nothing.
       const { retryAfterSeconds: _unused, ...logged } = attempt;
       const recorded = await this.#record({ ...base, attempt: { ...logged, nextAttemptAt: null }, testId: test.id, leaseUntil: lease() });
       if (!recorded.held) return this.#lost(webhook, recorded);
+    }
+    if (webhook.log_due && BigInt(webhook.cursor) < BigInt(webhook.pruned)) {
+      // Retention removed events it has not delivered (a retry waited past EVENTS_RETENTION_DAYS):
+      // it stops rather than skip them; enabling it answers 410 cursor_expired, a replay resumes it.
+      const reason = `Events after ${webhook.cursor}, not yet delivered, are no longer kept (EVENTS_RETENTION_DAYS): replay from a kept event id, then enable the webhook.`;
+      const recorded = await this.#record({ ...base, disable: reason, leaseUntil: null });
+      if (recorded.held) this.#options.log.warn({ webhook: webhook.id, user: webhook.user_id, reason }, 'webhook disabled');
+      return;
     }
     if (!webhook.log_due) {
       const recorded = await this.#record({ ...base, leaseUntil: null });
@@ -230,13 +252,16 @@ export class WebhookDeliverer {
         const last = pending.at(-1)?.id;
         const recorded = await this.#record({ ...base, ...(last === undefined ? {} : { cursor: last }), leaseUntil: null });
         if (!recorded.held) return this.#lost(webhook, recorded);
-        if (recorded.more && recorded.enabled) this.#again(webhook);
+        // With events read, more may follow them; with none read, a write committed since the
+        // claim wakes it by its own notification (never a loop of empty claims).
+        if (last !== undefined && recorded.more && recorded.enabled) this.#again(webhook);
         return;
       }
       const body = JSON.stringify({ id: next.id, type: next.type, data: next.data, at: Math.floor(next.at) });
       const heardAt = this.#takeHeard(webhook.user_id, BigInt(next.id));
       if (heardAt !== undefined) this.#options.observer?.firstAttempt(Math.max(0, this.#now() - heardAt) / 1000);
       const attempt = await this.#attempt(webhook, secrets, next.id, next.type, body, attempts + 1);
+      if (this.#cutOff(attempt)) return;
       if (attempt.outcome === 'delivered') {
         const rest = pending.slice(pending.indexOf(next) + 1);
         const { retryAfterSeconds: _unused, ...logged } = attempt;
@@ -284,6 +309,11 @@ export class WebhookDeliverer {
       }
       return;
     }
+  }
+
+  /** The attempt was cut off by this process's stop: it is not recorded, and is made again elsewhere. */
+  #cutOff(attempt: Attempt): boolean {
+    return this.#stopped && attempt.outcome === 'failed' && attempt.error === 'aborted';
   }
 
   /** The webhook has more to deliver once its loop ends: a new claim takes it (here or elsewhere). */
@@ -351,9 +381,9 @@ export class WebhookDeliverer {
     };
   }
 
-  async #record(step: Step): Promise<Recorded> {
+  async #record(step: Omit<Step, 'now'>): Promise<Recorded> {
     try {
-      return await recordStep(this.#options.em(), step);
+      return await recordStep(this.#options.em(), { ...step, now: new Date(this.#now()) });
     } catch (error) {
       // The webhook was deleted meanwhile: its attempts go with it.
       if ((error as { code?: string }).code === '23503') return { held: false, moved: false, more: false, enabled: false };

@@ -27,6 +27,10 @@ export interface ClaimedWebhook {
   test_events: Array<{ id: string; at: number }>;
   /** Its log events may be attempted now (enabled, and no retry waits). */
   log_due: boolean;
+  /** The lease of this claim: the process and the claim (a later claim by the same process is another). */
+  lease_owner: string;
+  /** The newest event of its user's log that retention removed: events up to it cannot be delivered. */
+  pruned: string;
   /** Up to EVENTS_IN_HAND events after its place (`at` in seconds, as the log keeps it). */
   pending: Array<LogEvent & { at: number }>;
 }
@@ -36,8 +40,9 @@ const EVENTS_AFTER = (user: string, cursor: string) =>
               from (select e.seq, e.type, e.data, e.at from events e where e.user_id = ${user} and e.seq > ${cursor} order by e.seq limit ${EVENTS_IN_HAND}) e), '[]'::json)`;
 
 /**
- * Leases up to `limit` due webhooks to `owner` until `leaseUntil`, with their next events.
- * `users`: only these users' webhooks (a notification named them); null: any.
+ * Leases up to `limit` due webhooks to the claim `owner` (the process and this claim) until
+ * `leaseUntil`, with their next events. `users`: only these users' webhooks (a notification
+ * named them); null: any.
  */
 export async function claimDue(
   em: SqlEntityManager, owner: string, now: Date, leaseUntil: Date, limit: number, users: number[] | null,
@@ -55,10 +60,11 @@ export async function claimDue(
        update webhooks w set lease_owner = ?, lease_until = ?
          from due where w.user_id = due.user_id and w.id = due.id
        returning w.user_id, w.id, w.url, w.events, w.state, w.secret, w.previous_secret, w.previous_secret_until,
-                 w.cursor, w.attempt, w.generation, w.test_events, w.next_attempt_at
+                 w.cursor, w.attempt, w.generation, w.test_events, w.next_attempt_at, w.lease_owner
      )
      select c.user_id, c.id, c.url, c.events, c.secret, c.previous_secret, c.previous_secret_until, c.cursor::text as cursor,
-            c.attempt, c.generation, c.test_events, (c.state = 'enabled' and c.next_attempt_at <= ?) as log_due,
+            c.attempt, c.generation, c.test_events, (c.state = 'enabled' and c.next_attempt_at <= ?) as log_due, c.lease_owner,
+            (select u.events_pruned_through::text from users u where u.id = c.user_id) as pruned,
             ${EVENTS_AFTER('c.user_id', 'c.cursor')} as pending
        from claimed c`,
     [now, now, ...(users ? [`{${users.join(',')}}`] : []), limit, owner, leaseUntil, now],
@@ -106,50 +112,54 @@ export interface Step {
   testId?: string;
   /** Keep the lease until then (more to do), or give it back (null). */
   leaseUntil: Date | null;
+  /** The process's time of the step. */
+  now: Date;
 }
 
 /**
  * Records one step of a leased webhook in one statement: logs the attempt, moves the place
- * or plans the retry, clears a sent test event, renews or gives back the lease. The place and
- * the lease change only while the lease and the generation are still those of the claim.
+ * or plans the retry, clears a sent test event, renews or gives back the lease. One UPDATE
+ * whose only condition is the claim's lease: PostgreSQL evaluates every column on the newest
+ * row (after waiting for an edit that holds it), so a webhook its owner changed since the claim
+ * (`generation`: a replay, a new URL or events, disabled, a new secret) is never half-recorded
+ * nor left leased: its place stays, and its lease goes back.
  */
 export async function recordStep(em: SqlEntityManager, step: Step): Promise<Recorded> {
   const a = step.attempt;
   const [row] = await em.execute<Array<{ held: boolean; moved: boolean; more: boolean; enabled: boolean }>>(
-    `with changed as (
+    `with p as (
+       select ?::int as user_id, ?::int as id, ?::text as owner, ?::int as gen, ?::bigint as cursor, ?::int as failures,
+              ?::timestamptz as next_at, ?::text as disable, ?::text as test_id, ?::timestamptz as lease_until, ?::timestamptz as now
+     ), changed as (
        update webhooks w set
-         cursor = greatest(w.cursor, coalesce(?::bigint, w.cursor)),
-         attempt = coalesce(?::int, case when ?::bigint is not null then 0 else w.attempt end),
-         next_attempt_at = coalesce(?::timestamptz, case when ?::bigint is not null then 'epoch'::timestamptz else w.next_attempt_at end),
-         state = case when ?::text is not null then 'disabled' else w.state end,
-         disabled_reason = coalesce(?::text, w.disabled_reason),
-         test_events = coalesce((select jsonb_agg(t order by n) from jsonb_array_elements(w.test_events) with ordinality as x(t, n) where t->>'id' is distinct from ?::text), '[]'::jsonb),
-         lease_owner = case when ?::timestamptz is null then null else w.lease_owner end,
-         lease_until = ?::timestamptz
-        where w.user_id = ? and w.id = ? and w.lease_owner = ? and w.generation = ?
-        returning w.user_id, w.cursor, w.state
-     ), released as (
-       -- Its owner moved it since the claim (a replay, a new URL, disabled): the lease goes back.
-       update webhooks w set lease_owner = null, lease_until = null
-        where w.user_id = ? and w.id = ? and w.lease_owner = ? and w.generation <> ?
-        returning 1
+         cursor = case when w.generation = p.gen then greatest(w.cursor, coalesce(p.cursor, w.cursor)) else w.cursor end,
+         attempt = case when w.generation <> p.gen then w.attempt when p.failures is not null then p.failures when p.cursor is not null then 0 else w.attempt end,
+         -- Given back with nothing failed: due from now, behind those due before (first come, first served).
+         next_attempt_at = case when w.generation <> p.gen then w.next_attempt_at when p.next_at is not null then p.next_at
+                                when p.lease_until is null then p.now else w.next_attempt_at end,
+         state = case when w.generation = p.gen and p.disable is not null then 'disabled' else w.state end,
+         disabled_reason = case when w.generation = p.gen and p.disable is not null then p.disable else w.disabled_reason end,
+         test_events = case when w.generation = p.gen and p.test_id is not null
+                            then coalesce((select jsonb_agg(t order by n) from jsonb_array_elements(w.test_events) with ordinality as x(t, n)
+                                            where t->>'id' is distinct from p.test_id), '[]'::jsonb)
+                            else w.test_events end,
+         lease_owner = case when w.generation = p.gen and p.lease_until is not null then w.lease_owner else null end,
+         lease_until = case when w.generation = p.gen then p.lease_until else null end
+        from p
+        where w.user_id = p.user_id and w.id = p.id and w.lease_owner = p.owner
+        returning w.user_id, w.cursor, w.state, w.generation = p.gen as held
      ), logged as (
        insert into webhook_deliveries (user_id, webhook_id, event_id, event_type, attempt, at, outcome, http_status, error, duration_ms, next_attempt_at)
        select w.user_id, w.id, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz from webhooks w
         where ?::boolean and w.user_id = ? and w.id = ?
      )
-     select exists (select 1 from changed) as held, exists (select 1 from released) as moved,
-            coalesce((select u.last_event_seq > c.cursor from changed c join users u on u.id = c.user_id where u.id = ?), false) as more,
-            coalesce((select c.state = 'enabled' from changed c), false) as enabled`,
+     select coalesce((select c.held from changed c), false) as held,
+            coalesce((select not c.held from changed c), false) as moved,
+            coalesce((select c.held and u.last_event_seq > c.cursor from changed c join users u on u.id = c.user_id where u.id = ?), false) as more,
+            coalesce((select c.held and c.state = 'enabled' from changed c), false) as enabled`,
     [
-      step.cursor ?? null,
-      step.failed?.attempts ?? null, step.cursor ?? null,
-      step.failed?.nextAttemptAt ?? null, step.cursor ?? null,
-      step.disable ?? null, step.disable ?? null,
-      step.testId ?? null,
-      step.leaseUntil, step.leaseUntil,
-      step.userId, step.id, step.owner, step.generation,
-      step.userId, step.id, step.owner, step.generation,
+      step.userId, step.id, step.owner, step.generation, step.cursor ?? null, step.failed?.attempts ?? null,
+      step.failed?.nextAttemptAt ?? null, step.disable ?? null, step.testId ?? null, step.leaseUntil, step.now,
       a?.eventId ?? '', a?.eventType ?? '', a?.attempt ?? 0, a?.at ?? new Date(0), a?.outcome ?? 'failed', a?.httpStatus ?? null,
       a?.error ?? null, a?.durationMs ?? 0, a?.nextAttemptAt ?? null,
       a !== undefined, step.userId, step.id,
@@ -159,9 +169,9 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
   return { held: row?.held ?? false, moved: row?.moved ?? false, more: row?.more ?? false, enabled: row?.enabled ?? false };
 }
 
-/** Gives back every lease of `owner` (a graceful stop): another process takes them at once. */
+/** Gives back every lease of the process `owner` (a graceful stop): another process takes them at once. */
 export async function releaseLeases(em: SqlEntityManager, owner: string): Promise<void> {
-  await em.execute(`update webhooks set lease_owner = null, lease_until = null where lease_owner = ?`, [owner], 'run');
+  await em.execute(`update webhooks set lease_owner = null, lease_until = null where lease_owner like ?`, [`${owner}:%`], 'run');
 }
 
 /** Events after each webhook's place, by the webhook's state (/metrics). */

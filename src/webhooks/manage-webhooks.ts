@@ -83,7 +83,7 @@ export async function editWebhook(ctx: AuthedContext, input: z.infer<typeof Upda
   const url = webhook.url === undefined ? undefined : await checkedUrl(ctx, webhook.url);
   const edit = { url, events: webhook.events && patterns(webhook.events), description: webhook.description, state: webhook.state };
   const answer = await plainWrite(ctx, async (em) => ({ data: presentWebhook(await updateWebhook(em, ctx.user.id, input.id, edit, ctx.clock.now())) }));
-  if (webhook.state === 'enabled') ctx.webhooks?.wake?.(ctx.user.id);
+  if (webhook.state === 'enabled' || webhook.url !== undefined) ctx.webhooks?.wake?.(ctx.user.id);
   return answer;
 }
 
@@ -113,7 +113,7 @@ export async function newWebhookSecret(ctx: AuthedContext, id: number) {
     const secret = newSecret();
     const row = await rotateSecret(em, ctx.user.id, id, secret, now, new Date(now.getTime() + PREVIOUS_SECRET_HOURS * 3_600_000));
     return { data: presentWebhook(row), meta: { secret } };
-  });
+  }).finally(() => ctx.webhooks?.wake?.(ctx.user.id));
 }
 
 function presentDelivery(row: DeliveryRow) {

@@ -65,7 +65,8 @@ function poolFor(secure: boolean, address: ResolvedAddress, host: string, port: 
     if (pools.size >= POOLS) {
       const [oldest, old] = pools.entries().next().value!;
       pools.delete(oldest);
-      old.destroy();
+      // Its idle connections close now; one in use ends with its request (nothing takes it back).
+      for (const idle of Object.values(old.freeSockets)) for (const socket of idle ?? []) socket.destroy();
     }
   }
   pools.set(key, agent);

@@ -114,9 +114,11 @@ export async function updateWebhook(tx: SqlEntityManager, userId: number, id: nu
   );
   if (!current) throw notFound();
   const enabling = edit.state === 'enabled' && current.state === 'disabled';
+  // A new URL starts afresh: the failures of the old one are not its own.
+  const newUrl = edit.url !== undefined && edit.url !== current.url;
   const moved =
     (edit.state !== undefined && edit.state !== current.state) ||
-    (edit.url !== undefined && edit.url !== current.url) ||
+    newUrl ||
     (edit.events !== undefined && JSON.stringify(edit.events) !== JSON.stringify(current.events));
   if (enabling && BigInt(current.cursor) < BigInt(current.pruned)) {
     throw DomainError.of('cursor_expired', {
@@ -139,7 +141,7 @@ export async function updateWebhook(tx: SqlEntityManager, userId: number, id: nu
     [
       edit.url ?? null, edit.events ? JSON.stringify(edit.events) : null, edit.description ?? null, edit.state ?? null,
       enabling, edit.state ?? null,
-      enabling, enabling, moved,
+      enabling || newUrl, enabling || newUrl, moved,
       now, userId, id,
     ],
   );
@@ -215,7 +217,8 @@ export async function queueTestEvent(em: SqlEntityManager, userId: number, id: n
 /** A new signing secret; the old one signs beside it until `previousUntil`. */
 export async function rotateSecret(em: SqlEntityManager, userId: number, id: number, secret: string, now: Date, previousUntil: Date): Promise<WebhookRow> {
   const [row] = await em.execute<WebhookRow[]>(
-    `update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?
+    // The generation moves: a delivery under way stops signing with the secrets it read.
+    `update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?, generation = w.generation + 1
       where w.user_id = ? and w.id = ? returning ${COLUMNS}`,
     [previousUntil, secret, now, userId, id],
   );

@@ -159,12 +159,14 @@ export class IdempotencyKey {
    * between (the first transaction had let go of the key): then that one's record stands, and
    * is returned for this request to answer too; else null.
    */
-  async keepFailure(em: SqlEntityManager, failure: { status: number; errors: unknown }, now: Date): Promise<StoredOutcome | null> {
+  async keepFailure(em: SqlEntityManager, failure: { status: number; errors: unknown; meta?: unknown }, now: Date): Promise<StoredOutcome | null> {
     return em.fork().transactional(async (tx) => {
       await tx.execute('select pg_advisory_xact_lock(?::bigint)', [this.#lock]);
       const record = (await lockOwner(tx, this.userId, this.recordColumn(now)))?.record as StoredOutcome | null | undefined;
       if (record) return this.replayOf(record);
-      const { sql, params } = this.storeSql({ status: failure.status, body: { errors: failure.errors }, etag: null }, now);
+      // A refusal's top-level meta (410 cursor_expired's last_event_id) is part of its answer.
+      const body = failure.meta === undefined ? { errors: failure.errors } : { errors: failure.errors, meta: failure.meta };
+      const { sql, params } = this.storeSql({ status: failure.status, body, etag: null }, now);
       await tx.execute(sql, params);
       return null;
     });

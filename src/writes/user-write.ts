@@ -265,7 +265,11 @@ function deliver<T>(ctx: AuthedContext, outcome: Outcome<T>): T {
     case 'replay': {
       const { record } = outcome;
       ctx.setHeader('Idempotent-Replayed', 'true');
-      if (record.status >= 400) throw new DomainError((record.body as { errors: DomainError['errors'] }).errors);
+      if (record.status >= 400) {
+        const stored = record.body as { errors: DomainError['errors']; meta?: Record<string, unknown> };
+        const error = new DomainError(stored.errors);
+        throw stored.meta ? error.withMeta(stored.meta) : error;
+      }
       if (record.etag) sendEtag(ctx, record.etag);
       return (record.body ?? undefined) as T;
     }

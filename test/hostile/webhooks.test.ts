@@ -778,9 +778,9 @@ describe('objects of other kinds as the wrapper, through the typed client', () =
     const [before] = await sql('select * from webhooks where user_id = ? and id = ?', [victim.id, id]);
     for (const wrapper of OTHER_KINDS()) {
       const created = await trpcError(client.create.mutate({ webhook: wrapper }));
-      expect(created).toMatchObject({ code: 'parameter_missing', httpStatus: 422, errors: [expect.objectContaining({ source: { pointer: '/webhook/url' } })] });
+      expect(created).toMatchObject({ code: 'parameter_missing', httpStatus: 422, errors: [expect.objectContaining({ source: { pointer: '/webhook' } })] });
       const replayed = await trpcError(client.replay.mutate({ id, replay: wrapper }));
-      expect(replayed).toMatchObject({ code: 'parameter_missing', httpStatus: 422, errors: [expect.objectContaining({ source: { pointer: '/replay/after' } })] });
+      expect(replayed).toMatchObject({ code: 'parameter_missing', httpStatus: 422, errors: [expect.objectContaining({ source: { pointer: '/replay' } })] });
       await client.update.mutate({ id, webhook: wrapper }).catch(() => undefined);
       const [after] = await sql('select * from webhooks where user_id = ? and id = ?', [victim.id, id]);
       expect({ ...after, updated_at: null }).toEqual({ ...before, updated_at: null });
@@ -788,14 +788,25 @@ describe('objects of other kinds as the wrapper, through the typed client', () =
     expect(await webhookRows(victim.id)).toHaveLength(1);
   });
 
-  // §2: a wrapper that is not an object is refused. superjson carries a Date, Map, Set or RegExp
-  // as itself, and the input schema (zod's object) takes any non-array object.
-  it.fails('defect: webhooks.update refuses a Date, Map, Set or RegExp as `webhook` with 422 (it answers 200, an edit of nothing)', async () => {
+  // §2: a wrapper that is not an object is parameter_missing. superjson carries a Date, Map, Set
+  // or RegExp as itself, which zod's object would take as an object with no members.
+  it('webhooks.update refuses a Date, Map, Set or RegExp as its webhook: 422 parameter_missing on /webhook', async () => {
     const { victim, id } = await targetUser();
     const client = app.trpc(victim.token).webhooks as any;
     for (const wrapper of OTHER_KINDS()) {
       const failure = await trpcError(client.update.mutate({ id, webhook: wrapper }));
-      expect(failure.httpStatus).toBe(422);
+      expect(failure).toMatchObject({ code: 'parameter_missing', httpStatus: 422, errors: [expect.objectContaining({ source: { pointer: '/webhook' } })] });
+    }
+  });
+
+  it('projects.update and tasks.update refuse them as their wrapper too', async () => {
+    const { victim } = await targetUser();
+    const api = app.trpc(victim.token) as any;
+    const project = await api.projects.create.mutate({ project: { name: `kinds_${Date.now()}` } });
+    const task = await api.tasks.create.mutate({ task: { label: 'kinds' } });
+    for (const wrapper of OTHER_KINDS()) {
+      expect(await trpcError(api.projects.update.mutate({ id: project.data.id, project: wrapper }))).toMatchObject({ code: 'parameter_missing', httpStatus: 422 });
+      expect(await trpcError(api.tasks.update.mutate({ id: task.data.id, task: wrapper }))).toMatchObject({ code: 'parameter_missing', httpStatus: 422 });
     }
   });
 });
