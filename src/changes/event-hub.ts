@@ -359,7 +359,7 @@ export class EventHub implements LiveEvents {
     this.#connecting ??= (async () => {
       const client = new pg.Client({ connectionString: this.options.databaseUrl, connectionTimeoutMillis: 5_000 });
       client.on('notification', (message) => {
-        const notification = parseNotification(message.payload);
+        const notification = parseNotification(message.payload, (userId) => this.#byUser.has(userId));
         if (notification) this.#notify(notification);
       });
       client.on('error', (error) => {

@@ -16,17 +16,26 @@ export interface Notification {
   events?: StoredEvent[];
 }
 
-/** Reads a NOTIFY payload of `appendEvents`; null when it is not one. */
-export function parseNotification(payload: string | undefined): Notification | null {
-  const match = /^(\d+):(\d+):(\d+)(?::([\s\S]*))?$/.exec(payload ?? '');
+/**
+ * Reads a NOTIFY payload of `appendEvents`; null when it is not one. Its events (the JSON after
+ * the header) are parsed only when `wanted` says their user has a stream here: a process with
+ * no stream of the user (webhook delivery hears every notification) reads the header alone.
+ */
+export function parseNotification(payload: string | undefined, wanted: (userId: number) => boolean = () => true): Notification | null {
+  const match = /^(\d+):(\d+):(\d+)(?::)?/.exec(payload ?? '');
   if (!match) return null;
+  const userId = Number(match[1]);
+  const rest = payload!.slice(match[0].length);
+  if (rest !== '' && !match[0].endsWith(':')) return null;
   let events: StoredEvent[] | undefined;
-  try {
-    events = match[4] === undefined ? undefined : (JSON.parse(match[4]) as StoredEvent[]);
-  } catch {
-    events = undefined;
+  if (match[0].endsWith(':') && wanted(userId)) {
+    try {
+      events = JSON.parse(rest) as StoredEvent[];
+    } catch {
+      events = undefined;
+    }
   }
-  return { userId: Number(match[1]), first: BigInt(match[2]!), last: BigInt(match[3]!), events };
+  return { userId, first: BigInt(match[2]!), last: BigInt(match[3]!), events };
 }
 
 export interface EventPage {

@@ -186,7 +186,7 @@ describe('what each write appends', () => {
       const events = await eventsAfter(u, before);
       expect(events).toHaveLength(42);
       await eventually(() => payloads.length >= 43, { message: 'the notifications' });
-      const [small, big] = payloads.slice(-2).map(parseNotification);
+      const [small, big] = payloads.slice(-2).map((payload) => parseNotification(payload));
       expect(small).toEqual({ userId: u.id, first: BigInt(events[0].id), last: BigInt(events[0].id), events: [events[0]] });
       expect(events[0].data.id).toBe(task.id);
       expect(big).toEqual({ userId: u.id, first: BigInt(events[1].id), last: BigInt(events[41].id), events: undefined });
