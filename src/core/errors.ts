@@ -203,6 +203,9 @@ export function invalidQueryParameter(name: string): ApiError {
   return apiError('invalid', { status: 400, detail, parameter: name });
 }
 
+/** The members that wrap a request body's fields (`{"project": {...}}`): refused as parameter_missing when not an object. */
+export const BODY_WRAPPERS = ['project', 'task', 'user', 'webhook', 'replay'] as const;
+
 /** Marker message for a required attribute whose absence is `must_be_set`, not `parameter_missing`. */
 export const MUST_BE_SET = ERROR_CATALOGUE.must_be_set.detail;
 
@@ -235,7 +238,7 @@ export function pointerOf(path: readonly PropertyKey[]): string {
 
 /** Turns a failed input parse into the errors of API-CONTRACT.md §2. */
 export function fromZodError(error: ZodError, options: ZodConversionOptions): DomainError {
-  const { rawInput, resource, queryParameters = [], wrappers = ['project', 'task', 'user', 'webhook', 'replay'] } = options;
+  const { rawInput, resource, queryParameters = [], wrappers = BODY_WRAPPERS } = options;
   const issues = error.issues;
 
   if (resource && issues.some((i) => i.path.length === 1 && i.path[0] === 'id')) {

@@ -10,7 +10,7 @@
  */
 import type { AppMeta, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
-import { DomainError, fromZodError } from './errors.js';
+import { BODY_WRAPPERS, DomainError, fromZodError } from './errors.js';
 import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
 import { enforceRateLimit } from './rate-limit.js';
 import type { RateLimitKind } from './request-scope.js';
@@ -93,11 +93,11 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 function restShapedInput(raw: unknown): unknown {
   if (raw === undefined) return raw;
   if (!isPlainObject(raw)) return {};
-  // A member superjson brought as a class instance (a Date, Map, Set, RegExp) is no JSON object:
-  // zod's objects would take it as one with no members (a wrapper edit of nothing). It is read
-  // as REST could read it, as text, which no wrapper or object member accepts.
+  // A body wrapper superjson brought as a class instance (a Date, Map, Set, RegExp) is no JSON
+  // object: zod's objects would take it as one with no members (an edit of nothing). It is
+  // read as not an object, which a wrapper is refused as (parameter_missing, API-CONTRACT.md §2).
   let shaped: Record<string, unknown> | undefined;
-  for (const key of Object.keys(raw)) {
+  for (const key of BODY_WRAPPERS) {
     const value = raw[key];
     if (value !== null && typeof value === 'object' && !Array.isArray(value) && !isPlainObject(value)) {
       shaped ??= { ...raw };

@@ -5,6 +5,7 @@
  * depend on the door; what HTTP adds (statuses on the wire, headers, REST routing and bodies)
  * stays with the tests that use `useTestApp`.
  */
+import { testResolver } from './test-resolver.js';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -54,6 +55,8 @@ export function useProcedures(options: ProcedureOptions = {}) {
       headers: { ...headers, authorization },
       baseUrl: 'http://procedures.test',
       passwordHashCost: 1024,
+      // Webhook URLs: public addresses only, names from a fixed table (no network here).
+      webhooks: { allowPrivateUrls: false, resolve: testResolver() },
     });
   }
 

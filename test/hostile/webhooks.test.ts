@@ -270,14 +270,12 @@ interface Sent {
 const asInput = (v: unknown): Record<string, unknown> => (isPlain(v) ? v : {});
 
 /**
- * The wrapper as the service reads it: a plain object, or (through the typed client) a Date,
- * Map, Set or RegExp, which it reads as an object without members (see the pinned defect
- * below); undefined when it is anything else.
+ * The wrapper as the service reads it: a plain object; undefined when it is anything else (also
+ * a Date, Map, Set or RegExp the typed client sends, which is no object: parameter_missing).
  */
 const wrapperOf = (seen: Record<string, unknown> | undefined, name: string): Record<string, unknown> | undefined => {
   const value = seen?.[name];
-  if (isPlain(value)) return value;
-  return isRecord(value) ? {} : undefined;
+  return isPlain(value) ? value : undefined;
 };
 
 /** Sends a body through a door: REST as JSON text, tRPC raw or through the typed client. */

@@ -58,6 +58,15 @@ describe('every procedure output, serialised for /trpc', () => {
       ],
     }]));
     await note('events.list', api.events.list({ after: '0' }));
+    const { data: hook } = await note('webhooks.create', api.webhooks.create({ webhook: { url: 'https://hooks.example.com/in', events: ['task.*'] } }));
+    await note('webhooks.list', api.webhooks.list());
+    await note('webhooks.get', api.webhooks.get({ id: hook.id }));
+    await note('webhooks.update', api.webhooks.update({ id: hook.id, webhook: { state: 'disabled', description: 'off' } }));
+    await note('webhooks.replay', api.webhooks.replay({ id: hook.id, replay: { after: '0' } }));
+    await note('webhooks.test', api.webhooks.test({ id: hook.id }));
+    await note('webhooks.rotateSecret', api.webhooks.rotateSecret({ id: hook.id }));
+    await note('webhooks.deliveries', api.webhooks.deliveries({ id: hook.id }));
+    await note('webhooks.delete', api.webhooks.delete({ id: hook.id }));
     await note('events.ticket', api.events.ticket());
     await note('projects.delete', api.projects.delete({ id: project.id }));
     await note('users.revoke', api.users.revoke());

@@ -93,9 +93,9 @@ describe('the docs page in a browser', () => {
     expect(docsResponse?.status()).toBe(200);
     await page.locator('.opblock').first().waitFor();
     expect(await page.title()).toBe('Planning service API');
-    await eventually(async () => (await page.locator('.opblock').count()) === 20, { message: 'the 20 operations on the page' });
+    await eventually(async () => (await page.locator('.opblock').count()) === 29, { message: 'the 29 operations on the page' });
     const tags = await page.locator('.opblock-tag-section h3.opblock-tag').evaluateAll((els) => els.map((el) => el.getAttribute('data-tag')));
-    expect(tags).toEqual(['users', 'projects', 'tasks', 'batch', 'events']);
+    expect(tags).toEqual(['users', 'projects', 'tasks', 'batch', 'events', 'webhooks']);
     for (const tag of tags) expect(await page.locator(`#operations-tag-${tag}`).count(), `#operations-tag-${tag}`).toBe(1);
     // The tag descriptions of openapi.json are shown with the sections.
     await eventually(async () => (await page.getByText('Registration, login (access tokens) and the current user', { exact: false }).count()) === 1, {
