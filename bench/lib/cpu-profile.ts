@@ -1,8 +1,8 @@
 /**
  * A V8 CPU profile (`node --cpu-prof`) read for a report: self time by frame and by where the
  * frame's code lives (a package of node_modules, Node's internals, the service's src/ folder,
- * V8 builtins, GC, idle), over the samples of a time window. The same buckets as
- * `bench/scenarios/profile.ts` (which keeps its own copy).
+ * V8 builtins, GC, idle), over the samples of a time window. Used by `bench/scenarios/profile.ts`
+ * and `bench/scenarios/webhooks.ts`.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';

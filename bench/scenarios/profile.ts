@@ -29,6 +29,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { aggregate, type CpuProfile } from '../lib/cpu-profile.js';
 import { createRoles, openDatabase, startDatabase, STATEMENT_STATS } from '../lib/database.js';
 import { log, num, sleep, utcMinute } from '../lib/env.js';
 import { runLoad, type Script } from '../lib/load.js';
@@ -43,69 +44,6 @@ import { ascending, quantile } from '../lib/stats.js';
 const SECONDS = num('PROFILE_SECONDS', 10);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const ROLE = 'bench_profiled';
-
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
-  children?: number[];
-}
-interface CpuProfile {
-  nodes: ProfileNode[];
-  startTime: number;
-  endTime: number;
-  samples: number[];
-  timeDeltas: number[];
-}
-
-/** Where a frame's self time goes: a package, Node's internals, the service's src/ folder, V8, GC… */
-function bucketOf(frame: ProfileNode['callFrame']): string {
-  const { url, functionName } = frame;
-  if (!url) {
-    if (['(garbage collector)', '(idle)', '(program)', '(root)'].includes(functionName)) return functionName;
-    return '(V8 builtins and native, no script)';
-  }
-  const modules = url.lastIndexOf('/node_modules/');
-  if (modules >= 0) {
-    const rest = url.slice(modules + '/node_modules/'.length).split('/');
-    return rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!;
-  }
-  if (url.startsWith('node:')) return 'node: internals';
-  const src = /\/dist\/src\/([^/]+)\//.exec(url) ?? /\/dist\/src\/()/.exec(url);
-  if (src) return `service src/${src[1]}`;
-  return `other: ${url.slice(0, 60)}`;
-}
-
-function frameName(frame: ProfileNode['callFrame']): string {
-  const { url, functionName, lineNumber } = frame;
-  const where = url ? `${url.replace(/^.*\/node_modules\//, '').replace(/^.*\/dist\//, '').replace(/^file:\/\//, '')}:${lineNumber + 1}` : '';
-  return `${functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
-}
-
-/** Self time (ms) by frame and by bucket, over the samples taken in [from, to] (µs, the profile's clock). */
-function aggregate(profile: CpuProfile, from: number, to: number) {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const frames = new Map<string, { ms: number; bucket: string }>();
-  const buckets = new Map<string, number>();
-  let t = profile.startTime;
-  let total = 0;
-  let kept = 0;
-  for (let i = 0; i < profile.samples.length; i++) {
-    t += profile.timeDeltas[i]!;
-    if (t < from || t > to) continue;
-    // A sample stands for the time until the next one.
-    const ms = (profile.timeDeltas[i + 1] ?? profile.timeDeltas[i]!) / 1000;
-    const node = byId.get(profile.samples[i]!)!;
-    const key = frameName(node.callFrame);
-    const bucket = bucketOf(node.callFrame);
-    const entry = frames.get(key) ?? { ms: 0, bucket };
-    entry.ms += ms;
-    frames.set(key, entry);
-    buckets.set(bucket, (buckets.get(bucket) ?? 0) + ms);
-    total += ms;
-    kept++;
-  }
-  return { frames, buckets, total, kept };
-}
 
 runScenario('profile', async (session) => {
   const { startedAt: started, loadBefore } = session;

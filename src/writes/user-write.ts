@@ -93,19 +93,29 @@ const ranInto = new WeakSet<DomainError>();
 export async function userWrite<I, T>(ctx: AuthedContext, useCase: UseCase<I, T>, input: I): Promise<T> {
   const open = openWrites.get(ctx.em);
   if (open) return runStep(ctx, open, useCase, input);
+  return keyedTurn(ctx, async (key) => {
+    const now = ctx.clock.now();
+    // A key or If-Match needs reads under the lock before the change: the transaction does them.
+    const single = !key && ctx.header('If-Match') === undefined ? await useCase.oneStatement?.(input, { now, timeZone: ctx.user.timeZone, resources: ctx.resources }) : null;
+    if (single) {
+      const ran = await runOneStatement(ctx.em, ctx.log, ctx.user.id, single, now);
+      if (ran) return { kind: 'ran', ...ran };
+    }
+    return runTransaction(ctx, key, useCase, input, Boolean(single));
+  });
+}
+
+/**
+ * The steps around a write's work (step 3, `work`): its Idempotency-Key (1), the user's turn
+ * (2), a refusal of the work kept under the key (4), and the answer (5).
+ */
+async function keyedTurn<T>(ctx: AuthedContext, work: (key: IdempotencyKey | undefined) => Promise<Outcome<T>>): Promise<T> {
   const key = await IdempotencyKey.of(ctx);
   const release = await turns.acquire(ctx.user.id);
   try {
-    let outcome: Outcome<T> | null = null;
+    let outcome: Outcome<T>;
     try {
-      const now = ctx.clock.now();
-      // A key or If-Match needs reads under the lock before the change: the transaction does them.
-      const single = !key && ctx.header('If-Match') === undefined ? await useCase.oneStatement?.(input, { now, timeZone: ctx.user.timeZone, resources: ctx.resources }) : null;
-      if (single) {
-        const ran = await runOneStatement(ctx.em, ctx.log, ctx.user.id, single, now);
-        if (ran) outcome = { kind: 'ran', ...ran };
-      }
-      outcome ??= await runTransaction(ctx, key, useCase, input, Boolean(single));
+      outcome = await work(key);
     } catch (error) {
       if (!key || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
       const record = await key.keepFailure(ctx.em, error, ctx.clock.now());
@@ -116,6 +126,15 @@ export async function userWrite<I, T>(ctx: AuthedContext, useCase: UseCase<I, T>
   } finally {
     release();
   }
+}
+
+/**
+ * Kept under a key: what the work decided. Not a refusal before it ran, nor a failure of the
+ * moment (429, 5xx: a batch's step turns a database outage into a 503), which a retry with the
+ * same key must run again, as a single request's would.
+ */
+function noteRan(error: unknown): void {
+  if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
 }
 
 async function runTransaction<I, T>(
@@ -166,10 +185,7 @@ async function change<I, T>(ctx: AuthedContext, scope: WriteScope, useCase: UseC
     scope.settled.push(...await scope.changes.events(ctx.resources, scope.em, scope.userId, scope.now));
     return value;
   } catch (error) {
-    // Kept under a key: what the work decided. Not a refusal before it ran, nor a failure of
-    // the moment (429, 5xx: a batch's step turns a database outage into a 503), which a retry
-    // with the same key must run again, as a single request's would.
-    if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
+    noteRan(error);
     throw error;
   }
 }
@@ -182,41 +198,28 @@ async function change<I, T>(ctx: AuthedContext, scope: WriteScope, useCase: UseC
  * transaction's entity manager), and a refusal kept under the key.
  */
 export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityManager) => Promise<T>): Promise<T> {
-  const key = await IdempotencyKey.of(ctx);
-  const release = await turns.acquire(ctx.user.id);
-  try {
-    let outcome: Outcome<T>;
-    try {
-      outcome = await retried(ctx.log, () =>
-        ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
-          const now = ctx.clock.now();
-          if (key) await key.claim(em);
-          const record = (await lockOwner(em, ctx.user.id, key?.recordColumn(now)))?.record as StoredOutcome | null | undefined;
-          if (record) return { kind: 'replay', record: key!.replayOf(record) };
-          let value: T;
-          try {
-            value = await work(em);
-          } catch (error) {
-            if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
-            throw error;
-          }
-          if (key) {
-            const store = key.storeSql({ status: successStatus(ctx), body: value ?? null, etag: null }, now);
-            await em.execute(BATCHED + store.sql, store.params);
-          }
-          return { kind: 'ran', value };
-        }),
-      );
-    } catch (error) {
-      if (!key || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
-      const record = await key.keepFailure(ctx.em, error, ctx.clock.now());
-      outcome = record ? { kind: 'replay', record } : { kind: 'failed', error };
-    }
-    if (key) pruneNowAndThen(ctx.em, ctx.clock.now());
-    return deliver(ctx, outcome);
-  } finally {
-    release();
-  }
+  return keyedTurn(ctx, (key) =>
+    retried(ctx.log, () =>
+      ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
+        const now = ctx.clock.now();
+        if (key) await key.claim(em);
+        const record = (await lockOwner(em, ctx.user.id, key?.recordColumn(now)))?.record as StoredOutcome | null | undefined;
+        if (record) return { kind: 'replay', record: key!.replayOf(record) };
+        let value: T;
+        try {
+          value = await work(em);
+        } catch (error) {
+          noteRan(error);
+          throw error;
+        }
+        if (key) {
+          const store = key.storeSql({ status: successStatus(ctx), body: value ?? null, etag: null }, now);
+          await em.execute(BATCHED + store.sql, store.params);
+        }
+        return { kind: 'ran', value };
+      }),
+    ),
+  );
 }
 
 /** The writes open for steps (`withSteps`), by the entity manager of their transaction. */
