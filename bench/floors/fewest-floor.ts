@@ -131,7 +131,7 @@ const SQL = {
   listTasks: `select c.total, t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state,
             ${secs('t.started_at')}::float8 as started_at, ${secs('t.planned_at')}::float8 as planned_at,
             ${secs('t.finished_at')}::float8 as finished_at, ${secs('t.abandoned_at')}::float8 as abandoned_at
-       from (select ((select coalesce(sum("open"), 0) from task_counts where user_id = $1)
+       from (select ((select count(*) from tasks where user_id = $1 and state not in ('abandoned', 'finished'))
                   + (select count(*) from tasks where user_id = $1 and state = 'finished' and finished_at >= $2))::int as total) as c
        left join lateral (
          select tasks.* from (

@@ -33,7 +33,7 @@ const SQL = {
   list: `select c.total, t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state,
             coalesce(floor(extract(epoch from t.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from t.planned_at)), 0)::float8 as planned_at,
             coalesce(floor(extract(epoch from t.finished_at)), 0)::float8 as finished_at, coalesce(floor(extract(epoch from t.abandoned_at)), 0)::float8 as abandoned_at
-       from (select ((select coalesce(sum("open"), 0) from task_counts where user_id = $1)
+       from (select ((select count(*) from tasks where user_id = $1 and state not in ('abandoned', 'finished'))
                   + (select count(*) from tasks where user_id = $2 and state = 'finished' and finished_at >= $3))::int as total) as c
        left join lateral (
          select tasks.* from (

@@ -2,7 +2,6 @@
  * The users of the filtered-list bench (bench/scenarios/lists.ts), seeded with plain SQL
  * (`insert … select generate_series`): realistic shapes, with the same small sets (a project
  * of 50 tasks, 12 tasks planned today) at every size, so that only the user's other tasks grow.
- * The row triggers keep `task_counts` (the scenario checks it).
  */
 import type pg from 'pg';
 import { sleep } from './env.js';

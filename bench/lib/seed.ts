@@ -3,6 +3,7 @@
  * projects and tasks in three statements, plus a known access token stored as its SHA-256
  * with a far expiry, and a real scrypt password hash (so `authorize` works too).
  */
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { hashAccessToken, hashPassword } from '../../src/users/credentials.js';
 import { loadConfig } from '../../src/config.js';
@@ -30,9 +31,14 @@ export interface TaskMix {
 /** One hash for every seeded user: computed once, with the production scrypt cost. */
 let passwordHash: Promise<string> | undefined;
 
-/** Unique per username, and long enough for the token format (20 to 200 of A-Z a-z 0-9 _ -). */
-export function knownToken(username: string): string {
-  return `bench-access-token-for-${username}`;
+/** The access token of a seeded user, the same in every run for the same user and name. */
+export function knownToken(userId: number, username: string): string {
+  // The form the service issues (src/users/credentials.ts): the user's id, then 32 bytes (here
+  // derived from the name, so that a run can rebuild it).
+  const bytes = Buffer.alloc(40);
+  bytes.writeBigUInt64BE(BigInt(userId), 0);
+  createHash('sha256').update(`bench-access-token-for-${username}`).digest().copy(bytes, 8);
+  return bytes.toString('base64url');
 }
 
 export async function seedUser(
@@ -76,7 +82,7 @@ export async function seedUser(
      from generate_series(1, $2::int) g`,
     [id, taskCount, `{${projectIds.join(',')}}`, planned, finishedTo, abandonedTo],
   );
-  const token = knownToken(username);
+  const token = knownToken(id, username);
   await client.query(
     `insert into access_tokens (user_id, token_hash, created_at, expires_at)
      values ($1, $2, now(), now() + interval '10 years')`,

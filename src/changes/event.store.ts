@@ -5,6 +5,8 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { LogEvent } from '../core/context.js';
+import { isTokenValid } from '../users/authentication.js';
+import { newUserSecret, userOfSecret } from '../users/credentials.js';
 
 export type StoredEvent = LogEvent;
 
@@ -69,33 +71,62 @@ export async function readEvents(em: SqlEntityManager, userId: number, after: bi
 }
 
 /**
- * Removes events older than `before`, a batch at a time, and marks each user's log as pruned.
- * It waits for a user's lock at most a moment (a write holds it): never long enough to make
- * that user's or another's writes time out behind it; what it skips, a later round removes.
+ * Removes events older than `before`, up to `batch` of them, and marks each user's log as
+ * pruned. The users who have such events are found by a read over every user (housekeeping:
+ * on a sharded database it asks every node); each user's events then go in a transaction of
+ * that user alone. It waits for the user's lock at most a moment (a write holds it): never
+ * long enough to make that user's writes time out behind it; a user it skips, a later round
+ * prunes.
  */
 export async function pruneEvents(em: SqlEntityManager, before: Date, batch = 5_000): Promise<number> {
-  return em.transactional(async (tx) => {
-    await tx.execute(`select set_config('lock_timeout', '200ms', true)`);
-    return pruneBatch(tx, before, batch);
+  const users = await em.execute<Array<{ user_id: number; n: string }>>(
+    'select user_id, count(*) as n from events where at < ? group by user_id order by min(at) limit ?',
+    [before, batch],
+  );
+  let removed = 0;
+  for (const { user_id: userId, n } of users) {
+    if (removed >= batch) break;
+    try {
+      removed += await pruneEventsOf(em, Number(userId), before, Math.min(Number(n), batch - removed));
+    } catch {
+      // Busy (a write held the user's lock past the moment): a later round prunes this user.
+    }
+  }
+  return removed;
+}
+
+async function pruneEventsOf(em: SqlEntityManager, userId: number, before: Date, limit: number): Promise<number> {
+  return em.fork().transactional(async (tx) => {
+    // The lock timeout is set by the statement that waits, on the node that holds the row.
+    await tx.execute(`select set_config('lock_timeout', '200ms', true), id from users where id = ? for no key update`, [userId]);
+    const [row] = await tx.execute<Array<{ removed: number }>>(
+      `with removed as (
+         delete from events e where e.user_id = ? and e.seq in (select d.seq from events d where d.user_id = ? and d.at < ? order by d.seq limit ?)
+         returning e.seq
+       ), marked as (
+         update users u set events_pruned_through = greatest(u.events_pruned_through, (select max(seq) from removed))
+          where u.id = ? and exists (select 1 from removed)
+         returning u.id
+       )
+       select (select count(*) from removed)::int as removed, (select count(*) from marked)::int as marked`,
+      [userId, userId, before, limit, userId],
+    );
+    return row?.removed ?? 0;
   });
 }
 
-async function pruneBatch(em: SqlEntityManager, before: Date, batch: number): Promise<number> {
-  const [row] = await em.execute<Array<{ removed: number }>>(
-    `with doomed as (
-       select user_id, seq from events where at < ? order by at limit ?
-     ), removed as (
-       delete from events e using doomed d where e.user_id = d.user_id and e.seq = d.seq returning e.user_id, e.seq
-     ), marked as (
-       update users u set events_pruned_through = greatest(u.events_pruned_through, m.seq)
-         from (select user_id, max(seq) as seq from removed group by user_id) m
-        where u.id = m.user_id
-       returning 1
-     )
-     select (select count(*) from removed)::int as removed`,
-    [before, batch],
-  );
-  return row?.removed ?? 0;
+/**
+ * A new stream ticket of the user `userId`. Like an access token it names its user
+ * (src/users/credentials.ts), so that storing and redeeming it ask one node of a database
+ * split by user; to clients it is opaque.
+ */
+export function newStreamTicket(userId: number): string {
+  return newUserSecret(userId);
+}
+
+/** The user a ticket names; null when it is no ticket (then it is refused without a query). */
+export function userOfStreamTicket(ticket: string): number | null {
+  return userOfSecret(ticket);
 }
 
 /** Stores a stream ticket (by its hash) for `tokenHash`'s user, valid until `expiresAt`. */
@@ -106,17 +137,19 @@ export async function storeStreamTicket(em: SqlEntityManager, ticketHash: string
 }
 
 /**
- * Uses a ticket up: the user and token it was issued from, or null when it is unknown, used,
- * expired, or its token has since been revoked or has expired.
+ * Uses a ticket of `userId` up: the user and the token it was issued from, or null when it is
+ * unknown, used, expired, or its token has since been revoked or has expired. The ticket is
+ * deleted whatever it then turns out to be (used once, even when refused). Its expiry and its
+ * token are judged after the delete, at the same `now`: RETURNING gives plain columns only,
+ * which a database split by user requires.
  */
-export async function redeemStreamTicket(em: SqlEntityManager, ticketHash: string, now: Date): Promise<{ userId: number; tokenHash: string } | null> {
-  const [row] = await em.execute<Array<{ user_id: number; token_hash: string; live: boolean }>>(
-    `delete from event_stream_tickets t where t.ticket_hash = ?
-      returning t.user_id, t.token_hash,
-                t.expires_at > ? and exists (select 1 from access_tokens a where a.token_hash = t.token_hash and a.user_id = t.user_id and a.expires_at > ?) as live`,
-    [ticketHash, now, now],
+export async function redeemStreamTicket(em: SqlEntityManager, userId: number, ticketHash: string, now: Date): Promise<{ userId: number; tokenHash: string } | null> {
+  const [row] = await em.execute<Array<{ token_hash: string; expires_at: Date | string }>>(
+    'delete from event_stream_tickets where user_id = ? and ticket_hash = ? returning token_hash, expires_at',
+    [userId, ticketHash],
   );
-  return row?.live ? { userId: row.user_id, tokenHash: row.token_hash } : null;
+  if (!row || !(new Date(row.expires_at).getTime() > now.getTime())) return null;
+  return (await isTokenValid(em, userId, row.token_hash, now)) ? { userId, tokenHash: row.token_hash } : null;
 }
 
 /** Drops expired stream tickets. */

@@ -9,7 +9,7 @@
  * leases, shared by every process and instance (src/changes/event-hub.ts), before its answer
  * starts.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { tracked } from '@trpc/server';
 import { z } from 'zod';
 import { toSeconds } from '../core/clock.js';
@@ -18,7 +18,7 @@ import { authedProcedure } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { followEvents, startCursor } from './event-feed.js';
 import { ChangeEvent, EVENTS_PAGE_SIZE, EventsInput, EventsPage, OnChangeInput, StreamTicketDocument } from './event.schema.js';
-import { readEvents, storeStreamTicket, type StoredEvent } from './event.store.js';
+import { newStreamTicket, readEvents, storeStreamTicket, type StoredEvent } from './event.store.js';
 import { isTokenValid } from '../users/authentication.js';
 
 const TAGS = ['events'];
@@ -86,7 +86,7 @@ export const eventsRouter = router({
         userId: ctx.user.id,
         after,
         signal: closed,
-        stillAuthorized: () => isTokenValid(ctx.em.fork(), ctx.tokenHash, ctx.clock.now()),
+        stillAuthorized: () => isTokenValid(ctx.em.fork(), ctx.user.id, ctx.tokenHash, ctx.clock.now()),
       }),
     );
   }),
@@ -103,7 +103,7 @@ export const eventsRouter = router({
     .input(z.void())
     .output(StreamTicketDocument)
     .mutation(async ({ ctx }) => {
-      const ticket = randomBytes(24).toString('base64url');
+      const ticket = newStreamTicket(ctx.user.id);
       const expiresAt = new Date(ctx.clock.now().getTime() + TICKET_SECONDS * 1000);
       await storeStreamTicket(ctx.em, hashTicket(ticket), ctx.user.id, ctx.tokenHash, expiresAt);
       return { data: { type: 'event_stream_ticket' as const, attributes: { ticket, expiresAt: toSeconds(expiresAt) } } };

@@ -11,7 +11,11 @@
  * - `release`: deletes the leases of closed streams;
  * - `pruneStreamLeases`: housekeeping, the expired leases of processes that died.
  *
- * Expiry is counted on the database's clock, which every instance shares.
+ * A lease's expiry is set from the clock of the process that takes or renews it (a parameter:
+ * sharded by user, a modification may not call the clock on each node it reaches), and pruned
+ * by the clock of the process that prunes: instances whose clocks disagree by a fraction of the
+ * lease's life still agree on which leases are live. The open itself counts on the database's
+ * clock, read once (see its function).
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { idArray } from '../db/sql-fragments.js';
@@ -46,7 +50,7 @@ export function streamLeases(em: () => SqlEntityManager): StreamLeases {
   return {
     async take(lease, max, ttlMs) {
       const [row] = await em().execute<Array<{ taken: boolean }>>(
-        'select take_event_stream_lease(?::integer, ?::text, ?::uuid, ?::integer, ?::integer) as taken',
+        'select take_event_stream_lease(?, ?::text, ?::uuid, ?::integer, ?::integer) as taken',
         [lease.userId, lease.tokenHash, lease.id, max, Math.ceil(ttlMs)],
       );
       return row?.taken === true;
@@ -55,17 +59,17 @@ export function streamLeases(em: () => SqlEntityManager): StreamLeases {
     async renew(leases, ttlMs) {
       if (leases.length === 0) return new Set();
       const rows = await em().execute<Array<{ id: string }>>(
-        `update event_stream_leases set expires_at = clock_timestamp() + make_interval(secs => ?::float8 / 1000)
-          where user_id = any(?::integer[]) and id = any(?::uuid[])
-          returning id::text as id`,
-        [Math.ceil(ttlMs), userIds(leases), uuidArray(leases)],
+        `update event_stream_leases set expires_at = ?::timestamptz
+          where user_id = any(?::bigint[]) and id = any(?::uuid[])
+          returning id`,
+        [new Date(Date.now() + Math.ceil(ttlMs)), userIds(leases), uuidArray(leases)],
       );
       return new Set(rows.map((r) => r.id));
     },
 
     async release(leases) {
       if (leases.length === 0) return;
-      await em().execute('delete from event_stream_leases where user_id = any(?::integer[]) and id = any(?::uuid[])', [
+      await em().execute('delete from event_stream_leases where user_id = any(?::bigint[]) and id = any(?::uuid[])', [
         userIds(leases),
         uuidArray(leases),
       ]);
@@ -75,6 +79,6 @@ export function streamLeases(em: () => SqlEntityManager): StreamLeases {
 
 /** Deletes the leases that expired (streams of processes that died without closing them). */
 export async function pruneStreamLeases(em: SqlEntityManager): Promise<number> {
-  const result = await em.execute<{ affectedRows: number }>('delete from event_stream_leases where expires_at < clock_timestamp()', [], 'run');
+  const result = await em.execute<{ affectedRows: number }>('delete from event_stream_leases where expires_at < ?::timestamptz', [new Date()], 'run');
   return result.affectedRows;
 }

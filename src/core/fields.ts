@@ -11,8 +11,12 @@ import { MUST_BE_SET, type ErrorCode } from './errors.js';
  * ISO form, which the database driver needs; they are `invalid` (documented as `maximum`).
  */
 export const MAX_TIMESTAMP = 253_402_300_799;
-/** Ids are PostgreSQL integers. */
-export const MAX_ID = 2_147_483_647;
+/**
+ * Ids are PostgreSQL bigints, and JSON numbers: any positive integer a JS number holds exactly.
+ * On a database sharded by user (Citus) a row inserted by a statement routed to a node takes its
+ * id from that node's range, which starts at the node's group number times 2^48.
+ */
+export const MAX_ID = Number.MAX_SAFE_INTEGER;
 
 /**
  * trpc-to-openapi switches `coerce` on for every number in a REST input, body included, and

@@ -11,6 +11,16 @@
  *   local one cannot reference rows split across nodes), and user data points only to
  *   reference tables outside it.
  *
+ * And Citus distributes a table (of user data, or a reference table) only if:
+ * - it has no trigger (Citus refuses one unless told to run them unsafely; the checks of
+ *   foreign keys, PostgreSQL's own internal triggers, are not triggers in this sense);
+ * - each id it holds is bigint: a column named `id` in its primary key, `user_id` or any
+ *   `…_id` column, and every identity column (with its sequence), if it is a smallint or an
+ *   integer. Citus lets each node hand out values of an identity column, from a range of its
+ *   own, only when it is bigint; an id and the columns that refer to it keep one type. Ids of
+ *   another kind (text, uuid) are not numbered, and pass.
+ * Local tables stay on the coordinator, as PostgreSQL tables: neither applies to them.
+ *
  * A table that is not user data is named in NOT_USER_DATA with why, as a reference table (a
  * copy on every node) or a local one (on the coordinator only). Any other table without a
  * `user_id` breaks the layout: a new table has to say which it is.
@@ -62,12 +72,16 @@ export type LayoutRule =
   /** A foreign key that does not pair the distribution columns, or crosses from or into user data wrongly. */
   | 'foreign-key'
   /** A foreign key between user tables that sets null or a default on a change of its parent. */
-  | 'foreign-key-action';
+  | 'foreign-key-action'
+  /** A trigger on a table that is not local. */
+  | 'trigger'
+  /** An id, a column that refers to one, or an identity column (or its sequence) narrower than bigint, on a table that is not local. */
+  | 'id-type';
 
 export interface LayoutViolation {
   table: string;
   rule: LayoutRule;
-  /** The constraint or index at fault, or the table itself. */
+  /** The constraint, index, trigger or column at fault, or the table itself. */
   object: string;
   detail: string;
 }
@@ -76,7 +90,18 @@ interface ColumnRow {
   table: string;
   column: string | null;
   type: string | null;
+  identity: boolean | null;
+  /** The type of the sequence that fills the column (identity or serial), if one does. */
+  sequence_type: string | null;
 }
+
+interface TriggerRow {
+  table: string;
+  name: string;
+}
+
+/** Integer types narrower than bigint. */
+const NARROW_INTEGERS = new Set(['smallint', 'integer']);
 
 interface IndexRow {
   table: string;
@@ -102,6 +127,9 @@ type Role = 'users' | 'user data' | 'reference' | 'local' | 'unplaced';
 const aTable = (role: Role | undefined) =>
   role === 'reference' || role === 'local' ? `a ${role} table` : 'a table of no place in the layout';
 
+const aTableToDistribute = (role: Role | undefined) =>
+  role === 'reference' ? 'a reference table' : role === 'unplaced' ? 'a table of no place in the layout' : 'a table of user data';
+
 /**
  * What in `schema` breaks the layout above, given the tables `notUserData` names (by default
  * the service's list). Partitions are judged by their parent.
@@ -112,10 +140,27 @@ export async function checkDataLayout(
   notUserData: Readonly<Record<string, NotUserData>> = NOT_USER_DATA,
 ): Promise<LayoutViolation[]> {
   const columns = await em.execute<ColumnRow[]>(
-    `select c.relname::text as "table", a.attname::text as "column", format_type(a.atttypid, a.atttypmod) as "type"
+    `select c.relname::text as "table", a.attname::text as "column", format_type(a.atttypid, a.atttypmod) as "type",
+            a.attidentity <> '' as "identity",
+            (select format_type(s.seqtypid, null) from pg_depend d join pg_sequence s on s.seqrelid = d.objid
+              where d.classid = 'pg_class'::regclass and d.refclassid = 'pg_class'::regclass
+                and d.refobjid = c.oid and d.refobjsubid = a.attnum and d.deptype in ('a', 'i')
+              limit 1) as "sequence_type"
        from pg_class c join pg_namespace n on n.oid = c.relnamespace
        left join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
       where n.nspname = ? and c.relkind in ('r', 'p') and not c.relispartition`,
+    [schema],
+  );
+  // Triggers of the schema's tables, a partition's under its partitioned table; not PostgreSQL's
+  // internal ones (foreign-key checks), nor the copies a partitioned table's trigger makes on
+  // its partitions.
+  const triggers = await em.execute<TriggerRow[]>(
+    `select r.relname::text as "table", t.tgname::text as "name"
+       from pg_trigger t
+       join pg_class c on c.oid = t.tgrelid
+       join pg_namespace n on n.oid = c.relnamespace
+       join pg_class r on r.oid = coalesce(pg_partition_root(c.oid), c.oid)
+      where n.nspname = ? and c.relkind in ('r', 'p') and not t.tgisinternal and t.tgparentid = 0`,
     [schema],
   );
   // The key columns of each primary key, unique index (constraint or not) and exclusion
@@ -224,6 +269,25 @@ export async function checkDataLayout(
       violation(key.table, 'foreign-key', key.name, `${aTable(from)} references user data (${pairs}), whose rows are split across nodes`);
     } else if (isSplit(key.table) && to !== 'reference') {
       violation(key.table, 'foreign-key', key.name, `user data references ${aTable(to)} (${pairs}); only reference tables are on every node`);
+    }
+  }
+
+  for (const trigger of triggers) {
+    if (roles.get(trigger.table) === 'local') continue;
+    violation(trigger.table, 'trigger', trigger.name,
+      `${aTableToDistribute(roles.get(trigger.table))} has a trigger; Citus distributes no table that has one`);
+  }
+
+  const primaryKeyColumns = new Map(indexes.filter((index) => index.primary).map((index) => [index.table, index.columns ?? []]));
+  for (const row of columns) {
+    if (row.column === null || roles.get(row.table) === 'local') continue;
+    const isId = row.column.endsWith('_id') || row.identity === true ||
+      (row.column === 'id' && (primaryKeyColumns.get(row.table) ?? []).includes('id'));
+    if (!isId) continue;
+    if (NARROW_INTEGERS.has(row.type ?? '')) {
+      violation(row.table, 'id-type', row.column, `${row.column} is ${row.type}; an id and each column that refers to one are bigint`);
+    } else if (NARROW_INTEGERS.has(row.sequence_type ?? '')) {
+      violation(row.table, 'id-type', row.column, `the sequence of ${row.column} is ${row.sequence_type}; it must be bigint`);
     }
   }
 

@@ -6,7 +6,7 @@
 import { DefaultLogger, defineConfig, type LogContext, type Options } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import { migrationsList } from './migrations/index.js';
-import type pg from 'pg';
+import pg from 'pg';
 import { batchPool } from './batching.js';
 import { usePreparedStatements } from './prepared.js';
 import { releaseConnectionsOpenedWhileEnding } from './pool-ending.js';
@@ -46,6 +46,42 @@ function countingLogger(onStatement: () => void): NonNullable<Options['loggerFac
 /** No statement the service sends runs longer on the server than this (57014, answered 503). */
 export const STATEMENT_TIMEOUT_MS = 15_000;
 
+/** OIDs of PostgreSQL's int8 and int8[]. */
+const INT8 = 20;
+const INT8_ARRAY = 1016;
+
+/**
+ * An int8 as a JS number. Ids are bigint in the schema (Citus hands out an identity's values in
+ * a range per node) and numbers everywhere in the service and its API, as they were when they
+ * were integers; node-postgres reads int8 as a string, since a JS number holds every integer only
+ * up to 2^53 − 1. Every int8 the service reads as a value is an id, a count or a sum of counts,
+ * all far below that (a node's range of ids starts at its group number times 2^48); the
+ * change log's numbers and the places in it, which the service handles as BigInt, it reads as
+ * text (`::text`). So a value beyond it is not rounded, nor returned as a string where a number
+ * is expected (a JSON answer of another type): it throws, and its statement fails.
+ */
+export function parseInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new RangeError(`int8 ${text} is beyond the integers a JS number holds exactly`);
+  return value;
+}
+
+/**
+ * int8 and int8[] read as numbers (`parseInt8`) on the pool's connections: the service's reads.
+ * Other clients (the LISTEN connection, which reads no rows; tools and tests) keep
+ * node-postgres's strings: the process's own table of parsers is left as it is.
+ */
+function readInt8AsNumbers(pool: pg.Pool): void {
+  // MikroORM gives its pool a parser set of its own (timestamps as text), which each connection consults.
+  const types = (pool.options.types ??= new pg.TypeOverrides()) as pg.TypeOverrides;
+  if (typeof types.setTypeParser !== 'function') throw new Error('the pool reads types through a parser set that cannot be extended');
+  // Typed for the OIDs node-postgres names, which leave int8[] out.
+  const int8Array = (pg.types.getTypeParser as (oid: number, format: 'text') => (text: string) => unknown)(INT8_ARRAY, 'text');
+  const numbers = (value: unknown): unknown => (Array.isArray(value) ? value.map(numbers) : value === null ? null : parseInt8(String(value)));
+  types.setTypeParser(INT8, 'text', parseInt8);
+  types.setTypeParser(INT8_ARRAY, 'text', (text: string) => numbers(int8Array(text)));
+}
+
 /**
  * The statement timeout of the pool's connections, never sent as a start-up parameter (a
  * pooler refuses those: PgBouncer answers `unsupported startup parameter`, 08P01):
@@ -63,6 +99,7 @@ export const STATEMENT_TIMEOUT_MS = 15_000;
 function onPoolCreated(settings: OrmSettings) {
   const behindPooler = settings.behindPooler ?? false;
   return (pool: pg.Pool) => {
+    readInt8AsNumbers(pool);
     // Else a connection opened while the ORM closes is lost, and the close waits for it forever.
     releaseConnectionsOpenedWhileEnding(pool);
     if (!behindPooler) {

@@ -26,6 +26,8 @@
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type pg from 'pg';
+import { BATCHED } from './batching.js';
+import { escapeLiteral } from './literals.js';
 
 export interface Prepared {
   /** The statement as the ORM takes it, with `?` placeholders. */
@@ -94,6 +96,89 @@ export async function execute<T extends object = Record<string, unknown>>(em: Sq
     }
     throw em.getDriver().convertException(error as Error);
   }
+}
+
+/**
+ * Runs a statement in a transaction of its own, prepared, then the statement `after` makes of
+ * its rows (plain text, its result unread: a NOTIFY) sent with the `commit`, so that it
+ * commits with the statement or not at all.
+ *
+ * Two messages: `begin` and the statement, then `after` and the commit (src/db/batching.ts).
+ * A statement sent with parameters cannot share a message with `begin` (the extended protocol
+ * is a message of its own), so this one is prepared in SQL (`PREPARE`, once per connection,
+ * sent in front of its first use) and run by an `EXECUTE` with its values written in as
+ * literals: planned once per connection like `execute`'s, and sent as text like the ORM's.
+ * Without prepared statements (behind a pooler) it is the ORM's transaction, in two messages
+ * too. Each statement is logged and counted as the ORM's are (the statement as written, not
+ * its EXECUTE).
+ */
+export async function executeAndCommit<T extends object = Record<string, unknown>>(
+  em: SqlEntityManager,
+  sql: string,
+  params: unknown[],
+  after: (rows: T[]) => string | null,
+): Promise<T[]> {
+  const connection = em.getConnection() as unknown as ConnectionInternals;
+  const pool = await connection.getNativeClient();
+  if (unprepared.has(pool)) {
+    return em.fork().transactional(async (tx) => {
+      const rows = await tx.execute<T[]>(sql, params);
+      const then = after(rows);
+      if (then) await tx.execute(BATCHED + then);
+      return rows;
+    });
+  }
+  const statement = prepared(sql);
+  const name = `q${statement.name.slice(1)}`;
+  const client = await pool.connect();
+  const names = sqlPrepared.get(client) ?? new Set<string>();
+  sqlPrepared.set(client, names);
+  const preparing = !names.has(name);
+  let begun = false;
+  let rows: T[];
+  try {
+    if (preparing) await client.query(`${BATCHED}prepare ${name} as ${statement.text}`);
+    names.add(name);
+    await connection.executeQuery('begin', () => client.query('begin'));
+    begun = true;
+    rows = await connection.executeQuery(statement.sql, async () =>
+      (await client.query<T & pg.QueryResultRow>(`execute ${name}(${params.map(literalOf).join(', ')})`)).rows);
+    const then = after(rows);
+    if (then) await connection.executeQuery(then, () => client.query(BATCHED + then));
+    await connection.executeQuery('commit', () => client.query('commit'));
+  } catch (error) {
+    // As in `execute`: the connection is dropped only when the error is the connection's.
+    let broken = answeredByServer(error) ? undefined : (error as Error);
+    if (begun && !broken) {
+      try {
+        await client.query('rollback');
+        // The PREPARE went in the message that failed: whether it ran is the server's to say.
+        if (preparing && (await client.query('select 1 from pg_prepared_statements where name = $1', [name])).rowCount === 0) names.delete(name);
+      } catch (rollbackError) {
+        broken = rollbackError as Error;
+      }
+    }
+    client.release(broken);
+    throw em.getDriver().convertException(error as Error);
+  }
+  client.release();
+  return rows;
+}
+
+/** The statements each connection holds from `PREPARE` (`executeAndCommit`). */
+const sqlPrepared = new WeakMap<object, Set<string>>();
+
+/**
+ * A value written into an EXECUTE as a literal of no type, which PostgreSQL reads as the
+ * parameter's type, as it reads a value sent apart (node-postgres sends them all as text).
+ * Timestamps are timestamptz everywhere in the schema: an instant, in UTC.
+ */
+function literalOf(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (value instanceof Date) return escapeLiteral(value.toISOString());
+  if (typeof value === 'string') return escapeLiteral(value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return escapeLiteral(String(value));
+  throw new Error(`a statement's value of type ${Array.isArray(value) ? 'array' : typeof value} has no literal here: pass arrays as PostgreSQL array literals`);
 }
 
 /**

@@ -30,7 +30,7 @@ import type { Authentication } from '../core/context.js';
 import type { EventHub } from '../changes/event-hub.js';
 import { followEvents, startCursor } from '../changes/event-feed.js';
 import { hashTicket } from '../changes/events.router.js';
-import { redeemStreamTicket } from '../changes/event.store.js';
+import { redeemStreamTicket, userOfStreamTicket } from '../changes/event.store.js';
 import { isTokenValid } from '../users/authentication.js';
 import { carriesBody } from './request-body.js';
 import { ignoredBodyRefusal, sendErrorResponse } from './rest.js';
@@ -80,7 +80,9 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
   async function who(req: Request): Promise<{ userId: number; tokenHash: string } | null> {
     const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
     if (ticket !== undefined && !req.headers.authorization) {
-      return /^[A-Za-z0-9_-]{1,100}$/.test(ticket) ? redeemStreamTicket(orm.em.fork(), hashTicket(ticket), clock.now()) : null;
+      // A ticket names its user; a string that names none is refused without a query.
+      const userId = userOfStreamTicket(ticket);
+      return userId === null ? null : redeemStreamTicket(orm.em.fork(), userId, hashTicket(ticket), clock.now());
     }
     const authentication = await options.authenticate(req.headers.authorization);
     return authentication && { userId: authentication.user.id, tokenHash: authentication.tokenHash };
@@ -137,7 +139,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
         userId: client.userId,
         after: cursor,
         signal: abort.signal,
-        stillAuthorized: () => isTokenValid(orm.em.fork(), client.tokenHash, clock.now()),
+        stillAuthorized: () => isTokenValid(orm.em.fork(), client.userId, client.tokenHash, clock.now()),
       });
       res.status(200);
       res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');

@@ -30,6 +30,7 @@ import { Project } from './project.entity.js';
 import { MAX_STARTED_PROJECTS, PROJECT_STATES, type ProjectState, type ProjectTransition } from './project.lifecycle.js';
 import { PROJECT_ROW_ANSWER, answerProject, findOwnedProject, type ProjectAnswer } from './project-answer.js';
 import type { ChangeProjectStateInput } from './project.schema.js';
+import { USER } from '../db/user-param.js';
 
 type Input = z.infer<typeof ChangeProjectStateInput>;
 
@@ -89,9 +90,11 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
     for (const [name, column] of Object.entries(DATES) as Array<[DateName, string]>) {
       const arms = [...moves].filter(([, move]) => name in move.dates).map(([from, move]) => {
         setParams.push(move.dates[name]);
-        return `when '${from}' then ?::timestamptz`;
+        return `when prior.state = '${from}' then ?::timestamptz`;
       });
-      if (arms.length) set.push(`${column} = case prior.state ${arms.join(' ')} else projects.${column} end`);
+      // The searched form (`case when x = 'a'`): Citus 13.2, planning this statement inside a
+      // transaction, rewrites the simple form (`case x when 'a'`) into one PostgreSQL refuses.
+      if (arms.length) set.push(`${column} = case ${arms.join(' ')} else projects.${column} end`);
     }
     // What the row decides, per move: finished_at not before its start; the started limit.
     const allowedParams: unknown[] = [];
@@ -102,7 +105,7 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
         allowedParams.push(finishedAt);
       }
       if (transition.countsAsStarted) {
-        holds.push(`(select count(*) from projects s where s.user_id = prior.user_id and s.state = 'started') < ${MAX_STARTED_PROJECTS}`);
+        holds.push(`(select count(*) from projects s where s.user_id = ${USER} and s.state = 'started') < ${MAX_STARTED_PROJECTS}`);
       }
       return `(${holds.join(' and ')})`;
     }).join(' or ') || 'false';
@@ -110,11 +113,11 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
     return {
       freshOnly: true,
       reads: {
-        sql: `prior as (select p.* from projects p where p.id = ? and p.user_id = (select id from owner) and ${FRESH})${
+        sql: `prior as (select p.* from projects p where p.id = ? and p.user_id = ${USER} and ${FRESH})${
           tasks
             ? `, moved as (
                 update tasks set ${tasks.set}, version = tasks.version + 1
-                 where tasks.user_id = (select user_id from prior) and tasks.project_id = (select id from prior)
+                 where tasks.user_id = ${USER} and tasks.project_id = (select id from prior)
                    and tasks.state = any('{${effect!.states.join(',')}}'::text[])
                    and exists (select 1 from prior where ${allowed})
                 returning tasks.*)`
@@ -124,7 +127,7 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
       },
       changed: {
         sql: `update projects set ${set.join(', ')}, version = projects.version + 1 from prior
-               where projects.user_id = prior.user_id and projects.id = prior.id and (${allowed})
+               where projects.user_id = ${USER} and projects.id = prior.id and (${allowed})
               returning projects.*`,
         params: [...setParams, ...allowedParams],
       },
@@ -136,8 +139,8 @@ export const changeProjectState: UseCase<Input, ProjectAnswer> = {
       refusal: {
         current: {
           sql: `(select json_build_object('state', p.state, 'startedAt', ${secondsOf('p.started_at')},
-                   'started', (select count(*) from projects s where s.user_id = p.user_id and s.state = 'started'))
-                  from projects p where p.id = ? and p.user_id = owner.id)`,
+                   'started', (select count(*) from projects s where s.user_id = ${USER} and s.state = 'started'))
+                  from projects p where p.id = ? and p.user_id = ${USER})`,
           params: [input.id],
         },
         async refuse(current) {

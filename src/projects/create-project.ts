@@ -13,6 +13,7 @@ import { flushNamed, isNameTaken, takenName } from './project-name.js';
 import type { ProjectAnswer } from './project-answer.js';
 import type { CreateProjectInput, ProjectResource } from './project.schema.js';
 import { presentProject } from './project.view.js';
+import { USER } from '../db/user-param.js';
 
 type Input = z.infer<typeof CreateProjectInput>;
 
@@ -22,19 +23,19 @@ export const createProject: UseCase<Input, ProjectAnswer> = {
     return {
       changed: {
         sql: `insert into projects (user_id, name, slug, description, state, created_at)
-              select owner.id, ?, ?, '', 'newed', ? from owner
+              select ${USER}, ?, ?, '', 'newed', ? from owner
               on conflict on constraint projects_user_id_slug_unique do nothing
               returning *`,
         params: [name, slugOf(name), now],
       },
-      events: [{ type: 'project.created', document: resources.project.documentSql('changed', "'{}'::int[]") }],
+      events: [{ type: 'project.created', document: resources.project.documentSql('changed', "'{}'::bigint[]") }],
       returning: 'changed.id, changed.version',
       answer: (row) => {
         const { id, version, document } = row as { id: number; version: number; document: ProjectResource };
         return { value: { data: document, meta: STABILITY_META }, etag: projectEtag(id, version, []) };
       },
       refusal: {
-        current: { sql: '(select true from projects p where p.user_id = owner.id and p.slug = ?)', params: [slugOf(name)] },
+        current: { sql: `(select true from projects p where p.user_id = ${USER} and p.slug = ?)`, params: [slugOf(name)] },
         refuse(current) {
           if (current === true) throw takenName();
         },

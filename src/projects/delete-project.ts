@@ -18,6 +18,7 @@ import { applyToProjectTasks } from '../tasks/task.store.js';
 import { presentTaskFields } from '../tasks/task.view.js';
 import { findOwnedProject } from './project-answer.js';
 import type { ProjectIdInput } from './project.schema.js';
+import { USER } from '../db/user-param.js';
 
 type Input = z.infer<typeof ProjectIdInput>;
 
@@ -27,17 +28,17 @@ export const deleteProject: UseCase<Input, void> = {
     return {
       freshOnly: true,
       reads: {
-        sql: `prior as (select p.* from projects p where p.id = ? and p.user_id = (select id from owner) and ${FRESH}),
+        sql: `prior as (select p.* from projects p where p.id = ? and p.user_id = ${USER} and ${FRESH}),
               released as (
                 update tasks set ${set}, project_id = null, version = tasks.version + 1
-                 where tasks.user_id = (select user_id from prior) and tasks.project_id = (select id from prior)
+                 where tasks.user_id = ${USER} and tasks.project_id = (select id from prior)
                 returning tasks.*)`,
         params: [input.id, ...params],
       },
       // The tasks' key to their project takes no action and is checked at the statement's
       // end, when \`released\` has let go of every task.
       changed: {
-        sql: 'delete from projects using prior where projects.user_id = prior.user_id and projects.id = prior.id returning projects.*',
+        sql: `delete from projects using prior where projects.user_id = ${USER} and projects.id = prior.id returning projects.*`,
         params: [],
       },
       events: [
@@ -47,7 +48,7 @@ export const deleteProject: UseCase<Input, void> = {
       returning: 'changed.id',
       answer: () => ({ value: undefined }),
       refusal: {
-        current: { sql: '(select true from projects p where p.id = ? and p.user_id = owner.id)', params: [input.id] },
+        current: { sql: `(select true from projects p where p.id = ? and p.user_id = ${USER})`, params: [input.id] },
         refuse(current) {
           if (current === null) throw DomainError.notFound('project');
         },

@@ -6,6 +6,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { Conditions, containsPattern, foldedText, idArray, pageLimit, secondsOf, textArray } from '../db/sql-fragments.js';
 import type { Sort } from '../core/list-query.js';
 import { execute } from '../db/prepared.js';
+import { bindUser } from '../db/user-param.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { projectEtag } from '../core/conditional.js';
 import type { ResourceReader } from '../core/resource.js';
@@ -105,9 +106,9 @@ export async function listProjects(
          select * from projects where ${where.sql} order by ${projectOrderBy(sort, 'projects')} limit ${pageLimit(limit)} offset ?
        ) as p on true
       order by ${projectOrderBy(sort, 'p')}`;
-  const params = [...where.params, ...where.params, offset];
+  const statement = bindUser(sql, [...where.params, ...where.params, offset], userId);
   const plain = where.parts.length === 1 && sort.attribute === 'id' && !sort.descending;
-  const rows = plain ? await execute<ProjectRow>(em, sql, params) : await em.execute<ProjectRow[]>(sql, params);
+  const rows = plain ? await execute<ProjectRow>(em, statement.sql, statement.params) : await em.execute<ProjectRow[]>(statement.sql, statement.params);
   // An empty page is one row carrying the total, with no project.
   return { projects: rows.filter((row) => row.id !== null).map(fieldsOf), total: Number(rows[0]?.total ?? 0) };
 }
@@ -119,11 +120,8 @@ export async function projectsByIds(
   ids: readonly number[],
 ): Promise<Array<ProjectFields & { version: number }>> {
   if (ids.length === 0) return [];
-  const rows = await execute<ProjectRow>(
-    em,
-    `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::int[])`,
-    [userId, idArray(ids)],
-  );
+  const statement = bindUser(`select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::bigint[])`, [userId, idArray(ids)], userId);
+  const rows = await execute<ProjectRow>(em, statement.sql, statement.params);
   return rows.map(fieldsOf);
 }
 

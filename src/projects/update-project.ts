@@ -20,6 +20,8 @@ import type { ProjectState } from './project.lifecycle.js';
 import { flushNamed, isNameTaken, takenName } from './project-name.js';
 import { PROJECT_ROW_ANSWER, answerProject, findOwnedProject, type ProjectAnswer } from './project-answer.js';
 import type { UpdateProjectInput } from './project.schema.js';
+import { USER } from '../db/user-param.js';
+import { versionIfChanged } from '../db/row-version.js';
 
 type Input = z.infer<typeof UpdateProjectInput>;
 
@@ -46,7 +48,7 @@ export const updateProject: UseCase<Input, ProjectAnswer> = {
     if (name !== undefined) {
       set.push('name = ?', 'slug = ?');
       setParams.push(name, slugOf(name));
-      holds.push('not exists (select 1 from projects o where o.user_id = prior.user_id and o.slug = ? and o.id <> prior.id)');
+      holds.push(`not exists (select 1 from projects o where o.user_id = ${USER} and o.slug = ? and o.id <> prior.id)`);
       holdParams.push(slugOf(name));
     }
     if (description !== undefined) {
@@ -62,22 +64,24 @@ export const updateProject: UseCase<Input, ProjectAnswer> = {
     }
     // Nothing to edit still answers (and logs) the project as it is: a no-op set.
     if (set.length === 0) set.push('description = projects.description');
+    // The version moves only when a column does: an edit to the values the project has keeps it.
+    const version = versionIfChanged('projects', set, setParams);
     return {
       freshOnly: true,
-      reads: { sql: `prior as (select p.* from projects p where p.id = ? and p.user_id = (select id from owner) and ${FRESH})`, params: [input.id] },
+      reads: { sql: `prior as (select p.* from projects p where p.id = ? and p.user_id = ${USER} and ${FRESH})`, params: [input.id] },
       changed: {
-        sql: `update projects set ${set.join(', ')} from prior
-               where projects.user_id = prior.user_id and projects.id = prior.id${holds.map((h) => ` and ${h}`).join('')}
+        sql: `update projects set ${set.join(', ')}, ${version.sql} from prior
+               where projects.user_id = ${USER} and projects.id = prior.id${holds.map((h) => ` and ${h}`).join('')}
               returning projects.*`,
-        params: [...setParams, ...holdParams],
+        params: [...setParams, ...version.params, ...holdParams],
       },
       events: [{ type: 'project.updated', document: resources.project.documentSql('changed', listedTaskIdsOf('changed')) }],
       ...PROJECT_ROW_ANSWER,
       refusal: {
         current: {
           sql: `(select json_build_object('state', p.state, 'startedAt', ${secondsOf('p.started_at')}, 'dueAt', ${secondsOf('p.due_at')},
-                   'taken', exists (select 1 from projects o where o.user_id = p.user_id and o.slug = ? and o.id <> p.id))
-                  from projects p where p.id = ? and p.user_id = owner.id)`,
+                   'taken', exists (select 1 from projects o where o.user_id = ${USER} and o.slug = ? and o.id <> p.id))
+                  from projects p where p.id = ? and p.user_id = ${USER})`,
           params: [slugOf(name ?? ''), input.id],
         },
         refuse(current) {

@@ -26,6 +26,7 @@ import type { TaskState } from './task.lifecycle.js';
 import type { ChangeTaskStateInput } from './task.schema.js';
 import { changeTaskStateUnderLock, ownedTask, taskStateChangeSql } from './task.store.js';
 import { TASK_ROW_ANSWER, answerTask, taskEvent, type TaskAnswer } from './task-answer.js';
+import { USER } from '../db/user-param.js';
 
 type Input = z.infer<typeof ChangeTaskStateInput>;
 
@@ -47,7 +48,7 @@ export const changeTaskState: UseCase<Input, TaskAnswer> = {
             {
               type: 'project.updated',
               document: resources.project.documentSql('project', listedTaskIdsAfter('project', 'changed')),
-              from: 'changed, projects project where project.user_id = changed.user_id and project.id = changed.project_id',
+              from: `changed, projects project where project.user_id = ${USER} and project.id = changed.project_id`,
             },
           ]
         : [taskEvent('updated')],
@@ -55,7 +56,7 @@ export const changeTaskState: UseCase<Input, TaskAnswer> = {
       // Nothing changed: the task's state says why, as the transaction would (it is read there
       // under the lock; here only when no write of the user landed since the snapshot).
       refusal: {
-        current: { sql: '(select t.state from tasks t where t.id = ? and t.user_id = owner.id)', params: [input.id] },
+        current: { sql: `(select t.state from tasks t where t.id = ? and t.user_id = ${USER})`, params: [input.id] },
         refuse(current) {
           if (current === null) throw DomainError.notFound('task');
           requestedTaskAction(current as TaskState, input.task);

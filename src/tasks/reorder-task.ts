@@ -16,6 +16,7 @@ import { FRESH, type UseCase } from '../writes/user-write.js';
 import type { ReorderTaskInput, TaskOrderDocument } from './task.schema.js';
 import { listedTaskIdsAfterMove, moveTask, moveTaskCtes } from './task.store.js';
 import { presentTaskFields, taskDocumentSql } from './task.view.js';
+import { USER } from '../db/user-param.js';
 
 type Input = z.infer<typeof ReorderTaskInput>;
 type Answer = z.infer<typeof TaskOrderDocument>;
@@ -38,7 +39,7 @@ export const reorderTask: UseCase<Input, Answer> = {
         {
           type: 'project.updated',
           document: resources.project.documentSql('project', listedTaskIdsAfterMove('project')),
-          from: 'projects project where project.user_id = (select user_id from target) and project.id in (select project_id from moved)',
+          from: `projects project where project.user_id = ${USER} and project.id in (select project_id from moved)`,
           place: { group: 0, at: '2 * (select count(*) from moved m where m."order" <= (select min(f."order") from moved f where f.project_id = project.id)) + 1' },
         },
       ],
@@ -49,7 +50,7 @@ export const reorderTask: UseCase<Input, Answer> = {
         return { value: orderDocument(orders ?? [{ id, order: from_order }]) };
       },
       refusal: {
-        current: { sql: '(select true from tasks t where t.id = ? and t.user_id = owner.id)', params: [input.id] },
+        current: { sql: `(select true from tasks t where t.id = ? and t.user_id = ${USER})`, params: [input.id] },
         refuse(current) {
           if (current === null) throw DomainError.notFound('task');
         },

@@ -5,6 +5,7 @@
  * (test/procedures/write-sql/ shows each write's statements whole).
  */
 import { secondsOf } from '../db/sql-fragments.js';
+import { USER } from '../db/user-param.js';
 
 /** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
 export const LISTED = (t: string) => `${t}.state <> 'abandoned'`;
@@ -12,9 +13,12 @@ export const LISTED = (t: string) => `${t}.state <> 'abandoned'`;
 /** The user's order of tasks (SPEC.md 4.6), ties by id. */
 export const BY_ORDER = (t: string) => `${t}."order", ${t}.id`;
 
-/** The ids of the tasks project `p` lists, by order: the `tasks` of its document, as an array. */
+/**
+ * The ids of the tasks project `p` lists, by order: the `tasks` of its document, as an array.
+ * The user is `USER` (src/db/user-param.ts), bound by the statement that holds this.
+ */
 export const listedTaskIdsOf = (p: string) =>
-  `array(select t.id from tasks t where t.user_id = ${p}.user_id and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
+  `array(select t.id from tasks t where t.user_id = ${USER} and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
 
 /** A task's columns as presented (`TaskFields`), timestamps in seconds. */
 export const TASK_COLUMNS = (t: string) =>
@@ -33,7 +37,7 @@ export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.ver
  */
 export const listedTaskIdsAfter = (p: string, changed: string) =>
   `array(select x.id from (
-     select t.id, t."order" from tasks t where t.user_id = ${p}.user_id and t.project_id = ${p}.id and t.id <> ${changed}.id and ${LISTED('t')}
+     select t.id, t."order" from tasks t where t.user_id = ${USER} and t.project_id = ${p}.id and t.id <> ${changed}.id and ${LISTED('t')}
      union all
      select ${changed}.id, ${changed}."order" where ${changed}.project_id = ${p}.id and ${LISTED(changed)}
    ) as x order by x."order", x.id)`;

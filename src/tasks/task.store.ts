@@ -16,6 +16,7 @@ import type { Sort } from '../core/list-query.js';
 import { MAX_ID } from '../core/fields.js';
 import { BY_ORDER, LISTED, TASK_COLUMNS, presentedTaskColumns } from './task.sql.js';
 import { execute } from '../db/prepared.js';
+import { bindUser, USER } from '../db/user-param.js';
 
 /**
  * The version a task takes when a statement here changes it. The statements move it
@@ -34,8 +35,16 @@ export interface NewTask extends TaskDates {
 }
 
 /**
- * Inserts a task at the end of the user's order (`next_task_order`, see its migration), in
- * the caller's transaction, which holds the owner's lock: the statement of `insertTaskSql`.
+ * The order a new task of the user takes (SPEC.md 4.5: the end of the user's order), the one
+ * place that says it. Read in the statement's snapshot: the caller holds the owner's lock since
+ * an earlier statement, or guards the statement with FRESH (no write of the user landed between
+ * its snapshot and the lock it takes).
+ */
+const NEXT_ORDER = `(select coalesce(max(o."order"), 0) + 1 from tasks o where o.user_id = ${USER})`;
+
+/**
+ * Inserts a task at the end of the user's order (`NEXT_ORDER`), in the caller's transaction,
+ * which holds the owner's lock: the statement of `insertTaskSql`.
  * Its state and dates are those of `newTaskFields` (task.lifecycle.ts). Returns the task as
  * presented, with its version.
  */
@@ -47,17 +56,18 @@ export async function insertTask(em: SqlEntityManager, task: NewTask): Promise<T
 /**
  * The insert of a new task as the `changed` part of a one-statement write
  * (src/writes/user-write.ts `OneStatement`): for `owner`, the owner's row that statement
- * locks first; the order is read after that lock (`next_task_order` takes its own snapshot).
- * Returns the whole row.
+ * locks first. `also` (FRESH in a statement that takes the lock) makes it insert nothing when
+ * the statement's snapshot is older than the lock, since the order is read in it. Returns the
+ * whole row.
  */
-export function insertTaskSql(task: Omit<NewTask, 'userId'>): { sql: string; params: unknown[] } {
+export function insertTaskSql(task: Omit<NewTask, 'userId'>, also?: string): { sql: string; params: unknown[] } {
   const params = [
     task.projectId, task.label, task.plannedCount, task.state,
     task.startedAt ?? null, task.plannedAt ?? null, task.finishedAt ?? null, task.abandonedAt ?? null, task.createdAt,
   ];
   return {
     sql: `insert into tasks (user_id, "order", project_id, label, planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
-          select owner.id, next_task_order(owner.id), ${params.map(() => '?').join(', ')} from owner
+          select ${USER}, ${NEXT_ORDER}, ${params.map(() => '?').join(', ')} from owner${also ? ` where ${also}` : ''}
           returning *`,
     params,
   };
@@ -72,6 +82,7 @@ export function insertTaskSql(task: Omit<NewTask, 'userId'>): { sql: string; par
 export function insertTaskInProjectSql(
   task: { label: string; createdAt: Date },
   fieldsOf: (project: { started: boolean }) => TaskDates,
+  also?: string,
 ): { sql: string; params: unknown[] } {
   const started = fieldsOf({ started: true });
   const other = fieldsOf({ started: false });
@@ -91,7 +102,7 @@ export function insertTaskInProjectSql(
   params.push(task.createdAt);
   return {
     sql: `insert into tasks (user_id, "order", project_id, label, planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
-          select owner.id, next_task_order(owner.id), project.id, ?, ${columns.join(', ')}, ? from owner, project
+          select ${USER}, ${NEXT_ORDER}, project.id, ?, ${columns.join(', ')}, ? from owner, project${also ? ` where ${also}` : ''}
           returning *`,
     params,
   };
@@ -107,13 +118,19 @@ export function insertTaskInProjectSql(
  */
 export function projectRowSql(id: number): { sql: string; params: unknown[] } {
   return {
-    sql: 'project as (select p.* from projects p where p.id = ? and p.user_id = (select id from owner) for share)',
+    sql: `project as (select p.* from projects p where p.id = ? and p.user_id = ${USER} for share)`,
     params: [id],
   };
 }
 
-/** The ids of project `project`'s listed tasks, by order, read after the owner's lock, with the new task `changed` last. */
-export const LISTED_WITH_NEW_TASK = 'array_append(array_remove(listed_task_ids(changed.user_id, project.id), changed.id), changed.id)';
+/**
+ * The ids of project `project`'s listed tasks, by order, with the new task `changed` last:
+ * read in the statement's snapshot (so under FRESH, or after the owner's lock), which does not
+ * hold the row the statement itself inserts; it is removed all the same, should it ever.
+ */
+export const LISTED_WITH_NEW_TASK = `array_append(array_remove(array(
+    select t.id from tasks t where t.user_id = ${USER} and t.project_id = project.id and ${LISTED('t')} order by ${BY_ORDER('t')}
+  ), changed.id), changed.id)`;
 
 /**
  * Runs the `changed` part of a one-statement write inside a transaction that already holds
@@ -125,10 +142,12 @@ async function underHeldLock(
   userId: number,
   changed: { sql: string; params: unknown[] },
 ): Promise<(TaskFields & { version: number }) | null> {
-  const [row] = await em.execute<Array<Record<string, unknown>>>(
-    `with owner as (select ?::int as id), changed as (${changed.sql}) select ${presentedTaskColumns('changed')} from changed`,
+  const statement = bindUser(
+    `with owner as (select ?::bigint as id), changed as (${changed.sql}) select ${presentedTaskColumns('changed')} from changed`,
     [userId, ...changed.params],
+    userId,
   );
+  const [row] = await em.execute<Array<Record<string, unknown>>>(statement.sql, statement.params);
   return row ? presentedTaskOf(row) : null;
 }
 
@@ -159,7 +178,7 @@ export function taskStateChangeSql(taskId: number, to: string, now: Date, also?:
   if (!transition) return null;
   return {
     sql: `update tasks set ${transition.set}, ${NEXT_VERSION} from owner
-           where tasks.id = ? and tasks.user_id = owner.id and tasks.state in (${transition.from.map((state) => `'${state}'`).join(', ')})${also ? ` and ${also}` : ''}
+           where tasks.id = ? and tasks.user_id = ${USER} and tasks.state in (${transition.from.map((state) => `'${state}'`).join(', ')})${also ? ` and ${also}` : ''}
           returning tasks.*`,
     params: [...transition.params, taskId],
   };
@@ -201,15 +220,15 @@ export function moveTaskCtes(taskId: number, requested: number, also?: string): 
   return {
     sql: `target as (
        select id, user_id, "order" as from_order,
-              least(?::bigint, (select max("order") from tasks where user_id = (select id from owner)))::int as to_order
-         from tasks where id = ? and user_id = (select id from owner)${also ? ` and ${also}` : ''}
+              least(?::bigint, (select max(o."order") from tasks o where o.user_id = ${USER}))::int as to_order
+         from tasks where id = ? and user_id = ${USER}${also ? ` and ${also}` : ''}
      ), moved as (
        update tasks set "order" = case when tasks.id = target.id then target.to_order
                                        when target.to_order < target.from_order then tasks."order" + 1
                                        else tasks."order" - 1 end,
                         ${NEXT_VERSION}
          from target
-        where tasks.user_id = target.user_id and target.to_order <> target.from_order
+        where tasks.user_id = ${USER} and target.to_order <> target.from_order
           and tasks."order" between least(target.from_order, target.to_order) and greatest(target.from_order, target.to_order)
        returning tasks.*
      )`,
@@ -226,13 +245,15 @@ export function moveTaskCtes(taskId: number, requested: number, also?: string): 
  */
 export async function moveTask(em: SqlEntityManager, userId: number, taskId: number, requested: number): Promise<TaskMove | null> {
   const move = moveTaskCtes(taskId, requested);
-  const rows = await em.execute<Array<OrderChange & { moved: ListedTaskRow | null }>>(
-    `with owner as (select ?::int as id), ${move.sql}
+  const statement = bindUser(
+    `with owner as (select ?::bigint as id), ${move.sql}
      select id, "order", to_jsonb(m) as moved from (select ${TASK_COLUMNS('moved')} from moved) as m
      union all
      select id, from_order, null from target`,
     [userId, ...move.params],
+    userId,
   );
+  const rows = await em.execute<Array<OrderChange & { moved: ListedTaskRow | null }>>(statement.sql, statement.params);
   if (rows.length === 0) return null;
   const moved = rows.flatMap((r) => (r.moved ? [taskFieldsOf(r.moved)] : [])).sort((a, b) => a.order - b.order);
   const changed = (moved.length > 0 ? moved : rows).map((r) => ({ id: r.id, order: r.order })).sort((a, b) => a.order - b.order);
@@ -246,7 +267,7 @@ export async function moveTask(em: SqlEntityManager, userId: number, taskId: num
 export const listedTaskIdsAfterMove = (p: string) =>
   `array(select x.id from (
      select t.id, coalesce(m."order", t."order") as o from tasks t left join moved m on m.user_id = t.user_id and m.id = t.id
-      where t.user_id = ${p}.user_id and t.project_id = ${p}.id and ${LISTED('t')}
+      where t.user_id = ${USER} and t.project_id = ${p}.id and ${LISTED('t')}
    ) as x order by x.o, x.id)`;
 
 /**
@@ -264,10 +285,13 @@ export async function applyToProjectTasks(
 ): Promise<TaskFields[]> {
   const { set, params } = taskActionSql(taskAction(effect.action), now, effect.states);
   const statesList = `'{${effect.states.join(',')}}'`;
+  // The rows come back whole (RETURNING of plain columns), presented by the select around it.
   const rows = await em.execute<ListedTaskRow[]>(
     options.detach
-      ? `update tasks set ${set}, project_id = null, ${NEXT_VERSION} where user_id = ? and project_id = ? returning ${TASK_COLUMNS('tasks')}`
-      : `update tasks set ${set}, ${NEXT_VERSION} where user_id = ? and project_id = ? and state = any(${statesList}::text[]) returning ${TASK_COLUMNS('tasks')}`,
+      ? `with changed as (update tasks set ${set}, project_id = null, ${NEXT_VERSION} where user_id = ? and project_id = ? returning tasks.*)
+         select ${TASK_COLUMNS('changed')} from changed`
+      : `with changed as (update tasks set ${set}, ${NEXT_VERSION} where user_id = ? and project_id = ? and state = any(${statesList}::text[]) returning tasks.*)
+         select ${TASK_COLUMNS('changed')} from changed`,
     [...params, userId, projectId],
   );
   return rows.map(taskFieldsOf);
@@ -283,7 +307,7 @@ export async function taskIdsOfProjects(
   if (projectIds.length === 0) return byProject;
   const rows = await em.execute<{ project_id: number; id: number }[]>(
     `select project_id, id from tasks
-      where user_id = ? and project_id = any(?::int[]) and ${LISTED('tasks')}
+      where user_id = ? and project_id = any(?::bigint[]) and ${LISTED('tasks')}
       order by project_id, ${BY_ORDER('tasks')}`,
     [userId, idArray(projectIds)],
   );
@@ -376,8 +400,9 @@ const keepsAll = (s: TaskSelection) =>
  * statement that reads plain rows.
  *
  * Every listed task, by order (the list without a query): the total is the user's open tasks
- * (kept in `task_counts` by triggers) plus the finished ones since `finishedSince` (an index
- * range), so it costs the same at 1,000 tasks as at 100,000. The page's ids come from the
+ * (counted in their own partial index, `tasks_open_by_user`, an index-only scan) plus the
+ * finished ones since `finishedSince` (an index range), so the user's tasks finished long ago,
+ * most of them in time, cost nothing. The page's ids come from the
  * (user_id, order, id) index alone, which also carries the filtered columns: a deep page skips
  * the tasks before it without reading them (still O(offset), but index entries only); then its
  * rows are read by id. This statement is prepared.
@@ -414,7 +439,7 @@ export async function listTasks(
   if (selection.projectIds || selection.loose) {
     // An id beyond every id (ids are PostgreSQL integers) is no project of the user's: it matches nothing.
     const projectIds = (selection.projectIds ?? []).filter((id) => id <= MAX_ID);
-    const ids = projectIds.length ? 'tasks.project_id = any(?::int[])' : undefined;
+    const ids = projectIds.length ? 'tasks.project_id = any(?::bigint[])' : undefined;
     if (ids && selection.loose) where.add(`(${ids} or tasks.project_id is null)`, idArray(projectIds));
     else if (ids) where.add(ids, idArray(projectIds));
     else if (selection.loose) where.add('tasks.project_id is null');
@@ -429,7 +454,7 @@ export async function listTasks(
 
   const all = keepsAll(selection);
   const total = all
-    ? `((select coalesce(sum("open"), 0) from task_counts where user_id = ?)
+    ? `((select count(*) from tasks where user_id = ? and state not in ('abandoned', 'finished'))
         + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int`
     : `(select count(*) from tasks where ${where.sql})::int`;
   const totalParams = all ? [userId, userId, selection.finishedSince] : where.params;
@@ -441,10 +466,10 @@ export async function listTasks(
             where ${where.sql}
             order by ${taskOrderBy(sort, 'tasks')}
             limit ${pageLimit(limit)} offset ?
-         ) as page join tasks on tasks.user_id = page.user_id and tasks.id = page.id
+         ) as page join tasks on tasks.user_id = ? and tasks.id = page.id
        ) as t on true
       order by ${taskOrderBy(sort, 't')}`;
-  const params = [...totalParams, ...where.params, offset];
+  const params = [...totalParams, ...where.params, offset, userId];
   const byOrder = sort.attribute === 'order' && !sort.descending;
   const rows = all && byOrder ? await execute<ListedTaskRow>(em, sql, params) : await em.execute<ListedTaskRow[]>(sql, params);
   // An empty page is one row carrying the total, with no task.
@@ -456,7 +481,7 @@ export async function listTasks(
 export async function tasksByIds(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<TaskFields[]> {
   if (ids.length === 0) return [];
   const rows = await em.execute<ListedTaskRow[]>(
-    `select ${TASK_COLUMNS('t')} from tasks t where t.user_id = ? and t.id = any(?::int[])`,
+    `select ${TASK_COLUMNS('t')} from tasks t where t.user_id = ? and t.id = any(?::bigint[])`,
     [userId, idArray(ids)],
   );
   return rows.map(taskFieldsOf);

@@ -20,6 +20,8 @@ import { Task } from './task.entity.js';
 import type { UpdateTaskInput } from './task.schema.js';
 import { fieldsOf } from './task.view.js';
 import { TASK_ROW_ANSWER, answerTask, taskEvent, type TaskAnswer } from './task-answer.js';
+import { USER } from '../db/user-param.js';
+import { versionIfChanged } from '../db/row-version.js';
 
 type Input = z.infer<typeof UpdateTaskInput>;
 
@@ -39,26 +41,28 @@ export const updateTask: UseCase<Input, TaskAnswer> = {
       params.push(...sync.params);
     }
     if (set.length === 0) set.push('label = tasks.label'); // nothing to edit: the task as it is
+    // The version moves only when a column does: the same label, or a move that changes nothing, keeps it.
+    const version = versionIfChanged('tasks', set, params);
     const guard = moving ? ` and ${FRESH}` : '';
     const projectDocument = (p: string) => resources.project.documentSql(p, listedTaskIdsAfter(p, 'changed'));
     return {
       freshOnly: moving,
       reads: {
-        sql: `prior as (select t.* from tasks t where t.id = ? and t.user_id = (select id from owner)${guard})${
-          project_id == null ? '' : ', joined as (select p.* from projects p where p.id = ? and p.user_id = (select id from owner))'
+        sql: `prior as (select t.* from tasks t where t.id = ? and t.user_id = ${USER}${guard})${
+          project_id == null ? '' : `, joined as (select p.* from projects p where p.id = ? and p.user_id = ${USER})`
         }`,
         params: project_id == null ? [input.id] : [input.id, project_id],
       },
       changed: {
-        sql: `update tasks set ${set.join(', ')}
-               where tasks.user_id = (select user_id from prior) and tasks.id = (select id from prior)${project_id == null ? '' : ' and exists (select 1 from joined)'}
+        sql: `update tasks set ${set.join(', ')}, ${version.sql}
+               where tasks.user_id = ${USER} and tasks.id = (select id from prior)${project_id == null ? '' : ' and exists (select 1 from joined)'}
               returning tasks.*`,
-        params,
+        params: [...params, ...version.params],
       },
       events: moving
         ? [
-            { type: 'project.updated', document: projectDocument('leaving'), from: 'changed, projects leaving where leaving.user_id = changed.user_id and leaving.id = (select project_id from prior) and leaving.id is distinct from changed.project_id' },
-            { type: 'project.updated', document: projectDocument('joining'), from: 'changed, projects joining where joining.user_id = changed.user_id and joining.id = changed.project_id and joining.id is distinct from (select project_id from prior)' },
+            { type: 'project.updated', document: projectDocument('leaving'), from: `changed, projects leaving where leaving.user_id = ${USER} and leaving.id = (select project_id from prior) and leaving.id is distinct from changed.project_id` },
+            { type: 'project.updated', document: projectDocument('joining'), from: `changed, projects joining where joining.user_id = ${USER} and joining.id = changed.project_id and joining.id is distinct from (select project_id from prior)` },
             taskEvent('updated'),
           ]
         : [taskEvent('updated')],
@@ -66,8 +70,8 @@ export const updateTask: UseCase<Input, TaskAnswer> = {
       ...TASK_ROW_ANSWER,
       refusal: {
         current: {
-          sql: `json_build_object('task', exists (select 1 from tasks t where t.id = ? and t.user_id = owner.id),
-                                  'project', ${project_id == null ? 'true' : 'exists (select 1 from projects p where p.id = ? and p.user_id = owner.id)'})`,
+          sql: `json_build_object('task', exists (select 1 from tasks t where t.id = ? and t.user_id = ${USER}),
+                                  'project', ${project_id == null ? 'true' : `exists (select 1 from projects p where p.id = ? and p.user_id = ${USER})`})`,
           params: project_id == null ? [input.id] : [input.id, project_id],
         },
         refuse(current) {

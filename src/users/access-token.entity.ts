@@ -1,9 +1,10 @@
 /**
  * An access token, stored only as the SHA-256 of the opaque value handed to the user once.
- * Revoking a token deletes its row. Its key is (token_hash, user_id): a request's token is
- * found by its hash alone (src/users/authentication.ts), and every row of user data carries
- * its user in its key (src/db/data-layout.ts). The table's `id`, numbering tokens in the order
- * they were issued, is left to the database.
+ * Revoking a token deletes its row. Its key is (token_hash, user_id): every row of user data
+ * carries its user in its key (src/db/data-layout.ts), and a request's token, which names its
+ * user (src/users/credentials.ts), is found by both (src/users/authentication.ts); a token of
+ * the form issued before that, by its hash alone until the last of them expires. The table's
+ * `id`, numbering tokens in the order they were issued, is left to the database.
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
 

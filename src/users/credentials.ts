@@ -1,9 +1,11 @@
 /**
  * Passwords and access tokens. Passwords: scrypt (memory-hard, built into Node), with the
- * parameters stored beside each hash so they can be raised later. Tokens: 32 random bytes,
- * handed out once and stored only as their SHA-256.
+ * parameters stored beside each hash so they can be raised later. Tokens (and event-stream
+ * tickets): their user's id and 32 random bytes, handed out once and stored only as the
+ * SHA-256 of the whole string.
  */
 import { createHash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { MAX_ID } from '../core/fields.js';
 
 const KEY_LENGTH = 32;
 const BLOCK_SIZE = 8;
@@ -32,8 +34,52 @@ export async function verifyPassword(password: string, stored: string): Promise<
 /** Lifetime of an access token. */
 export const TOKEN_LIFETIME_SECONDS = 30 * 24 * 3600;
 
-export function newAccessToken(): string {
-  return randomBytes(32).toString('base64url');
+/**
+ * A secret that names its user: 40 bytes, the user's id (8 bytes, big-endian) then 32 random
+ * bytes, written as 54 characters of base64url. The id lets every lookup name the user, so a
+ * database split by user asks one node for it (src/db/data-layout.ts). Changing the id does
+ * not make another user's secret: what is stored is the SHA-256 of the whole string, which
+ * matches no row of that user. Clients are not told the layout (API-CONTRACT.md §3: tokens are
+ * opaque) and may not rely on it.
+ */
+const SECRET_USER_BYTES = 8;
+const SECRET_RANDOM_BYTES = 32;
+const USER_SECRET = /^[A-Za-z0-9_-]{54}$/;
+
+/** A new secret of the user `userId`: an access token or an event-stream ticket. */
+export function newUserSecret(userId: number): string {
+  if (!Number.isSafeInteger(userId) || userId < 1 || userId > MAX_ID) throw new RangeError(`no user id: ${userId}`);
+  const bytes = Buffer.alloc(SECRET_USER_BYTES + SECRET_RANDOM_BYTES);
+  bytes.writeBigUInt64BE(BigInt(userId), 0);
+  randomBytes(SECRET_RANDOM_BYTES).copy(bytes, SECRET_USER_BYTES);
+  return bytes.toString('base64url');
+}
+
+/**
+ * The user a secret of `newUserSecret`'s form names; null for any other string, and for one of
+ * that form whose id is no user's id (0, or past MAX_ID, beyond the ids a JS number holds
+ * exactly): such a string is refused without a query.
+ */
+export function userOfSecret(secret: string): number | null {
+  if (!USER_SECRET.test(secret)) return null;
+  const bytes = Buffer.from(secret, 'base64url');
+  // One string per 40 bytes: the unused low bits of the last character must be zero.
+  if (bytes.length !== SECRET_USER_BYTES + SECRET_RANDOM_BYTES || bytes.toString('base64url') !== secret) return null;
+  const id = bytes.readBigUInt64BE(0);
+  return id >= 1n && id <= BigInt(MAX_ID) ? Number(id) : null;
+}
+
+/** A new access token of the user `userId` (see `newUserSecret`). */
+export function newAccessToken(userId: number): string {
+  return newUserSecret(userId);
+}
+
+/**
+ * Whether a token is of the form issued before tokens named their user: 32 random bytes as 43
+ * characters of base64url. No token of the current form (54 characters) is of this one.
+ */
+export function isOldFormAccessToken(token: string): boolean {
+  return /^[A-Za-z0-9_-]{43}$/.test(token);
 }
 
 export function hashAccessToken(token: string): string {

@@ -1,6 +1,7 @@
 /**
  * A new access token of a user (API-CONTRACT.md §3): shown once, in `meta.token`, and stored
- * only as its hash, valid TOKEN_LIFETIME_SECONDS.
+ * only as its hash, valid TOKEN_LIFETIME_SECONDS. It names its user (src/users/credentials.ts),
+ * which clients are not told: to them a token is opaque.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { AccessToken } from './access-token.entity.js';
@@ -9,7 +10,7 @@ import { presentUser } from './user.schema.js';
 
 /** A new access token of `user`, written with the next flush of `em`. */
 export function issueToken(em: SqlEntityManager, now: Date, user: { id: number }): string {
-  const token = newAccessToken();
+  const token = newAccessToken(user.id);
   em.create(AccessToken, {
     userId: user.id,
     tokenHash: hashAccessToken(token),

@@ -7,6 +7,7 @@ import type { AuthedContext } from '../core/context.js';
 import { AccessToken } from './access-token.entity.js';
 
 export async function revokeToken(ctx: AuthedContext): Promise<void> {
+  // By its user and its hash: on a database split by user, one node (whatever the token's form).
   await ctx.em.nativeDelete(AccessToken, { userId: ctx.user.id, tokenHash: ctx.tokenHash });
   ctx.live?.closeToken(ctx.tokenHash);
 }

@@ -39,35 +39,67 @@ const EVENTS_AFTER = (user: string, cursor: string) =>
   `coalesce((select json_agg(json_build_object('id', e.seq::text, 'type', e.type, 'data', e.data, 'at', extract(epoch from e.at)::float8) order by e.seq)
               from (select e.seq, e.type, e.data, e.at from events e where e.user_id = ${user} and e.seq > ${cursor} order by e.seq limit ${EVENTS_IN_HAND}) e), '[]'::json)`;
 
+/** A webhook is due: no live lease, and a test event waiting or log events it may attempt now. */
+const DUE = `(w.lease_until is null or w.lease_until < ?)
+          and (w.test_events <> '[]' or (w.state = 'enabled' and w.next_attempt_at <= ? and u.last_event_seq > w.cursor))`;
+
 /**
  * Leases up to `limit` due webhooks to the claim `owner` (the process and this claim) until
  * `leaseUntil`, with their next events. `users`: only these users' webhooks (a notification
- * named them); null: any.
+ * named them); null: any, found by a read over every user (`dueUsers`).
+ *
+ * Each user's webhooks are claimed by a statement of their own, which names the user on every
+ * table it reads: sharded by user (Citus), a row lock (`for update skip locked`) is taken only
+ * by a statement that goes to one node, and only that one reaches one node.
  */
 export async function claimDue(
   em: SqlEntityManager, owner: string, now: Date, leaseUntil: Date, limit: number, users: number[] | null,
 ): Promise<ClaimedWebhook[]> {
+  const claimed: ClaimedWebhook[] = [];
+  for (const userId of users ?? (await dueUsers(em, now, limit))) {
+    if (claimed.length >= limit) break;
+    claimed.push(...(await claimOfUser(em, userId, owner, now, leaseUntil, limit - claimed.length)));
+  }
+  return claimed;
+}
+
+/**
+ * The users with due webhooks, those due longest first: the round over every user (a safety
+ * net behind the notifications), so it asks every node of a sharded database. Reads only: the
+ * claims go to each user's node.
+ */
+async function dueUsers(em: SqlEntityManager, now: Date, limit: number): Promise<number[]> {
+  const rows = await em.execute<Array<{ user_id: number }>>(
+    `select w.user_id from webhooks w join users u on u.id = w.user_id
+      where ${DUE}
+      group by w.user_id order by min(w.next_attempt_at) limit ?`,
+    [now, now, limit],
+  );
+  return rows.map((r) => Number(r.user_id));
+}
+
+async function claimOfUser(
+  em: SqlEntityManager, userId: number, owner: string, now: Date, leaseUntil: Date, limit: number,
+): Promise<ClaimedWebhook[]> {
   return em.execute<ClaimedWebhook[]>(
     `with due as (
-       select w.user_id, w.id from webhooks w join users u on u.id = w.user_id
-        where (w.lease_until is null or w.lease_until < ?)
-          and (w.test_events <> '[]' or (w.state = 'enabled' and w.next_attempt_at <= ? and u.last_event_seq > w.cursor))
-          ${users ? 'and w.user_id = any(?::int[])' : ''}
+       select w.id from webhooks w join users u on u.id = w.user_id
+        where w.user_id = ? and u.id = ? and ${DUE}
         order by w.next_attempt_at
         limit ?
           for update of w skip locked
      ), claimed as (
        update webhooks w set lease_owner = ?, lease_until = ?
-         from due where w.user_id = due.user_id and w.id = due.id
+         from due where w.user_id = ? and w.id = due.id
        returning w.user_id, w.id, w.url, w.events, w.state, w.secret, w.previous_secret, w.previous_secret_until,
                  w.cursor, w.attempt, w.generation, w.test_events, w.next_attempt_at, w.lease_owner
      )
      select c.user_id, c.id, c.url, c.events, c.secret, c.previous_secret, c.previous_secret_until, c.cursor::text as cursor,
             c.attempt, c.generation, c.test_events, (c.state = 'enabled' and c.next_attempt_at <= ?) as log_due, c.lease_owner,
-            (select u.events_pruned_through::text from users u where u.id = c.user_id) as pruned,
-            ${EVENTS_AFTER('c.user_id', 'c.cursor')} as pending
+            (select u.events_pruned_through::text from users u where u.id = ?) as pruned,
+            ${EVENTS_AFTER('?', 'c.cursor')} as pending
        from claimed c`,
-    [now, now, ...(users ? [`{${users.join(',')}}`] : []), limit, owner, leaseUntil, now],
+    [userId, userId, now, now, limit, owner, leaseUntil, userId, now, userId, userId],
   );
 }
 
@@ -128,13 +160,13 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
   const a = step.attempt;
   const [row] = await em.execute<Array<{ held: boolean; moved: boolean; more: boolean; enabled: boolean }>>(
     `with p as (
-       select ?::int as user_id, ?::int as id, ?::text as owner, ?::int as gen, ?::bigint as cursor, ?::int as failures,
+       select ?::bigint as id, ?::text as owner, ?::int as gen, ?::bigint as cursor, ?::int as failures,
               ?::timestamptz as next_at, ?::text as disable, ?::text as test_id, ?::timestamptz as lease_until, ?::timestamptz as now
      ), changed as (
        update webhooks w set
          cursor = case when w.generation = p.gen then greatest(w.cursor, coalesce(p.cursor, w.cursor)) else w.cursor end,
          attempt = case when w.generation <> p.gen then w.attempt when p.failures is not null then p.failures when p.cursor is not null then 0 else w.attempt end,
-         -- Given back with nothing failed: due from now, behind those due before (first come, first served).
+         /* Given back with nothing failed: due from now, behind those due before (first come, first served). */
          next_attempt_at = case when w.generation <> p.gen then w.next_attempt_at when p.next_at is not null then p.next_at
                                 when p.lease_until is null then p.now else w.next_attempt_at end,
          state = case when w.generation = p.gen and p.disable is not null then 'disabled' else w.state end,
@@ -146,20 +178,24 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
          lease_owner = case when w.generation = p.gen and p.lease_until is not null then w.lease_owner else null end,
          lease_until = case when w.generation = p.gen then p.lease_until else null end
         from p
-        where w.user_id = p.user_id and w.id = p.id and w.lease_owner = p.owner
-        returning w.user_id, w.cursor, w.state, w.generation = p.gen as held
+        where w.user_id = ? and w.id = p.id and w.lease_owner = p.owner
+        returning w.cursor, w.state, w.generation
+     ), held as (
+       select c.generation = p.gen as held, c.cursor, c.state from changed c, p
      ), logged as (
        insert into webhook_deliveries (user_id, webhook_id, event_id, event_type, attempt, at, outcome, http_status, error, duration_ms, next_attempt_at)
-       select w.user_id, w.id, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz from webhooks w
-        where ?::boolean and w.user_id = ? and w.id = ?
+       select ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::timestamptz
+        where ?::boolean and exists (select 1 from webhooks w where w.user_id = ? and w.id = ?)
      )
-     select coalesce((select c.held from changed c), false) as held,
-            coalesce((select not c.held from changed c), false) as moved,
-            coalesce((select c.held and u.last_event_seq > c.cursor from changed c join users u on u.id = c.user_id where u.id = ?), false) as more,
-            coalesce((select c.held and c.state = 'enabled' from changed c), false) as enabled`,
+     select coalesce((select h.held from held h), false) as held,
+            coalesce((select not h.held from held h), false) as moved,
+            coalesce((select h.held and u.last_event_seq > h.cursor from held h, users u where u.id = ?), false) as more,
+            coalesce((select h.held and h.state = 'enabled' from held h), false) as enabled`,
     [
-      step.userId, step.id, step.owner, step.generation, step.cursor ?? null, step.failed?.attempts ?? null,
+      step.id, step.owner, step.generation, step.cursor ?? null, step.failed?.attempts ?? null,
       step.failed?.nextAttemptAt ?? null, step.disable ?? null, step.testId ?? null, step.leaseUntil, step.now,
+      step.userId,
+      step.userId, step.id,
       a?.eventId ?? '', a?.eventType ?? '', a?.attempt ?? 0, a?.at ?? new Date(0), a?.outcome ?? 'failed', a?.httpStatus ?? null,
       a?.error ?? null, a?.durationMs ?? 0, a?.nextAttemptAt ?? null,
       a !== undefined, step.userId, step.id,
@@ -169,12 +205,16 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
   return { held: row?.held ?? false, moved: row?.moved ?? false, more: row?.more ?? false, enabled: row?.enabled ?? false };
 }
 
-/** Gives back every lease of the process `owner` (a graceful stop): another process takes them at once. */
+/**
+ * Gives back every lease of the process `owner` (a graceful stop): another process takes them
+ * at once. Over every user (a process's leases may be anyone's): on a sharded database it asks
+ * every node, once per stop.
+ */
 export async function releaseLeases(em: SqlEntityManager, owner: string): Promise<void> {
   await em.execute(`update webhooks set lease_owner = null, lease_until = null where lease_owner like ?`, [`${owner}:%`], 'run');
 }
 
-/** Events after each webhook's place, by the webhook's state (/metrics). */
+/** Events after each webhook's place, by the webhook's state (/metrics): over every user, so every node of a sharded database. */
 export async function waitingEvents(em: SqlEntityManager): Promise<Record<'enabled' | 'disabled', number>> {
   const rows = await em.execute<Array<{ state: 'enabled' | 'disabled'; waiting: string }>>(
     `select w.state, sum(greatest(u.last_event_seq - w.cursor, 0))::text as waiting

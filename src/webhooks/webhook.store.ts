@@ -24,6 +24,13 @@ export interface WebhookRow {
 
 const COLUMNS = `w.user_id, w.id, w.url, w.events, w.description, w.state, w.disabled_reason, w.created_at, w.cursor::text as cursor`;
 
+/**
+ * A change of one webhook (`change`: an INSERT or UPDATE of `webhooks` aliased `w`, without
+ * its RETURNING) answering the webhook as COLUMNS: it returns plain columns, converted by the
+ * select around it (sharded by user, RETURNING may hold nothing but columns).
+ */
+const answering = (change: string) => `with changed as (${change} returning w.*) select ${COLUMNS} from changed w`;
+
 /** The `data` document of a webhook. */
 export function presentWebhook(row: WebhookRow): WebhookResource {
   return {
@@ -72,10 +79,12 @@ export async function insertWebhook(em: SqlEntityManager, userId: number, webhoo
     `with room as (
        select u.last_event_seq from users u
         where u.id = ? and (select count(*) from webhooks c where c.user_id = ?) < ?
+     ), changed as (
+       insert into webhooks as w (user_id, url, events, description, secret, created_at, updated_at, cursor, next_attempt_at)
+       select ?, ?, ?::jsonb, ?, ?, ?, ?, room.last_event_seq, 'epoch' from room
+       returning w.*
      )
-     insert into webhooks as w (user_id, url, events, description, secret, created_at, updated_at, cursor, next_attempt_at)
-     select ?, ?, ?::jsonb, ?, ?, ?, ?, room.last_event_seq, 'epoch' from room
-     returning ${COLUMNS}`,
+     select ${COLUMNS} from changed w`,
     [
       userId, userId, MAX_WEBHOOKS_PER_USER,
       userId, webhook.url, JSON.stringify(webhook.events), webhook.description, webhook.secret, webhook.now, webhook.now,
@@ -126,7 +135,7 @@ export async function updateWebhook(tx: SqlEntityManager, userId: number, id: nu
     }).withMeta({ last_event_id: current.last });
   }
   const [row] = await tx.execute<WebhookRow[]>(
-    `update webhooks w set
+    answering(`update webhooks w set
        url = coalesce(?, w.url),
        events = coalesce(?::jsonb, w.events),
        description = coalesce(?, w.description),
@@ -136,8 +145,7 @@ export async function updateWebhook(tx: SqlEntityManager, userId: number, id: nu
        next_attempt_at = case when ? then 'epoch' else w.next_attempt_at end,
        generation = w.generation + case when ? then 1 else 0 end,
        updated_at = ?
-     where w.user_id = ? and w.id = ?
-     returning ${COLUMNS}`,
+     where w.user_id = ? and w.id = ?`),
     [
       edit.url ?? null, edit.events ? JSON.stringify(edit.events) : null, edit.description ?? null, edit.state ?? null,
       enabling, edit.state ?? null,
@@ -175,11 +183,10 @@ export async function replayWebhook(tx: SqlEntityManager, userId: number, id: nu
     }).withMeta({ last_event_id: current.last });
   }
   const [row] = await tx.execute<WebhookRow[]>(
-    `update webhooks w set
+    answering(`update webhooks w set
        cursor = case when w.cursor < ? then ? else least(w.cursor, ?) end,
        attempt = 0, next_attempt_at = 'epoch', generation = w.generation + 1, updated_at = ?
-     where w.user_id = ? and w.id = ?
-     returning ${COLUMNS}`,
+     where w.user_id = ? and w.id = ?`),
     [current.pruned, after.toString(), after.toString(), now, userId, id],
   );
   return row!;
@@ -197,13 +204,13 @@ export async function queueTestEvent(em: SqlEntityManager, userId: number, id: n
     `with found as (select w.user_id, w.id, jsonb_array_length(w.test_events) < ? as room from webhooks w where w.user_id = ? and w.id = ?),
      queued as (
        update webhooks w set test_events = w.test_events || jsonb_build_array(jsonb_build_object('id', ?::text, 'at', ?::bigint)), updated_at = ?
-         from found where found.room and w.user_id = found.user_id and w.id = found.id
-       returning ${COLUMNS}
+         from found where found.room and w.user_id = ? and w.id = found.id
+       returning w.*
      )
-     select q.*, true as queued from queued q
+     select ${COLUMNS}, true as queued from queued w
      union all
-     select ${COLUMNS}, false from webhooks w join found f on f.user_id = w.user_id and f.id = w.id where not f.room`,
-    [MAX_PENDING_TESTS, userId, id, testId, toSeconds(now), now],
+     select ${COLUMNS}, false from webhooks w join found f on f.id = w.id where w.user_id = ? and not f.room`,
+    [MAX_PENDING_TESTS, userId, id, testId, toSeconds(now), now, userId, userId],
   );
   if (!row) throw notFound();
   if (!row.queued) {
@@ -218,8 +225,8 @@ export async function queueTestEvent(em: SqlEntityManager, userId: number, id: n
 export async function rotateSecret(em: SqlEntityManager, userId: number, id: number, secret: string, now: Date, previousUntil: Date): Promise<WebhookRow> {
   const [row] = await em.execute<WebhookRow[]>(
     // The generation moves: a delivery under way stops signing with the secrets it read.
-    `update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?, generation = w.generation + 1
-      where w.user_id = ? and w.id = ? returning ${COLUMNS}`,
+    answering(`update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?, generation = w.generation + 1
+      where w.user_id = ? and w.id = ?`),
     [previousUntil, secret, now, userId, id],
   );
   if (!row) throw notFound();
@@ -258,18 +265,31 @@ export async function listDeliveries(
   return { rows, total: head.total };
 }
 
-/** Attempts older than the change log keeps events (EVENTS_RETENTION_DAYS), a batch at a time. */
+/**
+ * Attempts older than the change log keeps events (EVENTS_RETENTION_DAYS), a batch at a time.
+ * The users who have such attempts are found by a read over every user (on a sharded
+ * database, every node); each user's are deleted by a statement that goes to its node alone.
+ */
 export async function pruneDeliveries(em: SqlEntityManager, now: Date, retentionDays: number): Promise<number> {
   const before = new Date(now.getTime() - retentionDays * 86_400_000);
   let removed = 0;
   for (;;) {
-    const result = await em.execute<{ affectedRows: number }>(
-      `delete from webhook_deliveries d using (select user_id, id from webhook_deliveries where at < ? limit 5000) old
-        where d.user_id = old.user_id and d.id = old.id`,
+    const users = await em.execute<Array<{ user_id: number }>>(
+      'select distinct user_id from webhook_deliveries where at < ? limit 100',
       [before],
-      'run',
     );
-    removed += result.affectedRows;
-    if (result.affectedRows < 5000) return removed;
+    if (users.length === 0) return removed;
+    for (const { user_id: userId } of users) {
+      for (;;) {
+        const result = await em.execute<{ affectedRows: number }>(
+          `delete from webhook_deliveries d where d.user_id = ? and d.id in (
+             select o.id from webhook_deliveries o where o.user_id = ? and o.at < ? limit 5000)`,
+          [userId, userId, before],
+          'run',
+        );
+        removed += result.affectedRows;
+        if (result.affectedRows < 5000) break;
+      }
+    }
   }
 }

@@ -22,14 +22,17 @@ export interface NewEvent {
 const PAYLOAD_BYTES = 7_000;
 
 /**
- * Appends the events of one write in one statement: numbers them after the user's newest,
- * moves that mark, stores them and notifies. The caller holds the owner's lock. The payload
+ * Appends the events of one write: numbers them after the user's newest, moves that mark and
+ * stores them, in one statement, then notifies. The caller holds the owner's lock. The payload
  * is `<user>:<first>:<last>` and, when they fit, `:<the events as JSON>`, so that live
  * streams rarely read the table (event-hub.ts). `also`, a data-modifying statement of the
  * same write (an idempotency record), rides in the same statement as a CTE, so it costs no
- * round trip. It is the last statement of its write, so it is sent with the `commit` that
- * follows (src/db/batching.ts): an error in it fails the commit, and the write rolls back.
- * Returns false when there was nothing to append (and `also` did not run).
+ * round trip. The NOTIFY is a statement of its own that reads no table (sharded by user, the
+ * append runs on the user's node, and a notification sent there would reach no listener: the
+ * service listens on the database it connects to). It is the last statement of its write, so
+ * it is sent with the `commit` that follows (src/db/batching.ts): an error in it fails the
+ * commit, and the write rolls back. Returns false when there was nothing to append (and
+ * `also` did not run).
  */
 export async function appendEvents(
   em: SqlEntityManager,
@@ -49,11 +52,23 @@ export async function appendEvents(
       params: [JSON.stringify(events.map((e) => e.data)), typeArray(events)] },
     { many: true },
   );
-  await em.execute(
-    `${BATCHED}with ${also ? `also as (${also.sql}), ` : ''}${append.ctes} select count(*) from notified`,
+  const [row] = await em.execute<Array<{ notification: string | null }>>(
+    `with ${also ? `also as (${also.sql}), ` : ''}${append.ctes} select ${NOTIFICATION} as notification`,
     [...(also?.params ?? []), ...append.params],
   );
+  await notify(em, row?.notification);
   return true;
+}
+
+/** The select-list expression of a statement with `appendSql`'s CTEs: its NOTIFY payload (null: no events). */
+export const NOTIFICATION = '(select notification from payload)';
+
+/**
+ * The NOTIFY of a write's events, in the write's transaction, sent with its next statement
+ * (the commit): listeners hear it when, and only if, the write commits.
+ */
+export async function notify(em: SqlEntityManager, notification: string | null | undefined): Promise<void> {
+  if (notification) await em.execute(`${BATCHED}select pg_notify(?, ?)`, [EVENTS_CHANNEL, notification]);
 }
 
 /** Event types (`task.updated`: letters and a dot, nothing to quote) as a PostgreSQL array literal. */
@@ -65,9 +80,11 @@ function typeArray(events: readonly NewEvent[]): string {
 /**
  * The CTEs that append a write's events, for a statement that also makes the change: `events`
  * is a query of (n, type, data) rows, n from 1, data as json. They number the events after the
- * user's newest (moving that mark only when there are events), store them and notify; the
- * statement must read `notified` (a CTE nobody reads does not run). The owner's lock must be
- * held, or taken earlier in the same statement.
+ * user's newest (moving that mark only when there are events), store them and build the
+ * NOTIFY payload, which the statement returns as `NOTIFICATION` for the caller to send
+ * (`notify`). The owner's lock must be held, or taken earlier in the same statement. Every
+ * table they touch is named by the user's id as a parameter, and they return plain columns:
+ * what a node of a sharded database can run for one user alone.
  *
  * `many`: the write may have many events (a transaction's). Their JSON for the payload is then
  * built only when their documents alone fit in it (the whole is longer than its documents): a
@@ -81,28 +98,27 @@ export function appendSql(
   { many }: { many: boolean },
 ): { ctes: string; params: unknown[] } {
   const body = `json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text`;
-  const notify = (from: string) =>
-    `select pg_notify('${EVENTS_CHANNEL}', case when octet_length(body) <= ${PAYLOAD_BYTES} then head || ':' || body else head end) from ${from}`;
+  const notification = `case when octet_length(body) <= ${PAYLOAD_BYTES} then head || ':' || body else head end as notification`;
   const head = `? || ':' || min(seq) || ':' || max(seq) as head`;
   const payload = many
-    ? `payload as (
+    ? `counted as (
        select ${head}, sum(octet_length(data::text)) as documents from stored having count(*) > 0
-     ), notified as (
-       ${notify(`payload left join lateral (select ${body} as body from stored where payload.documents <= ${PAYLOAD_BYTES}) as events on true`)}
+     ), payload as (
+       select ${notification} from counted left join lateral (select ${body} as body from stored where counted.documents <= ${PAYLOAD_BYTES}) as events on true
      )`
-    : `payload as (
+    : `counted as (
        select ${head}, ${body} as body from stored having count(*) > 0
-     ), notified as (
-       ${notify('payload')}
+     ), payload as (
+       select ${notification} from counted
      )`;
   return {
     ctes: `evs as (${events.sql}), mark as (
        update users set last_event_seq = last_event_seq + (select count(*) from evs)
         where id = ? and exists (select 1 from evs)
-        returning last_event_seq - (select count(*) from evs) as base
+        returning last_event_seq
      ), stored as (
        insert into events (user_id, seq, type, data, at)
-       select ?, mark.base + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs
+       select ?, mark.last_event_seq - (select count(*) from evs) + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs
        returning seq, type, data, at
      ), ${payload}`,
     params: [...events.params, userId, userId, now, String(userId)],

@@ -188,16 +188,27 @@ export function pruneNowAndThen(em: SqlEntityManager, now: Date): void {
   pruneIdempotencyKeys(em.fork(), now).catch(() => undefined);
 }
 
-/** Drops records past their 24 hours, a batch at a time; never on a request's path. */
+/**
+ * Drops records past their 24 hours, up to `batch`; never on a request's path. The users who
+ * have such records are found by a read over every user (on a sharded database, every node);
+ * each user's are then deleted by a statement that goes to that user's node alone.
+ */
 export async function pruneIdempotencyKeys(em: SqlEntityManager, now: Date, batch = 5_000): Promise<number> {
-  const [row] = await em.execute<Array<{ removed: number }>>(
-    `with doomed as (
-       select user_id, key from idempotency_keys where created_at <= ? order by created_at limit ?
-     ), removed as (
-       delete from idempotency_keys k using doomed d where k.user_id = d.user_id and k.key = d.key returning 1
-     )
-     select count(*)::int as removed from removed`,
-    [new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS), batch],
+  const before = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
+  const users = await em.execute<Array<{ user_id: number; n: string }>>(
+    'select user_id, count(*) as n from idempotency_keys where created_at <= ? group by user_id order by min(created_at) limit ?',
+    [before, batch],
   );
-  return row?.removed ?? 0;
+  let removed = 0;
+  for (const { user_id: userId, n } of users) {
+    if (removed >= batch) break;
+    const result = await em.execute<{ affectedRows: number }>(
+      `delete from idempotency_keys k where k.user_id = ? and k.key in (
+         select d.key from idempotency_keys d where d.user_id = ? and d.created_at <= ? order by d.created_at limit ?)`,
+      [userId, userId, before, Math.min(Number(n), batch - removed)],
+      'run',
+    );
+    removed += result.affectedRows;
+  }
+  return removed;
 }

@@ -9,8 +9,10 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { toSeconds } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 import type { Resource } from '../core/resource.js';
-import { execute } from '../db/prepared.js';
-import { appendSql, type NewEvent } from './event-append.js';
+import { escapeLiteral } from '../db/literals.js';
+import { executeAndCommit } from '../db/prepared.js';
+import { bindUser, USER } from '../db/user-param.js';
+import { appendSql, EVENTS_CHANNEL, NOTIFICATION, type NewEvent } from './event-append.js';
 import { ownerLockSql, retried } from './owner-lock.js';
 
 /**
@@ -109,24 +111,22 @@ export function oneStatementSql(userId: number, write: OneStatement<unknown>, no
   // With `refusal` or `freshOnly`: the owner's mark as the lock returned it (the newest), against the snapshot's.
   const marked = Boolean(refusal || write.freshOnly);
   const lock = ownerLockSql(marked ? [{ sql: 'last_event_seq', params: [] }] : []);
-  const fresh = marked ? 'fresh as (select owner.last_event_seq = (select u.last_event_seq from users u where u.id = owner.id) as fresh from owner), ' : '';
+  const fresh = marked ? `fresh as (select owner.last_event_seq = (select u.last_event_seq from users u where u.id = ${USER}) as fresh from owner), ` : '';
   const sql = `with owner as (${lock.sql}), ${fresh}${readsOf(write)}changed as (${write.changed.sql}), ${append.ctes}
-    select ${write.returning}, ${answerDocument(write)} as document, (select count(*) from notified) as notified${
+    select ${write.returning}, ${answerDocument(write)} as document, ${NOTIFICATION} as notification${
       refusal
         ? `, ${refusal.current.sql} as current, ${FRESH} as fresh, changed.id is not null as made
            from owner left join changed on true`
         : ' from changed'
     }`;
-  return {
-    sql,
-    params: [...lock.params, userId, ...(write.reads?.params ?? []), ...write.changed.params, ...append.params, ...(refusal?.current.params ?? [])],
-  };
+  return bindUser(sql, [...lock.params, userId, ...(write.reads?.params ?? []), ...write.changed.params, ...append.params, ...(refusal?.current.params ?? [])], userId);
 }
 
 /**
- * Runs a write in its one statement, outside any explicit transaction: the owner's lock (taken
- * first, as by every write, with its timeout), the change, its events and the NOTIFY commit
- * together, so the lock is held for that one statement. Null when the change returned no row
+ * Runs a write in its one statement, in a transaction of its own: the owner's lock (taken
+ * first, as by every write, with its timeout), the change and its events in the statement,
+ * then the NOTIFY of its events sent with the commit (a statement of its own: see
+ * `appendEvents`), so the lock is held for one round trip and the commit. Null when the change returned no row
  * (nothing was written, no event number taken); throws the write's refusal when the statement
  * could tell it.
  */
@@ -138,7 +138,12 @@ export async function runOneStatement<T>(
   now: Date,
 ): Promise<{ value: T; etag?: string } | null> {
   const { sql, params } = oneStatementSql(userId, write, now);
-  const [row] = await retried(log, () => execute(em.fork(), sql, params));
+  const [row] = await retried(log, () =>
+    executeAndCommit(em.fork(), sql, params, (rows) => {
+      const notification = rows[0]?.notification;
+      return typeof notification === 'string' ? `select pg_notify('${EVENTS_CHANNEL}', ${escapeLiteral(notification)})` : null;
+    }),
+  );
   // With `refusal` the statement answers a row whenever the owner exists: `made` is false
   // when nothing changed.
   if (!row || row.made === false) {
@@ -150,13 +155,14 @@ export async function runOneStatement<T>(
 
 /** The same change in a transaction that holds the owner's lock: no lock, no append; the events come back. */
 export function heldLockStatementSql(userId: number, write: OneStatement<unknown>): { sql: string; params: unknown[] } {
-  return {
-    sql: `with owner as (select ?::int as id), ${write.freshOnly ? 'fresh as (select true as fresh), ' : ''}${readsOf(write)}changed as (${write.changed.sql}), evs as (${eventsSql(write)})
+  return bindUser(
+    `with owner as (select ?::bigint as id), ${write.freshOnly ? 'fresh as (select true as fresh), ' : ''}${readsOf(write)}changed as (${write.changed.sql}), evs as (${eventsSql(write)})
       select ${write.returning}, ${answerDocument(write)} as document,
              (select json_agg(json_build_object('type', type, 'data', data) order by n) from evs) as events
         from changed`,
-    params: [userId, ...(write.reads?.params ?? []), ...write.changed.params],
-  };
+    [userId, ...(write.reads?.params ?? []), ...write.changed.params],
+    userId,
+  );
 }
 
 /**

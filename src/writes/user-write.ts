@@ -24,6 +24,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ifMatchHolds, sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
+import { MAX_ID } from '../core/fields.js';
 import { BATCHED } from '../db/batching.js';
 import type { AuthedContext } from '../core/context.js';
 import type { ResourceReaders } from '../core/resource.js';
@@ -291,7 +292,7 @@ async function checkIfMatch(ctx: AuthedContext, em: SqlEntityManager, userId: nu
   const resource = ctx.call.meta?.resource;
   if (header === undefined || (resource !== 'project' && resource !== 'task')) return;
   const id = Number((await ctx.call.rawInput() as { id?: unknown }).id);
-  const current = Number.isSafeInteger(id) && id >= 1 && id <= 2_147_483_647 ? await ctx.resources[resource].currentEtag(em, userId, id) : null;
+  const current = Number.isSafeInteger(id) && id >= 1 && id <= MAX_ID ? await ctx.resources[resource].currentEtag(em, userId, id) : null;
   if (current !== null && !ifMatchHolds(header, current)) {
     throw DomainError.of('precondition_failed', { parameter: 'If-Match' });
   }

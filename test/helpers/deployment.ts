@@ -50,8 +50,9 @@ export interface ReadmeDeployment {
 export function readDeployment(readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')): ReadmeDeployment {
   const start = readme.indexOf(README_HEADING);
   if (start < 0) throw new Error(`README.md has no "${README_HEADING}" section`);
-  const end = readme.indexOf('\n## ', start);
-  const section = readme.slice(start, end < 0 ? undefined : end);
+  // The section ends at the next heading of its level or above.
+  const next = readme.slice(start + README_HEADING.length).search(/\n#{2,3} /);
+  const section = readme.slice(start, next < 0 ? undefined : start + README_HEADING.length + next);
   const block = (language: string) => {
     const found = [...section.matchAll(/```(\w*)\n([\s\S]*?)\n```/g)].filter((m) => m[1] === language);
     if (found.length !== 1) throw new Error(`README.md "${README_HEADING}": expected one \`\`\`${language} block, found ${found.length}`);

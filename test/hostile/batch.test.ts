@@ -4,7 +4,7 @@
  * typed client with values only superjson carries, and tRPC HTTP batches of batch.apply
  * calls). Every refusal must be a 4xx in the contract's envelope (never a 5xx, never a hang)
  * with the pointer the contract gives, and must keep nothing: the user's projects, tasks,
- * task counts, change-log events, users row (last_event_seq) and idempotency keys, read with
+ * change-log events, users row (last_event_seq) and idempotency keys, read with
  * SQL, are the same before and after, and so are the other user's, whose ids serve as foreign
  * ids (the harness: test/helpers/hostile.ts).
  *
@@ -133,15 +133,14 @@ async function viaClient(token: string, input: unknown, options?: ReturnType<typ
 async function rowsOf(userId: number) {
   const em = app.orm.em.fork();
   const rows = (sql: string) => em.execute(sql, [userId]);
-  const [user, projects, tasks, counts, events, keys] = await Promise.all([
+  const [user, projects, tasks, events, keys] = await Promise.all([
     rows('select * from users where id = ?'),
     rows('select * from projects where user_id = ? order by id'),
     rows('select * from tasks where user_id = ? order by id'),
-    rows('select * from task_counts where user_id = ? order by shard'),
     rows('select * from events where user_id = ? order by seq'),
     rows('select key, fingerprint, status, body from idempotency_keys where user_id = ? order by key'),
   ]);
-  return { user, projects, tasks, counts, events, keys };
+  return { user, projects, tasks, events, keys };
 }
 type Rows = Awaited<ReturnType<typeof rowsOf>>;
 

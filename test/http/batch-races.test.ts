@@ -61,7 +61,7 @@ async function createTask(door: Door, label: string, project_id?: number): Promi
 async function expectConsistent(sql: pg.Client, userId: number): Promise<{ tasks: number; started: number[] }> {
   const orders = (await sql.query('select "order" from tasks where user_id = $1 order by "order"', [userId])).rows.map((r) => r.order);
   expect(orders, 'task orders').toEqual(range(orders.length));
-  const started = (await sql.query(`select id from projects where user_id = $1 and state = 'started' order by id`, [userId])).rows.map((r) => r.id as number);
+  const started = (await sql.query(`select id from projects where user_id = $1 and state = 'started' order by id`, [userId])).rows.map((r) => Number(r.id));
   expect(started.length, 'started projects').toBeLessThanOrEqual(MAX_STARTED);
   const events = (await sql.query('select seq::int as seq, type, data from events where user_id = $1 order by seq', [userId])).rows;
   expect(events.map((e) => e.seq), 'event numbers').toEqual(range(events.length));

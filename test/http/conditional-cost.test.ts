@@ -48,7 +48,7 @@ async function call(method: string, path: string, token: string | undefined, bod
   const text = await res.text();
   // The background prune of expired keys (started by keyed writes, at most once a minute) is
   // no statement of the request's own.
-  const sql = log.filter((line) => !line.includes('delete from idempotency_keys'));
+  const sql = log.filter((line) => !/delete from idempotency_keys|from idempotency_keys where created_at <=/.test(line));
   log = null;
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined, sql };
 }
@@ -62,12 +62,13 @@ describe('statements per request with the new headers', () => {
     const plain = await call('POST', '/api/users/me/tasks', token, { task: { label: 'plain' } });
     const keyed = await call('POST', '/api/users/me/tasks', token, { task: { label: 'keyed' } }, { 'Idempotency-Key': 'cost-1' });
     expect([plain.status, keyed.status]).toEqual([201, 201]);
-    // A plain create is one statement after the token's (src/writes/user-write.ts OneStatement).
-    expect(plain.sql.length, shown(plain.sql)).toBe(2);
+    // A plain create is one statement after the token's (src/writes/user-write.ts OneStatement),
+    // in a transaction of its own with its NOTIFY: token; begin, the statement, NOTIFY, commit.
+    expect(plain.sql.length, shown(plain.sql)).toBe(5);
     // A keyed one reads its record under the owner's lock before the work, so it runs as the
-    // transaction every write can run as (token; begin, lock owner, insert, events, commit),
-    // plus the key's advisory lock; its record rides in the events' statement.
-    expect(keyed.sql.length, shown(keyed.sql)).toBe(6 + 1);
+    // transaction every write can run as (token; begin, lock owner, insert, events, their
+    // NOTIFY, commit), plus the key's advisory lock; its record rides in the events' statement.
+    expect(keyed.sql.length, shown(keyed.sql)).toBe(7 + 1);
     const replay = await call('POST', '/api/users/me/tasks', token, { task: { label: 'keyed' } }, { 'Idempotency-Key': 'cost-1' });
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     // token; begin, claim, owner's lock with the record, commit
@@ -82,14 +83,14 @@ describe('statements per request with the new headers', () => {
     expect((await call('GET', '/api/users/me/projects', token, undefined, { 'If-None-Match': projects.headers.get('etag')! })).sql.length).toBe(1);
 
     // If-Match: the write's transaction form, with one read of the current version under the
-    // owner's lock (token; begin, lock, version, the change, events, commit), where the write
-    // without it is its one statement (token; the statement).
+    // owner's lock (token; begin, lock, version, the change, events, their NOTIFY, commit), where
+    // the write without it is its one statement (token; begin, the statement, NOTIFY, commit).
     const id = plain.body.data.id;
     const unconditional = await call('PATCH', `/api/tasks/${id}`, token, { task: { label: 'a' } });
     const conditional = await call('PATCH', `/api/tasks/${id}`, token, { task: { label: 'b' } }, { 'If-Match': unconditional.headers.get('etag')! });
     expect(conditional.status).toBe(200);
-    expect(unconditional.sql.length, shown(unconditional.sql)).toBe(2);
-    expect(conditional.sql.length, shown(conditional.sql)).toBe(7);
+    expect(unconditional.sql.length, shown(unconditional.sql)).toBe(5);
+    expect(conditional.sql.length, shown(conditional.sql)).toBe(8);
     expect(conditional.sql.filter((line) => line.includes('select version from tasks'))).toHaveLength(1);
   });
 

@@ -26,31 +26,31 @@ import { T0, createTestDatabase } from '../helpers/test-app.js';
 // events (with their numbers and the NOTIFY), commit. A document an event needs and the work
 // did not already have is read before that (a project: the row and its task ids).
 const EXPECTED = {
-  register: 5, // username check; begin, insert user, insert token, commit
-  authorize: 4, // user by name; begin, insert token, commit
+  register: 6, // username check; begin, insert user, its name in the directory, insert token, commit
+  authorize: 5, // the name's user id in the directory; the user by id; begin, insert token, commit
   me: 1, // token lookup
   revoke: 2, // token lookup; delete token
-  projectCreate: 2, // token; one statement: lock owner, insert (nothing when the name is taken), event, NOTIFY
+  projectCreate: 5, // token; begin, one statement: lock owner, insert (nothing when the name is taken), event; its NOTIFY; commit
   projectList: 2, // token; the page with its total and each project's task ids
   projectGet: 2, // token; the project with its task ids
-  projectUpdate: 2, // token; one statement: lock owner, the project, the update under the rules, event, NOTIFY
-  projectRename: 2, // the same statement, the name checked in it
-  projectStart: 2, // token; one statement: lock owner, the project, its move (started limit, dates), its tasks' effect, the events of both, NOTIFY
-  projectPause: 2, // the same statement, without the started limit
-  projectFinish: 2, // the same statement, with no tasks' effect
-  projectDelete: 2, // token; one statement: lock owner, the project, release its tasks, delete, events, NOTIFY
-  taskCreate: 2, // token; one statement: lock owner, insert at the end of the order, event, NOTIFY
-  taskCreateInProject: 2, // token; one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
+  projectUpdate: 5, // token; begin, one statement: lock owner, the project, the update under the rules, event, NOTIFY
+  projectRename: 5, // begin, the same statement, the name checked in it
+  projectStart: 5, // token; begin, one statement: lock owner, the project, its move (started limit, dates), its tasks' effect, the events of both, NOTIFY
+  projectPause: 5, // begin, the same statement, without the started limit
+  projectFinish: 5, // begin, the same statement, with no tasks' effect
+  projectDelete: 5, // token; begin, one statement: lock owner, the project, release its tasks, delete, events, NOTIFY
+  taskCreate: 5, // token; begin, one statement: lock owner, insert at the end of the order, event, NOTIFY
+  taskCreateInProject: 5, // token; begin, one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
-  taskUpdateLabel: 2, // token; one statement: lock owner, update, event, NOTIFY
-  taskUpdateProject: 2, // token; one statement: lock owner, the task, the project, update with the state synced, events of both projects and the task, NOTIFY
-  taskDetach: 2, // the same statement, with no project to join
-  taskChangeState: 2, // token; one statement: lock owner, update (if the state allows), event, NOTIFY
-  taskChangeStateRefused: 2, // token; the one statement (no change; the task's state, to say why)
-  taskAbandon: 2, // token; one statement: lock owner, update, events (the task's and its project's, if any), NOTIFY
-  taskReorder: 2, // token; one statement: lock owner, the task, highest order, update of the span, the moved tasks' events and their projects', NOTIFY
-  taskReorderInPlace: 2, // the same statement, which finds nothing to update; no event
+  taskUpdateLabel: 5, // token; begin, one statement: lock owner, update, event, NOTIFY
+  taskUpdateProject: 5, // token; begin, one statement: lock owner, the task, the project, update with the state synced, events of both projects and the task, NOTIFY
+  taskDetach: 5, // begin, the same statement, with no project to join
+  taskChangeState: 5, // token; begin, one statement: lock owner, update (if the state allows), event, NOTIFY
+  taskChangeStateRefused: 4, // token; begin, the one statement (no change; the task's state, to say why)
+  taskAbandon: 5, // token; begin, one statement: lock owner, update, events (the task's and its project's, if any), NOTIFY
+  taskReorder: 5, // token; begin, one statement: lock owner, the task, highest order, update of the span, the moved tasks' events and their projects', NOTIFY
+  taskReorderInPlace: 4, // begin, the same statement, which finds nothing to update; no event
   rateLimiter: 1, // one upsert per request when the per-token limit is on
 } as const;
 type Endpoint = keyof typeof EXPECTED;
@@ -58,34 +58,37 @@ type Endpoint = keyof typeof EXPECTED;
 /**
  * Messages to PostgreSQL per request: a transaction's `begin` and the owner's lock go with
  * the write's first statement, the change log's append with the commit (src/db/batching.ts).
- * A write whose work is one statement costs the token's lookup plus two.
+ * A write whose work is one statement costs the token's lookup plus two: `begin` with the
+ * statement (prepared in SQL, src/db/prepared.ts `executeAndCommit`), then its NOTIFY (a
+ * statement of its own, which a sharded database runs where the service listens) with the
+ * commit.
  */
 const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
-  register: 4, // username check; begin + insert user, insert token, commit
-  authorize: 3,
+  register: 5, // username check; begin + insert user, its name, insert token, commit
+  authorize: 4, // the name's id; the user; begin + insert token; commit
   me: 1,
   revoke: 2,
-  projectCreate: 2, // token; the one statement
+  projectCreate: 3, // token; begin + the one statement; NOTIFY + commit
   projectList: 2,
   projectGet: 2,
-  projectUpdate: 2,
-  projectRename: 2,
-  projectStart: 2,
-  projectPause: 2,
-  projectFinish: 2,
-  projectDelete: 2,
-  taskCreate: 2, // token; the one statement
-  taskCreateInProject: 2,
+  projectUpdate: 3,
+  projectRename: 3,
+  projectStart: 3,
+  projectPause: 3,
+  projectFinish: 3,
+  projectDelete: 3,
+  taskCreate: 3, // token; begin + the one statement; NOTIFY + commit
+  taskCreateInProject: 3,
   taskList: 2,
   taskGet: 2,
-  taskUpdateLabel: 2,
-  taskUpdateProject: 2,
-  taskDetach: 2,
-  taskChangeState: 2, // token; the one statement (src/writes/user-write.ts OneStatement)
-  taskChangeStateRefused: 2, // token; the one statement
-  taskAbandon: 2,
-  taskReorder: 2, // token; the one statement
-  taskReorderInPlace: 2, // token; the one statement
+  taskUpdateLabel: 3,
+  taskUpdateProject: 3,
+  taskDetach: 3,
+  taskChangeState: 3, // token; begin + the one statement (src/writes/user-write.ts OneStatement); NOTIFY + commit
+  taskChangeStateRefused: 3, // token; begin + the one statement; commit
+  taskAbandon: 3,
+  taskReorder: 3, // token; begin + the one statement; NOTIFY + commit
+  taskReorderInPlace: 3, // token; begin + the one statement; commit
 };
 
 const DUE = Math.floor(T0 / 1000) + 7 * 86_400;

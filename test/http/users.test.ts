@@ -10,7 +10,7 @@ describe('register', () => {
     expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
     expect(res.body).toEqual({
       data: { type: 'user', id: expect.any(Number), attributes: { username: 'alice', timeZone: 'UTC' } },
-      meta: { token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) },
+      meta: { token: expect.stringMatching(/^[A-Za-z0-9_-]{54}$/) },
     });
     const me = await app.request('GET', '/api/users/me', { token: res.body.meta.token });
     expect(me.status).toBe(200);
@@ -96,7 +96,7 @@ describe('authorize and revoke', () => {
     const { username } = await app.register();
     const ok = await app.request('POST', '/api/users/authorizations', { body: { username, password: 'correct horse' } });
     expect(ok.status).toBe(201);
-    expect(ok.body.meta.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(ok.body.meta.token).toMatch(/^[A-Za-z0-9_-]{54}$/);
 
     const wrong = await app.request('POST', '/api/users/authorizations', { body: { username, password: 'wrong horse' } });
     expect(wrong.status).toBe(401);

@@ -328,7 +328,7 @@ describe('at most 10 webhooks a user', () => {
     for (const res of answers.filter((r) => r.status !== 201)) expectError(res, 422, 'limit_reached', { pointer: '/webhook' });
     const rows = (await rowsOf(userId)).webhooks;
     expect(rows).toHaveLength(10);
-    expect(rows.map((r) => r.id).sort()).toEqual(answers.filter((r) => r.status === 201).map((r) => r.body.data.id).sort());
+    expect(rows.map((r) => Number(r.id)).sort()).toEqual(answers.filter((r) => r.status === 201).map((r) => r.body.data.id).sort());
   });
 });
 

@@ -83,13 +83,6 @@ describe('a server killed during writes', () => {
             where (p.state = 'started' and t.state = 'newed') or (p.state = 'paused' and t.state = 'started')`,
         );
         expect(mismatched.rows).toEqual([]);
-        // The list's count of open tasks is exactly what the tasks say.
-        const counted = await client.query(
-          `select (select coalesce(sum("open"), 0)::int from task_counts where user_id = $1) as kept,
-                  (select count(*)::int from tasks where user_id = $1 and state not in ('abandoned', 'finished')) as actual`,
-          [userId],
-        );
-        expect(counted.rows[0].kept).toBe(counted.rows[0].actual);
       } finally {
         await client.end();
       }

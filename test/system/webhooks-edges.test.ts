@@ -42,12 +42,13 @@ describe('the delivery queue’s statements', () => {
     orm = await openOrm(url, { migrate: true, poolSize: 4 });
     db = new pg.Client({ connectionString: url });
     await db.connect();
-    userId = (await db.query(`insert into users (username, password_hash, created_at) values ('edge', 'x', now()) returning id`)).rows[0].id;
-    webhookId = (await db.query(
+    // Ids are bigint: node-postgres reads them as text (the service's pool reads them as numbers).
+    userId = Number((await db.query(`insert into users (username, password_hash, created_at) values ('edge', 'x', now()) returning id`)).rows[0].id);
+    webhookId = Number((await db.query(
       `insert into webhooks (user_id, url, events, secret, created_at, updated_at, cursor, next_attempt_at)
        values ($1, 'http://127.0.0.1:9/', '["*"]', 'whsec_AAAA', now(), now(), 0, 'epoch') returning id`,
       [userId],
-    )).rows[0].id;
+    )).rows[0].id);
     // One event waiting behind the webhook's place.
     await db.query(`insert into events (user_id, seq, type, data, at) values ($1, 1, 'task.created', '{}', now())`, [userId]);
     await db.query(`update users set last_event_seq = 1 where id = $1`, [userId]);

@@ -1,6 +1,8 @@
 -- users.authorize
 
-select u.id, u.username, u.time_zone, u.password_hash from usernames n join users u on u.id = n.user_id where n.username = ?
+select user_id from usernames where username = ?
+
+select id, username, time_zone, password_hash from users where id = ?
 
 begin
 
