@@ -31,6 +31,7 @@ export const LAYERS = [
   [
     { name: 'main', paths: ['^src/main\\.ts$'] },
     { name: 'migrate-cli', paths: ['^src/migrate-cli\\.ts$'] },
+    { name: 'citus-distribute-cli', paths: ['^src/citus-distribute-cli\\.ts$'] },
   ],
 ];
 

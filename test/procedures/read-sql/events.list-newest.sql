@@ -1,0 +1,5 @@
+-- events.list-newest
+
+select u.id, u.username, u.time_zone, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+
+select last_event_seq::text as last, events_pruned_through::text as pruned from users where id = ?

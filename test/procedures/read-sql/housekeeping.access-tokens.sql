@@ -1,0 +1,3 @@
+-- housekeeping.access-tokens
+
+delete from access_tokens where expires_at < ?

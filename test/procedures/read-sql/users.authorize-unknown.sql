@@ -1,0 +1,3 @@
+-- users.authorize-unknown
+
+select user_id from usernames where username = ?

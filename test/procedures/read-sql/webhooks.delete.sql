@@ -1,0 +1,11 @@
+-- webhooks.delete
+
+select u.id, u.username, u.time_zone, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+
+begin
+
+/* batched */ select set_config('lock_timeout', '5000ms', true), id from users where id = ? for no key update
+
+delete from webhooks where user_id = ? and id = ?
+
+commit

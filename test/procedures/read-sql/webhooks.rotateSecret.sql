@@ -1,0 +1,11 @@
+-- webhooks.rotateSecret
+
+select u.id, u.username, u.time_zone, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+
+begin
+
+/* batched */ select set_config('lock_timeout', '5000ms', true), id from users where id = ? for no key update
+
+with changed as (update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?, generation = w.generation + 1 where w.user_id = ? and w.id = ? returning w.*) select w.user_id, w.id, w.url, w.events, w.description, w.state, w.disabled_reason, w.created_at, w.cursor::text as cursor from changed w
+
+commit
