@@ -59,7 +59,17 @@ export function buildService(cwd = ROOT): void {
  */
 export async function startTarget(
   session: Session,
-  options: { name: string; args: string[]; env: Record<string, string>; role?: string; cwd?: string },
+  options: {
+    name: string;
+    args: string[];
+    env: Record<string, string>;
+    role?: string;
+    cwd?: string;
+    /** Every line the child writes (for scenarios that read the service's log). */
+    onLine?: (line: string) => void;
+    /** How many of its first lines are shown (20). */
+    echoLines?: number;
+  },
 ): Promise<Target> {
   const { name } = options;
   const port = await freePort();
@@ -73,7 +83,8 @@ export async function startTarget(
   for (const stream of [child.stdout!, child.stderr!]) {
     readline.createInterface({ input: stream }).on('line', (line) => {
       target.logLines += 1;
-      if (target.logLines <= 20) process.stderr.write(`[${name}] ${line.slice(0, 500)}\n`);
+      options.onLine?.(line);
+      if (target.logLines <= (options.echoLines ?? 20)) process.stderr.write(`[${name}] ${line.slice(0, 500)}\n`);
     });
   }
   const deadline = Date.now() + 60_000;
