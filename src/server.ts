@@ -159,7 +159,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       { name: 'access tokens', run: (now) => pruneExpiredTokens(em(), now) },
       { name: 'change log', run: (now) => pruneChangeLog(em(), now, config.eventsRetentionDays) },
       { name: 'stream tickets', run: (now) => pruneStreamTickets(em(), now) },
-      // On the process's clock, as the leases are set (src/changes/stream-leases.ts).
+      // On the database's clock, as the leases are (src/changes/stream-leases.ts).
       { name: 'stream leases', run: () => pruneStreamLeases(em()) },
       { name: 'webhook deliveries', run: (now) => pruneDeliveries(em(), now, config.eventsRetentionDays) },
     ],

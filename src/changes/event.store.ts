@@ -88,8 +88,10 @@ export async function pruneEvents(em: SqlEntityManager, before: Date, batch = 5_
     if (removed >= batch) break;
     try {
       removed += await pruneEventsOf(em, Number(userId), before, Math.min(Number(n), batch - removed));
-    } catch {
-      // Busy (a write held the user's lock past the moment): a later round prunes this user.
+    } catch (error) {
+      // Busy (a write held the user's lock past the moment, 55P03): a later round prunes this
+      // user. Anything else is the round's failure, which housekeeping logs.
+      if ((error as { code?: unknown }).code !== '55P03') throw error;
     }
   }
   return removed;

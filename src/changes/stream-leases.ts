@@ -11,11 +11,11 @@
  * - `release`: deletes the leases of closed streams;
  * - `pruneStreamLeases`: housekeeping, the expired leases of processes that died.
  *
- * A lease's expiry is set from the clock of the process that takes or renews it (a parameter:
- * sharded by user, a modification may not call the clock on each node it reaches), and pruned
- * by the clock of the process that prunes: instances whose clocks disagree by a fraction of the
- * lease's life still agree on which leases are live. The open itself counts on the database's
- * clock, read once (see its function).
+ * Expiry is counted on the database's clock, which every instance shares. A modification of a
+ * table sharded by user may not call the clock (each node it reaches would read its own), so
+ * the renewal and the prune read it first, in a statement of their own, and pass it on: two
+ * statements every few seconds per process, never on a request. The open reads it once inside
+ * its function.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { idArray } from '../db/sql-fragments.js';
@@ -58,11 +58,12 @@ export function streamLeases(em: () => SqlEntityManager): StreamLeases {
 
     async renew(leases, ttlMs) {
       if (leases.length === 0) return new Set();
+      const now = await databaseNow(em());
       const rows = await em().execute<Array<{ id: string }>>(
         `update event_stream_leases set expires_at = ?::timestamptz
           where user_id = any(?::bigint[]) and id = any(?::uuid[])
           returning id`,
-        [new Date(Date.now() + Math.ceil(ttlMs)), userIds(leases), uuidArray(leases)],
+        [new Date(now.getTime() + Math.ceil(ttlMs)), userIds(leases), uuidArray(leases)],
       );
       return new Set(rows.map((r) => r.id));
     },
@@ -79,6 +80,13 @@ export function streamLeases(em: () => SqlEntityManager): StreamLeases {
 
 /** Deletes the leases that expired (streams of processes that died without closing them). */
 export async function pruneStreamLeases(em: SqlEntityManager): Promise<number> {
-  const result = await em.execute<{ affectedRows: number }>('delete from event_stream_leases where expires_at < ?::timestamptz', [new Date()], 'run');
+  const now = await databaseNow(em);
+  const result = await em.execute<{ affectedRows: number }>('delete from event_stream_leases where expires_at < ?::timestamptz', [now], 'run');
   return result.affectedRows;
+}
+
+/** The database's clock, read by a statement that reads no table (the coordinator's, sharded). */
+async function databaseNow(em: SqlEntityManager): Promise<Date> {
+  const [row] = await em.execute<Array<{ ms: number }>>('select extract(epoch from clock_timestamp())::float8 * 1000 as ms');
+  return new Date(row!.ms);
 }

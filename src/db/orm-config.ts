@@ -114,7 +114,7 @@ function onPoolCreated(settings: OrmSettings) {
       (n) => process.emitWarning(`${n} batched statement(s) left on a released connection were dropped`, 'BatchingWarning'),
       behindPooler ? { transactionPrelude: `select set_config('statement_timeout', '${STATEMENT_TIMEOUT_MS}', true)` } : {},
     );
-    usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler);
+    usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler, { inSql: !behindPooler });
   };
 }
 

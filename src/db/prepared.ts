@@ -42,10 +42,20 @@ const cache = new Map<string, Prepared>();
 /** Pools whose statements are not prepared (behind a pooler). */
 const unprepared = new WeakSet<object>();
 
-/** Whether the statements sent through `pool` outside transactions are prepared (the default). */
-export function usePreparedStatements(pool: object, on: boolean): void {
+/** Pools whose one-statement writes are not prepared in SQL (`executeAndCommit`): behind a pooler. */
+const notSqlPrepared = new WeakSet<object>();
+
+/**
+ * Whether the statements sent through `pool` outside transactions are prepared (the default),
+ * and whether a write's statement may be prepared in SQL (`PREPARE`, which a pooler carries to
+ * no other server connection, not even PgBouncer's `max_prepared_statements`): by default
+ * only where protocol-level statements are prepared and no pooler stands between.
+ */
+export function usePreparedStatements(pool: object, on: boolean, options: { inSql?: boolean } = {}): void {
   if (on) unprepared.delete(pool);
   else unprepared.add(pool);
+  if (options.inSql ?? on) notSqlPrepared.delete(pool);
+  else notSqlPrepared.add(pool);
 }
 
 /** The prepared form of a statement (kept by text: the set of texts is small and fixed). */
@@ -120,16 +130,18 @@ export async function executeAndCommit<T extends object = Record<string, unknown
 ): Promise<T[]> {
   const connection = em.getConnection() as unknown as ConnectionInternals;
   const pool = await connection.getNativeClient();
-  if (unprepared.has(pool)) {
-    return em.fork().transactional(async (tx) => {
+  const viaOrm = () =>
+    em.fork().transactional(async (tx) => {
       const rows = await tx.execute<T[]>(sql, params);
       const then = after(rows);
       if (then) await tx.execute(BATCHED + then);
       return rows;
     });
-  }
+  if (unprepared.has(pool) || notSqlPrepared.has(pool)) return viaOrm();
   const statement = prepared(sql);
   const name = `q${statement.name.slice(1)}`;
+  // Written out before anything is queued on the connection: a value with no literal throws here.
+  const execute = params.length ? `execute ${name}(${params.map(literalOf).join(', ')})` : `execute ${name}`;
   const client = await pool.connect();
   const names = sqlPrepared.get(client) ?? new Set<string>();
   sqlPrepared.set(client, names);
@@ -142,13 +154,15 @@ export async function executeAndCommit<T extends object = Record<string, unknown
     await connection.executeQuery('begin', () => client.query('begin'));
     begun = true;
     rows = await connection.executeQuery(statement.sql, async () =>
-      (await client.query<T & pg.QueryResultRow>(`execute ${name}(${params.map(literalOf).join(', ')})`)).rows);
+      (await client.query<T & pg.QueryResultRow>(execute)).rows);
     const then = after(rows);
     if (then) await connection.executeQuery(then, () => client.query(BATCHED + then));
     await connection.executeQuery('commit', () => client.query('commit'));
   } catch (error) {
-    // As in `execute`: the connection is dropped only when the error is the connection's.
-    let broken = answeredByServer(error) ? undefined : (error as Error);
+    // As in `execute`: the connection is dropped only when the error is the connection's, or
+    // when the statement is missing from it or already there (a pooler gave another server
+    // connection: the pool then stops preparing in SQL, and this write goes through the ORM).
+    let broken = answeredByServer(error) && !preparedElsewhere(error) ? undefined : (error as Error);
     if (begun && !broken) {
       try {
         await client.query('rollback');
@@ -159,6 +173,11 @@ export async function executeAndCommit<T extends object = Record<string, unknown
       }
     }
     client.release(broken);
+    if (preparedElsewhere(error)) {
+      notSqlPrepared.add(pool);
+      warnPreparedElsewhere(error as Error);
+      return viaOrm();
+    }
     throw em.getDriver().convertException(error as Error);
   }
   client.release();

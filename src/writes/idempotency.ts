@@ -203,9 +203,11 @@ export async function pruneIdempotencyKeys(em: SqlEntityManager, now: Date, batc
   for (const { user_id: userId, n } of users) {
     if (removed >= batch) break;
     const result = await em.execute<{ affectedRows: number }>(
-      `delete from idempotency_keys k where k.user_id = ? and k.key in (
+      // The age is checked again on the row deleted: a key used again since it was found (its
+      // record replaced by a new write's) is kept.
+      `delete from idempotency_keys k where k.user_id = ? and k.created_at <= ? and k.key in (
          select d.key from idempotency_keys d where d.user_id = ? and d.created_at <= ? order by d.created_at limit ?)`,
-      [userId, userId, before, Math.min(Number(n), batch - removed)],
+      [userId, before, userId, before, Math.min(Number(n), batch - removed)],
       'run',
     );
     removed += result.affectedRows;
