@@ -54,7 +54,7 @@ beforeAll(async () => {
     onQuery: (line) => {
       // The idempotency records' prune starts after a keyed write, detached from every request
       // (src/writes/idempotency.ts `pruneNowAndThen`): it has a snapshot of its own below.
-      const backgroundPrune = !pruning && /from idempotency_keys (where created_at <=|k where k\.user_id = \?)/.test(line);
+      const backgroundPrune = !pruning && /from idempotency_keys (where created_at <=|k where k\.user_id = \? and k\.created_at <=)/.test(line);
       if (log && line.startsWith('[query]') && !backgroundPrune) log.push(line);
     },
   });

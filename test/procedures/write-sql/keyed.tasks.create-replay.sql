@@ -6,4 +6,6 @@ begin
 
 select pg_try_advisory_xact_lock(?::bigint) as claimed
 
+select set_config('lock_timeout', '5000ms', true), id, (select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) from idempotency_keys k where k.user_id = ? and k.key = ? and k.created_at > ?) as record from users where id = ? for no key update
+
 commit
