@@ -118,20 +118,24 @@ export async function execute<T extends object = Record<string, unknown>>(em: Sq
  * is a message of its own), so this one is prepared in SQL (`PREPARE`, once per connection,
  * sent in front of its first use) and run by an `EXECUTE` with its values written in as
  * literals: planned once per connection like `execute`'s, and sent as text like the ORM's.
- * Without prepared statements (behind a pooler) it is the ORM's transaction, in two messages
- * too. Each statement is logged and counted as the ORM's are (the statement as written, not
- * its EXECUTE).
+ * `first`, a statement whose result is not read (a lock; its values written in as literals),
+ * goes in the first message too, between the `begin` and the statement, so that the statement's snapshot is
+ * taken once it holds. Without prepared statements (behind a pooler) it is the ORM's
+ * transaction, in two messages too. Each statement is logged and counted as the ORM's are
+ * (the statement as written, not its EXECUTE).
  */
 export async function executeAndCommit<T extends object = Record<string, unknown>>(
   em: SqlEntityManager,
   sql: string,
   params: unknown[],
   after: (rows: T[]) => string | null,
+  first?: { sql: string; params: unknown[] },
 ): Promise<T[]> {
   const connection = em.getConnection() as unknown as ConnectionInternals;
   const pool = await connection.getNativeClient();
   const viaOrm = () =>
     em.fork().transactional(async (tx) => {
+      if (first) await tx.execute(BATCHED + first.sql, first.params);
       const rows = await tx.execute<T[]>(sql, params);
       const then = after(rows);
       if (then) await tx.execute(BATCHED + then);
@@ -142,6 +146,7 @@ export async function executeAndCommit<T extends object = Record<string, unknown
   const name = `q${statement.name.slice(1)}`;
   // Written out before anything is queued on the connection: a value with no literal throws here.
   const execute = params.length ? `execute ${name}(${params.map(literalOf).join(', ')})` : `execute ${name}`;
+  const firstText = first && withLiterals(first.sql, first.params);
   const client = await pool.connect();
   const names = sqlPrepared.get(client) ?? new Set<string>();
   sqlPrepared.set(client, names);
@@ -153,6 +158,7 @@ export async function executeAndCommit<T extends object = Record<string, unknown
     names.add(name);
     await connection.executeQuery('begin', () => client.query('begin'));
     begun = true;
+    if (first) await connection.executeQuery(first.sql, () => client.query(BATCHED + firstText));
     rows = await connection.executeQuery(statement.sql, async () =>
       (await client.query<T & pg.QueryResultRow>(execute)).rows);
     const then = after(rows);
@@ -182,6 +188,14 @@ export async function executeAndCommit<T extends object = Record<string, unknown
   }
   client.release();
   return rows;
+}
+
+/** `sql` with each `?` (outside quotes, as `prepared` finds them) replaced by its value's literal. */
+function withLiterals(sql: string, params: readonly unknown[]): string {
+  let n = 0;
+  const text = sql.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|\?/g, (match) => (match === '?' ? literalOf(params[n++]) : match));
+  if (n !== params.length) throw new Error(`a statement has ${n} \`?\` for ${params.length} values`);
+  return text;
 }
 
 /** The statements each connection holds from `PREPARE` (`executeAndCommit`). */

@@ -124,7 +124,9 @@ export function oneStatementSql(userId: number, write: OneStatement<unknown>, no
 
 /**
  * Runs a write in its one statement, in a transaction of its own: the owner's lock (taken
- * first, as by every write, with its timeout), the change and its events in the statement,
+ * first, as by every write, with its timeout, by a statement sent in the same message just
+ * before, so that the statement's snapshot is taken once the lock is held and FRESH holds
+ * however many writes of the user queued for it), the change and its events in the statement,
  * then the NOTIFY of its events sent with the commit (a statement of its own: see
  * `appendEvents`), so the lock is held for one round trip and the commit. Null when the change returned no row
  * (nothing was written, no event number taken); throws the write's refusal when the statement
@@ -138,11 +140,19 @@ export async function runOneStatement<T>(
   now: Date,
 ): Promise<{ value: T; etag?: string } | null> {
   const { sql, params } = oneStatementSql(userId, write, now);
+  const lockSql = ownerLockSql();
+  const lock = { sql: lockSql.sql, params: [...lockSql.params, userId] };
   const [row] = await retried(log, () =>
-    executeAndCommit(em.fork(), sql, params, (rows) => {
-      const notification = rows[0]?.notification;
-      return typeof notification === 'string' ? `select pg_notify('${EVENTS_CHANNEL}', ${escapeLiteral(notification)})` : null;
-    }),
+    executeAndCommit(
+      em.fork(),
+      sql,
+      params,
+      (rows) => {
+        const notification = rows[0]?.notification;
+        return typeof notification === 'string' ? `select pg_notify('${EVENTS_CHANNEL}', ${escapeLiteral(notification)})` : null;
+      },
+      lock,
+    ),
   );
   // With `refusal` the statement answers a row whenever the owner exists: `made` is false
   // when nothing changed.

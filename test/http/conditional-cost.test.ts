@@ -63,8 +63,9 @@ describe('statements per request with the new headers', () => {
     const keyed = await call('POST', '/api/users/me/tasks', token, { task: { label: 'keyed' } }, { 'Idempotency-Key': 'cost-1' });
     expect([plain.status, keyed.status]).toEqual([201, 201]);
     // A plain create is one statement after the token's (src/writes/user-write.ts OneStatement),
-    // in a transaction of its own with its NOTIFY: token; begin, the statement, NOTIFY, commit.
-    expect(plain.sql.length, shown(plain.sql)).toBe(5);
+    // in a transaction of its own with its NOTIFY: token; begin, the owner's lock, the
+    // statement, NOTIFY, commit.
+    expect(plain.sql.length, shown(plain.sql)).toBe(6);
     // A keyed one reads its record under the owner's lock before the work, so it runs as the
     // transaction every write can run as (token; begin, lock owner, insert, events, their
     // NOTIFY, commit), plus the key's advisory lock; its record rides in the events' statement.
@@ -84,12 +85,12 @@ describe('statements per request with the new headers', () => {
 
     // If-Match: the write's transaction form, with one read of the current version under the
     // owner's lock (token; begin, lock, version, the change, events, their NOTIFY, commit), where
-    // the write without it is its one statement (token; begin, the statement, NOTIFY, commit).
+    // the write without it is its one statement (token; begin, lock, the statement, NOTIFY, commit).
     const id = plain.body.data.id;
     const unconditional = await call('PATCH', `/api/tasks/${id}`, token, { task: { label: 'a' } });
     const conditional = await call('PATCH', `/api/tasks/${id}`, token, { task: { label: 'b' } }, { 'If-Match': unconditional.headers.get('etag')! });
     expect(conditional.status).toBe(200);
-    expect(unconditional.sql.length, shown(unconditional.sql)).toBe(5);
+    expect(unconditional.sql.length, shown(unconditional.sql)).toBe(6);
     expect(conditional.sql.length, shown(conditional.sql)).toBe(8);
     expect(conditional.sql.filter((line) => line.includes('select version from tasks'))).toHaveLength(1);
   });

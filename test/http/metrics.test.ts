@@ -84,8 +84,8 @@ describe('metrics of an in-process service', () => {
     // Statements are counted per request: a creation without a project sends two (the token's
     // lookup, then one statement that locks, inserts and appends its event).
     expect(delta('planning_db_statements_per_request_count', { operation: 'tasks.create' })).toBe(N + 1);
-    // token; begin, the create's one statement, its NOTIFY, commit
-    expect(delta('planning_db_statements_per_request_sum', { operation: 'tasks.create' })).toBe(5 * (N + 1));
+    // token; begin, the owner's lock, the create's one statement, its NOTIFY, commit
+    expect(delta('planning_db_statements_per_request_sum', { operation: 'tasks.create' })).toBe(6 * (N + 1));
     // No request waits for its connection forever: each statement's acquisition was timed.
     expect(delta('planning_db_pool_acquire_seconds_count', {})).toBeGreaterThanOrEqual(N + 1);
   });

@@ -30,27 +30,27 @@ const EXPECTED = {
   authorize: 5, // the name's user id in the directory; the user by id; begin, insert token, commit
   me: 1, // token lookup
   revoke: 2, // token lookup; delete token
-  projectCreate: 5, // token; begin, one statement: lock owner, insert (nothing when the name is taken), event; its NOTIFY; commit
+  projectCreate: 6, // token; begin, the owner's lock, one statement: lock owner, insert (nothing when the name is taken), event; its NOTIFY; commit
   projectList: 2, // token; the page with its total and each project's task ids
   projectGet: 2, // token; the project with its task ids
-  projectUpdate: 5, // token; begin, one statement: lock owner, the project, the update under the rules, event, NOTIFY
-  projectRename: 5, // begin, the same statement, the name checked in it
-  projectStart: 5, // token; begin, one statement: lock owner, the project, its move (started limit, dates), its tasks' effect, the events of both, NOTIFY
-  projectPause: 5, // begin, the same statement, without the started limit
-  projectFinish: 5, // begin, the same statement, with no tasks' effect
-  projectDelete: 5, // token; begin, one statement: lock owner, the project, release its tasks, delete, events, NOTIFY
-  taskCreate: 5, // token; begin, one statement: lock owner, insert at the end of the order, event, NOTIFY
-  taskCreateInProject: 5, // token; begin, one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
+  projectUpdate: 6, // token; begin, the owner's lock, one statement: lock owner, the project, the update under the rules, event, NOTIFY
+  projectRename: 6, // begin, the owner's lock, the same statement, the name checked in it
+  projectStart: 6, // token; begin, the owner's lock, one statement: lock owner, the project, its move (started limit, dates), its tasks' effect, the events of both, NOTIFY
+  projectPause: 6, // begin, the owner's lock, the same statement, without the started limit
+  projectFinish: 6, // begin, the owner's lock, the same statement, with no tasks' effect
+  projectDelete: 6, // token; begin, the owner's lock, one statement: lock owner, the project, release its tasks, delete, events, NOTIFY
+  taskCreate: 6, // token; begin, the owner's lock, one statement: lock owner, insert at the end of the order, event, NOTIFY
+  taskCreateInProject: 6, // token; begin, the owner's lock, one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
-  taskUpdateLabel: 5, // token; begin, one statement: lock owner, update, event, NOTIFY
-  taskUpdateProject: 5, // token; begin, one statement: lock owner, the task, the project, update with the state synced, events of both projects and the task, NOTIFY
-  taskDetach: 5, // begin, the same statement, with no project to join
-  taskChangeState: 5, // token; begin, one statement: lock owner, update (if the state allows), event, NOTIFY
-  taskChangeStateRefused: 4, // token; begin, the one statement (no change; the task's state, to say why)
-  taskAbandon: 5, // token; begin, one statement: lock owner, update, events (the task's and its project's, if any), NOTIFY
-  taskReorder: 5, // token; begin, one statement: lock owner, the task, highest order, update of the span, the moved tasks' events and their projects', NOTIFY
-  taskReorderInPlace: 4, // begin, the same statement, which finds nothing to update; no event
+  taskUpdateLabel: 6, // token; begin, the owner's lock, one statement: lock owner, update, event, NOTIFY
+  taskUpdateProject: 6, // token; begin, the owner's lock, one statement: lock owner, the task, the project, update with the state synced, events of both projects and the task, NOTIFY
+  taskDetach: 6, // begin, the owner's lock, the same statement, with no project to join
+  taskChangeState: 6, // token; begin, the owner's lock, one statement: lock owner, update (if the state allows), event, NOTIFY
+  taskChangeStateRefused: 5, // token; begin, the owner's lock, the one statement (no change; the task's state, to say why)
+  taskAbandon: 6, // token; begin, the owner's lock, one statement: lock owner, update, events (the task's and its project's, if any), NOTIFY
+  taskReorder: 6, // token; begin, the owner's lock, one statement: lock owner, the task, highest order, update of the span, the moved tasks' events and their projects', NOTIFY
+  taskReorderInPlace: 5, // begin, the owner's lock, the same statement, which finds nothing to update; no event
   rateLimiter: 1, // one upsert per request when the per-token limit is on
 } as const;
 type Endpoint = keyof typeof EXPECTED;
@@ -58,10 +58,10 @@ type Endpoint = keyof typeof EXPECTED;
 /**
  * Messages to PostgreSQL per request: a transaction's `begin` and the owner's lock go with
  * the write's first statement, the change log's append with the commit (src/db/batching.ts).
- * A write whose work is one statement costs the token's lookup plus two: `begin` with the
- * statement (prepared in SQL, src/db/prepared.ts `executeAndCommit`), then its NOTIFY (a
- * statement of its own, which a sharded database runs where the service listens) with the
- * commit.
+ * A write whose work is one statement costs the token's lookup plus two: `begin` and the
+ * owner's lock with the statement (prepared in SQL, src/db/prepared.ts `executeAndCommit`),
+ * then its NOTIFY (a statement of its own, which a sharded database runs where the service
+ * listens) with the commit.
  */
 const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   register: 5, // username check; begin + insert user, its name, insert token, commit

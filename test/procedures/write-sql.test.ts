@@ -134,10 +134,10 @@ describe('oneStatementSql prints what a one-statement write sends', () => {
     const { api } = await user();
     const now = clock.now();
     const create = (await createTask.oneStatement!({ task: { label: 'Rake' } }, { now, timeZone: 'UTC', resources }))!;
-    const [, , sent] = await sqlOf(() => api.tasks.create({ task: { label: 'Rake' } })); // after the token's lookup and the begin
+    const [, , , sent] = await sqlOf(() => api.tasks.create({ task: { label: 'Rake' } })); // after the token's lookup, the begin and the lock
     expect(sent).toBe(statementOf(oneStatementSql(0, create, now).sql));
     const change = (await changeTaskState.oneStatement!({ id: 1, task: { state: 'planned' } }, { now, timeZone: 'UTC', resources }))!;
-    const [, , sentChange] = await sqlOf(() => api.tasks.changeState({ id: 1, task: { state: 'planned' } }));
+    const [, , , sentChange] = await sqlOf(() => api.tasks.changeState({ id: 1, task: { state: 'planned' } }));
     expect(sentChange).toBe(statementOf(oneStatementSql(0, change, now).sql));
   });
 });
