@@ -9,7 +9,7 @@ import { TieredSequencer } from './test/helpers/sequencer.js';
  * PostgreSQL directly: every kind of write and read over HTTP, both doors, the change log's
  * delivery, idempotency, If-Match, and statements batched into one message. Left out for
  * time: http/access.test.ts and http/change-log.test.ts (they wait on clocks and idle ticks,
- * not on the database). README.md "Behind a pooler" names them too.
+ * not on the database). docs/operations.md "Behind a pooler" names them too.
  */
 export const POOLED_TIER = [
   'test/http/projects-*.test.ts',

@@ -1,14 +1,14 @@
 /**
- * README.md's deployment "Several instances behind HAProxy" for a bench: Debian's PostgreSQL 15
- * and PgBouncer in transaction mode with the README's pgbouncer.ini settings, the README's
+ * docs/operations.md's deployment "Several instances behind HAProxy" for a bench: Debian's PostgreSQL 15
+ * and PgBouncer in transaction mode with the pgbouncer.ini settings of docs/operations.md, its
  * instances (one per start line, with its environment: DATABASE_POOL_SIZE, TRUST_PROXY,
- * NODE_ENV) as the built service (`npm start`'s Node flags), and HAProxy on the README's
+ * NODE_ENV) as the built service (`npm start`'s Node flags), and HAProxy on the page's
  * haproxy.cfg and error file. Only the ports, the files' paths and the database change, as in
- * test/helpers/deployment.ts (whose readers of the README this reuses); the instances are
+ * test/helpers/deployment.ts (whose readers of that page this reuses); the instances are
  * the bench's children (startTarget) rather than the tests' (spawnService needs vitest), and
- * `env` goes over the README's environment. A haproxy.cfg `server` line with no instance
- * (the README starts three of four) points at a free port nobody listens on, as in the README.
- * Needs `postgresql-15`, `pgbouncer` and `haproxy` (README.md, "Behind a pooler").
+ * `env` goes over the page's environment. A haproxy.cfg `server` line with no instance
+ * (the page starts three of four) points at a free port nobody listens on, as on the page.
+ * Needs `postgresql-15`, `pgbouncer` and `haproxy` (docs/operations.md, "Behind a pooler").
  */
 import pg from 'pg';
 import {
@@ -28,7 +28,7 @@ export interface BenchDeployment {
   directUrl: string;
   /** A client on PostgreSQL itself, closed at the end of the run. */
   direct: pg.Client;
-  /** The environment every instance ran with (the README's, then `env`). */
+  /** The environment every instance ran with (the page's, then `env`). */
   env: Record<string, string>;
   /** haproxy.cfg `server` lines / instances started. */
   slots: number;
@@ -38,31 +38,31 @@ export interface BenchDeployment {
 export const deploymentMissing = () => missingBinaries('postgres', 'pgbouncer', 'haproxy');
 
 /** `postgres`: PostgreSQL settings over the pooled tests' (test/helpers/pooled-database.ts). */
-export async function startReadmeDeployment(
+export async function startDocumentedDeployment(
   session: Session,
   env: Record<string, string>,
   postgres: Record<string, string> = {},
 ): Promise<BenchDeployment> {
-  const readme = readDeployment();
-  const pooled = await startPooledDatabase({ bouncer: bouncerSettings(readme.ini), postgres });
+  const documented = readDeployment();
+  const pooled = await startPooledDatabase({ bouncer: bouncerSettings(documented.ini), postgres });
   session.defer(() => pooled.stop());
   const database = await pooled.createDatabase('bench');
   const instanceEnvironment = {
-    ...instanceEnv(readme.sh),
+    ...instanceEnv(documented.sh),
     DATABASE_URL: database.pooledUrl,
     DATABASE_DIRECT_URL: database.directUrl,
     ...env,
   };
-  const count = instancePorts(readme.sh).length;
+  const count = instancePorts(documented.sh).length;
   const start = (i: number) => startTarget(session, { name: `instance ${i + 1}`, args: builtServiceArgs(), env: instanceEnvironment });
   // The first migrates; the others then find nothing to apply.
   const instances = [await start(0)];
   instances.push(...(await Promise.all(Array.from({ length: count - 1 }, (_, i) => start(i + 1)))));
-  const slots = [...readme.haproxy.matchAll(/^\s*server\s/gm)].length;
+  const slots = [...documented.haproxy.matchAll(/^\s*server\s/gm)].length;
   const ports = instances.map((t) => Number(new URL(t.url).port));
   while (ports.length < slots) ports.push(await freePort());
   const frontendPort = await freePort();
-  const haproxy = await startHaproxy((errorFile) => haproxyConfig(readme.haproxy, { frontendPort, serverPorts: ports, errorFile }), readme.http, frontendPort);
+  const haproxy = await startHaproxy((errorFile) => haproxyConfig(documented.haproxy, { frontendPort, serverPorts: ports, errorFile }), documented.http, frontendPort);
   session.defer(() => haproxy.stop());
   // Every instance ready through HAProxy, and its checks settled on the empty slot (fall 2 at 1 s).
   for (let i = 0; i < 3 * instances.length; i++) {

@@ -3,7 +3,7 @@
  * 30 seconds). Each run's report goes to bench/results/pooled-latency-<UTC start>.md.
  *
  *  1. PostgreSQL 15 and PgBouncer in transaction mode (Debian's packages, started as the
- *     pooled tests start them: test/helpers/pooled-database.ts), with README.md's
+ *     pooled tests start them: test/helpers/pooled-database.ts), with docs/operations.md's
  *     pgbouncer.ini settings ("Several instances behind HAProxy").
  *  2. Two instances of the service (A and B) from the sources, DATABASE_URL through PgBouncer,
  *     DATABASE_DIRECT_URL (LISTEN) to PostgreSQL.
@@ -119,7 +119,7 @@ runScenario('pooled-latency', async (session) => {
     `### Live events through the pooler (${utcMinute(new Date())} UTC)`,
     '',
     `Command: \`npx tsx bench/scenarios/pooled-latency.ts\` (POOLED_SECONDS=${SECONDS}, ${USERS} users, ${IN_FLIGHT} writes in flight on A, one stream per user on B); ` +
-      `PostgreSQL 15 and PgBouncer 1.18 (transaction mode, README.md's pgbouncer.ini), two instances from the sources; ${os.cpus().length} CPUs shared by all of them and this client.`,
+      `PostgreSQL 15 and PgBouncer 1.18 (transaction mode, docs/operations.md's pgbouncer.ini), two instances from the sources; ${os.cpus().length} CPUs shared by all of them and this client.`,
     '',
     '| measure | value |',
     '|---|---:|',

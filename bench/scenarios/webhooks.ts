@@ -17,7 +17,7 @@
  *     (track_commit_timestamp, pg_xact_commit_timestamp of the event row's xmin, against the
  *     arrival on the system clock), from the write's answer (its body read: commit → arrival
  *     less the answer's way back) and from the write's request (an upper bound).
- *     At the end of the run (6.), the same through README.md's deployment (PostgreSQL 15,
+ *     At the end of the run (6.), the same through docs/operations.md's deployment (PostgreSQL 15,
  *     PgBouncer, three built instances, HAProxy; WEBHOOKS_DEPLOYMENT=0 skips it), the writes
  *     sent to HAProxy.
  *  3. Throughput: a backlog of WEBHOOKS_BACKLOG task creations for one user whose one webhook
@@ -53,7 +53,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { aggregate, profileTables, readProfile } from '../lib/cpu-profile.js';
 import { createRoles, openDatabase, startDatabase, STATEMENT_STATS, type BenchDatabase } from '../lib/database.js';
-import { deploymentMissing, startReadmeDeployment } from '../lib/deployment.js';
+import { deploymentMissing, startDocumentedDeployment } from '../lib/deployment.js';
 import { f0, f1, log, num, ROOT, sleep, utcMinute } from '../lib/env.js';
 import { request } from '../lib/http.js';
 import { mergeLoads, runLoad, type LoadResult, type Script } from '../lib/load.js';
@@ -597,8 +597,8 @@ runScenario('webhooks', async (session) => {
   else if (deploymentMissing().length > 0) deploymentNote = `Through the deployment: not measured, this machine lacks ${deploymentMissing().join(', ')}.`;
   else {
     try {
-      log('latency through README.md\'s deployment (PostgreSQL 15, PgBouncer, HAProxy)');
-      const d = await startReadmeDeployment(session, { ...SERVICE_ENV, WEBHOOK_ALLOW_PRIVATE_URLS: '1' }, COMMIT_TIMES);
+      log('latency through docs/operations.md\'s deployment (PostgreSQL 15, PgBouncer, HAProxy)');
+      const d = await startDocumentedDeployment(session, { ...SERVICE_ENV, WEBHOOK_ALLOW_PRIVATE_URLS: '1' }, COMMIT_TIMES);
       const reg = await request(d.url, 'POST', '/api/users', '', { user: { username: 'wh_deployed', password: 'password1' } }, { agent });
       if (reg.status !== 201) throw new Error(`register through HAProxy: ${reg.status} ${reg.text.slice(0, 300)}`);
       const body = JSON.parse(reg.text) as { data: { id: number }; meta: { token: string } };
@@ -608,9 +608,9 @@ runScenario('webhooks', async (session) => {
       const deployed = await latency(d.url, user.token, body.data.id, '/trace/deployed', d.direct);
       deploymentRows = latencyRows(`deployment: HAProxy → ${d.instances.length} instances → PgBouncer`, deployed);
       deploymentNote =
-        `Through the deployment: PostgreSQL 15 and PgBouncer (transaction mode, README.md's pgbouncer.ini), ${d.instances.length} built instances with README.md's environment ` +
+        `Through the deployment: PostgreSQL 15 and PgBouncer (transaction mode, docs/operations.md's pgbouncer.ini), ${d.instances.length} built instances with docs/operations.md's environment ` +
         `(${Object.entries(d.env).filter(([k]) => !k.startsWith('DATABASE_URL') && !k.startsWith('DATABASE_DIRECT')).map(([k, v]) => `${k}=${v}`).join(' ')}; LISTEN direct to PostgreSQL), ` +
-        `HAProxy with README.md's haproxy.cfg (${d.slots} server lines, one with no instance as in the README); the writes and the webhook's creation through HAProxy, the receiver as above. ` +
+        `HAProxy with docs/operations.md's haproxy.cfg (${d.slots} server lines, one with no instance as in docs/operations.md); the writes and the webhook's creation through HAProxy, the receiver as above. ` +
         `Every instance's deliverer is woken by each write's NOTIFY and they race for the webhook's lease.`;
     } catch (error) {
       deploymentNote = `Through the deployment: not measured, it failed: ${String(error).slice(0, 500)}`;

@@ -1,12 +1,12 @@
 /**
- * The deployment README.md describes under "Several instances behind HAProxy", read from
- * README.md and run here: its pgbouncer.ini settings (on the pooled test database of
+ * The deployment docs/operations.md describes under "Several instances behind HAProxy", read
+ * from that file and run here: its pgbouncer.ini settings (on the pooled test database of
  * pooled-database.ts), its instances' environment, its haproxy.cfg and HAProxy's error file,
  * with only the ports, the files' paths and the database changed. A change to one of those
- * README blocks is a change to what the tests run; a block that no longer has what this file
+ * blocks is a change to what the tests run; a block that no longer has what this file
  * substitutes fails the start, naming it.
  *
- * `startDeployment` starts PostgreSQL and PgBouncer, the README's first instances (in
+ * `startDeployment` starts PostgreSQL and PgBouncer, the page's first instances (in
  * parallel) and HAProxy (Debian's, `-db`: in the foreground, stopped by the test, and by the
  * watchdog when the test's process dies first). Instances are slots, one per `server` line of
  * haproxy.cfg: a test kills one (SIGKILL) and starts it again on its port, or starts a slot
@@ -33,10 +33,12 @@ import {
 } from './pooled-database.js';
 import { spawnService, type SpawnedService } from './spawn-service.js';
 
-export const README_HEADING = '### Several instances behind HAProxy';
+/** The page that describes the deployment, and its section. */
+export const DEPLOYMENT_DOC = 'docs/operations.md';
+export const DEPLOYMENT_HEADING = '## Several instances behind HAProxy';
 
-/** The fenced blocks of README.md's deployment section, by their language. */
-export interface ReadmeDeployment {
+/** The fenced blocks of the deployment section, by their language. */
+export interface DocumentedDeployment {
   /** pgbouncer.ini */
   ini: string;
   /** haproxy.cfg */
@@ -47,24 +49,24 @@ export interface ReadmeDeployment {
   sh: string;
 }
 
-export function readDeployment(readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')): ReadmeDeployment {
-  const start = readme.indexOf(README_HEADING);
-  if (start < 0) throw new Error(`README.md has no "${README_HEADING}" section`);
+export function readDeployment(page = readFileSync(new URL(`../../${DEPLOYMENT_DOC}`, import.meta.url), 'utf8')): DocumentedDeployment {
+  const start = page.indexOf(DEPLOYMENT_HEADING);
+  if (start < 0) throw new Error(`${DEPLOYMENT_DOC} has no "${DEPLOYMENT_HEADING}" section`);
   // The section ends at the next heading of its level or above.
-  const next = readme.slice(start + README_HEADING.length).search(/\n#{2,3} /);
-  const section = readme.slice(start, next < 0 ? undefined : start + README_HEADING.length + next);
+  const next = page.slice(start + DEPLOYMENT_HEADING.length).search(/\n#{1,2} /);
+  const section = page.slice(start, next < 0 ? undefined : start + DEPLOYMENT_HEADING.length + next);
   const block = (language: string) => {
     const found = [...section.matchAll(/```(\w*)\n([\s\S]*?)\n```/g)].filter((m) => m[1] === language);
-    if (found.length !== 1) throw new Error(`README.md "${README_HEADING}": expected one \`\`\`${language} block, found ${found.length}`);
+    if (found.length !== 1) throw new Error(`${DEPLOYMENT_DOC} "${DEPLOYMENT_HEADING}": expected one \`\`\`${language} block, found ${found.length}`);
     return found[0]![2]!;
   };
   return { ini: block('ini'), haproxy: block('haproxy'), http: block('http'), sh: block('sh') };
 }
 
-/** Settings of the ini's [pgbouncer] section that say where and how to log in: this machine's, not the README's. */
+/** Settings of the ini's [pgbouncer] section that say where and how to log in: this machine's, not the page's. */
 const MACHINE_SETTINGS = new Set(['listen_addr', 'listen_port', 'auth_type', 'auth_file', 'logfile', 'pidfile', 'unix_socket_dir']);
 
-/** The [pgbouncer] settings of README.md's pgbouncer.ini, but for those of the machine. */
+/** The [pgbouncer] settings of the page's pgbouncer.ini, but for those of the machine. */
 export function bouncerSettings(ini: string): Record<string, string> {
   const section = ini.slice(ini.indexOf('[pgbouncer]'));
   const settings: Record<string, string> = {};
@@ -72,24 +74,24 @@ export function bouncerSettings(ini: string): Record<string, string> {
     const m = /^\s*(\w+)\s*=\s*(.*?)\s*$/.exec(line);
     if (m && !MACHINE_SETTINGS.has(m[1]!)) settings[m[1]!] = m[2]!;
   }
-  if (settings.pool_mode !== 'transaction') throw new Error('README.md pgbouncer.ini: pool_mode is not transaction');
+  if (settings.pool_mode !== 'transaction') throw new Error(`${DEPLOYMENT_DOC} pgbouncer.ini: pool_mode is not transaction`);
   return settings;
 }
 
-/** Where README.md's instances listen (their PORT), in the order of its lines. */
+/** Where the page's instances listen (their PORT), in the order of its lines. */
 export function instancePorts(sh: string): number[] {
   return [...sh.matchAll(/\bPORT=(\d+)/g)].map((m) => Number(m[1]));
 }
 
 /**
- * The environment README.md gives every instance (the variables on each instance's line, but
+ * The environment the page gives every instance (the variables on each instance's line, but
  * PORT), checked to be the same on every line; DATABASE_URL and DATABASE_DIRECT_URL are the
- * test's (the README's lead to PgBouncer's port and PostgreSQL's, which is checked).
+ * test's (the page's lead to PgBouncer's port and PostgreSQL's, which is checked).
  */
 export function instanceEnv(sh: string): Record<string, string> {
   const exported = Object.fromEntries([...sh.matchAll(/^export (\w+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
   if (!/:6432\//.test(exported.DATABASE_URL ?? '') || !/:5432\//.test(exported.DATABASE_DIRECT_URL ?? '')) {
-    throw new Error('README.md: the instances no longer take DATABASE_URL from PgBouncer (:6432) and DATABASE_DIRECT_URL from PostgreSQL (:5432)');
+    throw new Error(`${DEPLOYMENT_DOC}: the instances no longer take DATABASE_URL from PgBouncer (:6432) and DATABASE_DIRECT_URL from PostgreSQL (:5432)`);
   }
   const lines = sh.split('\n').filter((l) => /\bPORT=\d+/.test(l));
   const envs = lines.map((line) => {
@@ -97,12 +99,12 @@ export function instanceEnv(sh: string): Record<string, string> {
     for (const m of line.matchAll(/(?:^|\s)([A-Z_]+)=(\S+)/g)) if (m[1] !== 'PORT') env[m[1]!] = m[2]!;
     return JSON.stringify(env);
   });
-  if (envs.length === 0 || new Set(envs).size !== 1) throw new Error('README.md: the instances\' lines do not all set the same environment');
+  if (envs.length === 0 || new Set(envs).size !== 1) throw new Error(`${DEPLOYMENT_DOC}: the instances' lines do not all set the same environment`);
   return JSON.parse(envs[0]!) as Record<string, string>;
 }
 
 /**
- * README.md's haproxy.cfg with this machine's ports and error file: its `bind` address, each
+ * The page's haproxy.cfg with this machine's ports and error file: its `bind` address, each
  * `server` line's address (the instances' ports, in order) and every `errorfile` path.
  */
 export function haproxyConfig(cfg: string, options: { frontendPort: number; serverPorts: number[]; errorFile: string }): string {
@@ -111,8 +113,8 @@ export function haproxyConfig(cfg: string, options: { frontendPort: number; serv
     .replace(/^(\s*bind\s+)\S+/m, `$1127.0.0.1:${options.frontendPort}`)
     .replace(/^(\s*server\s+\S+\s+)127\.0\.0\.1:\d+/gm, (_, head: string) => `${head}127.0.0.1:${options.serverPorts[servers++]}`)
     .replace(/^(\s*errorfile\s+\d+\s+)\S+/gm, `$1${options.errorFile}`);
-  if (servers !== options.serverPorts.length) throw new Error(`README.md haproxy.cfg: ${servers} server lines, ${options.serverPorts.length} expected`);
-  if (!/^\s*bind\s/m.test(cfg) || !/^\s*errorfile\s/m.test(cfg)) throw new Error('README.md haproxy.cfg: no bind line or no errorfile');
+  if (servers !== options.serverPorts.length) throw new Error(`${DEPLOYMENT_DOC} haproxy.cfg: ${servers} server lines, ${options.serverPorts.length} expected`);
+  if (!/^\s*bind\s/m.test(cfg) || !/^\s*errorfile\s/m.test(cfg)) throw new Error(`${DEPLOYMENT_DOC} haproxy.cfg: no bind line or no errorfile`);
   return `${out}\n`;
 }
 
@@ -190,7 +192,7 @@ export async function startHaproxy(config: (errorFile: string) => string, errorR
 }
 
 export interface Deployment {
-  readme: ReadmeDeployment;
+  documented: DocumentedDeployment;
   pooled: PooledDatabase;
   database: { pooledUrl: string; directUrl: string };
   haproxy: Haproxy;
@@ -209,16 +211,16 @@ export interface Deployment {
 }
 
 /**
- * README.md's deployment: PostgreSQL, PgBouncer with the README's settings, the instances of
- * its start commands (with `env` over the README's environment) and HAProxy, whose
+ * The deployment of docs/operations.md: PostgreSQL, PgBouncer with its settings, the instances
+ * of its start commands (with `env` over the page's environment) and HAProxy, whose
  * configuration has one slot per `server` line.
  */
 export async function startDeployment(options: { env?: Record<string, string> } = {}): Promise<Deployment> {
-  const readme = readDeployment();
-  const running = instancePorts(readme.sh);
-  const slots = [...readme.haproxy.matchAll(/^\s*server\s/gm)].length;
+  const documented = readDeployment();
+  const running = instancePorts(documented.sh);
+  const slots = [...documented.haproxy.matchAll(/^\s*server\s/gm)].length;
   const ports = await Promise.all(Array.from({ length: slots }, () => freePort()));
-  const pooled = await startPooledDatabase({ bouncer: bouncerSettings(readme.ini) });
+  const pooled = await startPooledDatabase({ bouncer: bouncerSettings(documented.ini) });
   const instances: Array<SpawnedService | undefined> = Array.from({ length: slots });
   let haproxy: Haproxy | undefined;
   const stop = async () => {
@@ -235,7 +237,7 @@ export async function startDeployment(options: { env?: Record<string, string> } 
   };
   try {
     const database = await pooled.createDatabase();
-    const env = { ...instanceEnv(readme.sh), DATABASE_URL: database.pooledUrl, DATABASE_DIRECT_URL: database.directUrl, ...options.env };
+    const env = { ...instanceEnv(documented.sh), DATABASE_URL: database.pooledUrl, DATABASE_DIRECT_URL: database.directUrl, ...options.env };
     const startInstance = async (i: number) => {
       const instance = await spawnService({ ...env, PORT: String(ports[i]) });
       instances[i] = instance;
@@ -243,7 +245,7 @@ export async function startDeployment(options: { env?: Record<string, string> } 
     };
     const frontendPort = await freePort();
     [haproxy] = await Promise.all([
-      startHaproxy((errorFile) => haproxyConfig(readme.haproxy, { frontendPort, serverPorts: ports, errorFile }), readme.http, frontendPort),
+      startHaproxy((errorFile) => haproxyConfig(documented.haproxy, { frontendPort, serverPorts: ports, errorFile }), documented.http, frontendPort),
       ...running.map((_, i) => startInstance(i)),
     ]);
     const joined = async (i: number) => {
@@ -254,7 +256,7 @@ export async function startDeployment(options: { env?: Record<string, string> } 
     };
     await Promise.all(running.map((_, i) => joined(i)));
     return {
-      readme,
+      documented,
       pooled,
       joined,
       database,

@@ -1,7 +1,7 @@
 /**
- * The deployment of README.md "Several instances behind HAProxy", run as written there
+ * The deployment of docs/operations.md "Several instances behind HAProxy", run as written there
  * (test/helpers/deployment.ts reads its pgbouncer.ini, haproxy.cfg, error file and start
- * commands from README.md): instances behind Debian's HAProxy, on PgBouncer in transaction
+ * commands from that page): instances behind Debian's HAProxy, on PgBouncer in transaction
  * mode, LISTEN going to PostgreSQL directly.
  *
  * - As written, it serves: every instance takes requests, a write through HAProxy reaches a
@@ -28,7 +28,7 @@ const HEARTBEAT_MS = 15_000;
 
 const deployments: Deployment[] = [];
 /**
- * A deployment of the README's for one test: each test starts its own, so that neither finds
+ * A deployment of that page's for one test: each test starts its own, so that neither finds
  * what the other left (the kill test leaves a 4th instance, and connections HAProxy's least
  * connections would count).
  */
@@ -44,19 +44,19 @@ afterEach(async () => {
   await Promise.all(deployments.splice(0).map((d) => d.stop()));
 });
 
-describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBouncer", () => {
+describe.skipIf(skip)("docs/operations.md's deployment: instances behind HAProxy, on PgBouncer", () => {
   it('runs as written: writes spread over the instances but the stream\'s, reach the stream within a second, and HAProxy\'s own answers are the service\'s 503', async () => {
     const d = await deploy();
-    const cfg = d.readme.haproxy;
+    const cfg = d.documented.haproxy;
     // Only a failed connection is retried, never a request that reached an instance.
     expect(cfg).toMatch(/^\s*retry-on\s+conn-failure\s*$/m);
     expect(cfg).toMatch(/^\s*option\s+httpchk\s+GET\s+\/readyz\s*$/m);
     // A stream silent between heartbeats is not cut: HAProxy cuts a response silent for `timeout server`.
     expect(haproxyTimeoutMs(cfg, 'server')).toBeGreaterThan(2 * HEARTBEAT_MS);
     expect(haproxyTimeoutMs(cfg, 'client')).toBeGreaterThan(2 * HEARTBEAT_MS);
-    // The README's instances are the first of its server lines.
+    // The page's instances are the first of its server lines.
     const servers = [...cfg.matchAll(/^\s*server\s+\S+\s+127\.0\.0\.1:(\d+)/gm)].map((m) => Number(m[1]));
-    expect(servers.slice(0, instancePorts(d.readme.sh).length)).toEqual(instancePorts(d.readme.sh));
+    expect(servers.slice(0, instancePorts(d.documented.sh).length)).toEqual(instancePorts(d.documented.sh));
 
     const url = d.haproxy.url;
     const running = d.instances.filter((i): i is SpawnedService => i !== undefined);
@@ -82,9 +82,9 @@ describe.skipIf(skip)("README.md's deployment: instances behind HAProxy, on PgBo
     const wrote = (i: SpawnedService, n: number) => i.output().slice(logged[n]).includes('"path":"/api/users/me/tasks"');
     expect(running.filter(wrote)).toHaveLength(running.length - 1);
 
-    // What HAProxy answers itself is the README's error file: the service's envelope, with
+    // What HAProxy answers itself is the page's error file: the service's envelope, with
     // Retry-After (the test below sees HAProxy send it).
-    const own = d.readme.http.split('\n');
+    const own = d.documented.http.split('\n');
     expect(own[0]).toBe('HTTP/1.1 503 Service Unavailable');
     expect(own).toContain('Retry-After: 1');
     expect(JSON.parse(own.at(-1)!).errors[0]).toMatchObject({ status: '503', code: 'service_unavailable' });

@@ -1,6 +1,6 @@
 /**
  * Faults of the database tier behind PgBouncer in transaction mode, under a load of keyed
- * writes and event streams on two instances (test/helpers/retrying-clients.ts), with README.md's
+ * writes and event streams on two instances (test/helpers/retrying-clients.ts), with docs/operations.md's
  * pgbouncer.ini settings (`query_wait_timeout`, `server_login_retry`: test/helpers/deployment.ts):
  *
  * - PostgreSQL stopped behind PgBouncer, then started again: meanwhile writes are 503 with
@@ -21,7 +21,7 @@ import { describeLoad, expectNothingLost, register, startLoad, type Load } from 
 import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
 
 const settings = bouncerSettings(readDeployment().ini);
-/** How long PgBouncer keeps a client waiting for a server it cannot reach (README.md's pgbouncer.ini). */
+/** How long PgBouncer keeps a client waiting for a server it cannot reach (docs/operations.md's pgbouncer.ini). */
 const QUERY_WAIT_MS = Number(settings.query_wait_timeout) * 1000;
 
 let pooled: PooledDatabase | undefined;

@@ -1,4 +1,7 @@
-/** The README's examples run as written: the curl session and the TypeScript client. */
+/**
+ * The examples of README.md (the curl session, the TypeScript clients) and of docs/change-log.md and
+ * docs/webhooks.md (delta sync, the subscription, the webhook receiver) run as written.
+ */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -19,39 +22,64 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/core/logger.js';
 import { startService } from '../../src/server.js';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+/** README.md and the docs/ pages whose examples this file runs. */
+const page = (name: string) => readFileSync(new URL(`../../${name}`, import.meta.url), 'utf8');
+const readme = page('README.md');
+const changeLogPage = page('docs/change-log.md');
+const webhooksPage = page('docs/webhooks.md');
 
-function codeBlockAfter(heading: string, language: string): string {
-  const section = readme.slice(readme.indexOf(heading));
-  const start = section.indexOf('```' + language + '\n') + language.length + 4;
-  return section.slice(start, section.indexOf('\n```', start));
+/** The section of `text` under `heading`, up to the next heading of its level or above (outside code blocks). */
+function sectionOf(text: string, heading: string): string {
+  const lines = text.split('\n');
+  const level = /^#+/.exec(heading)![0].length;
+  let fenced = false;
+  let start = -1;
+  let end = lines.length;
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i]!.startsWith('```')) fenced = !fenced;
+    const m = fenced ? null : /^(#+) /.exec(lines[i]!);
+    if (start < 0 && m && lines[i]!.startsWith(heading)) start = i;
+    else if (start >= 0 && m && m[1]!.length <= level) {
+      end = i;
+      break;
+    }
+  }
+  expect(start, `a heading "${heading}"`).toBeGreaterThanOrEqual(0);
+  return lines.slice(start, end).join('\n');
+}
+
+function codeBlockAfter(text: string, heading: string, language: string): string {
+  const section = sectionOf(text, heading);
+  const start = section.indexOf('```' + language + '\n');
+  expect(start, `a \`\`\`${language} block under "${heading}"`).toBeGreaterThanOrEqual(0);
+  const from = start + language.length + 4;
+  return section.slice(from, section.indexOf('\n```', from));
 }
 
 const thisFile = readFileSync(new URL(import.meta.url), 'utf8');
 
 /**
- * Every line of the README's TypeScript block under `heading` that names `addressLine` is a line of this file, but for its
+ * Every line of the TypeScript block of `text` under `heading` that names `addressLine` is a line of this file, but for its
  * imports (here they start with ../) and the line naming the server's address.
  */
-function expectCopiedHere(heading: string, addressLine: string) {
-  const section = readme.slice(readme.indexOf(heading));
-  const blocks = [...section.slice(0, section.indexOf('\n## ', 1)).matchAll(/```ts\n([\s\S]*?)\n```/g)].map((m) => m[1]!);
+function expectCopiedHere(text: string, heading: string, addressLine: string) {
+  const blocks = [...sectionOf(text, heading).matchAll(/```ts\n([\s\S]*?)\n```/g)].map((m) => m[1]!);
   const block = blocks.find((b) => b.split('\n').includes(addressLine));
   expect(block, `a ts block under "${heading}" with ${addressLine}`).toBeDefined();
   const lines = block!.split('\n').map((l) => l.trim());
-  // The README's lines, in their order and one after the other, from the address line on.
+  // The page's lines, in their order and one after the other, from the address line on.
   const copied = lines.filter((l) => l && !l.startsWith('import ') && l !== addressLine);
   const here = thisFile.split('\n').map((l) => l.trim());
   const start = here.findIndex((l, i) => l === copied[0] && here[i - 1] === addressLine.replace(/'http:\/\/localhost:3000'/, 'app.baseUrl'));
   expect(start, `"${copied[0]}" after the address line in this test`).toBeGreaterThan(0);
-  expect(here.slice(start, start + copied.length), `README lines of "${heading}" as this test runs them`).toEqual(copied);
+  expect(here.slice(start, start + copied.length), `lines of "${heading}" as this test runs them`).toEqual(copied);
 }
 
 const app = useTestApp();
 
 describe('README', () => {
   it('starts with the command that runs the service and the one that runs the tests', () => {
-    const first = codeBlockAfter('# Planning service', 'sh').split('\n');
+    const first = codeBlockAfter(readme, '# Planning service', 'sh').split('\n');
     expect(first[0]).toMatch(/^npm install && npm start\s+#/);
     expect(first[1]).toMatch(/^npm install && npm test\s+#/);
     const ci = readFileSync(new URL('../../.ci/run', import.meta.url), 'utf8');
@@ -60,7 +88,7 @@ describe('README', () => {
   });
 
   it('runs the curl session against a real server', async () => {
-    const script = codeBlockAfter('## Using it with curl', 'sh');
+    const script = codeBlockAfter(readme, '## Using it with curl', 'sh');
     const { stdout } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', script], {
       env: { ...process.env, BASE: app.baseUrl },
     });
@@ -92,7 +120,7 @@ describe('README', () => {
     const app = await startTestApp(); // a database of its own, where alice has nothing yet
     onTestFinished(() => app.close());
     await createClient({ url: app.baseUrl }).users.register.mutate({ user: { username: 'alice', password: 'correct horse' } });
-    // From here on, the README's example as written, but for the address.
+    // From here on, the example as written, but for the address.
     const url = app.baseUrl;
     const anonymous = createClient({ url });
     const { meta } = await anonymous.users.authorize.mutate({ username: 'alice', password: 'correct horse' });
@@ -107,7 +135,7 @@ describe('README', () => {
     ]);
     expect(open).toEqual(tasks);
     expect((await api.users.me.query()).data.attributes.timeZone).toBe('America/New_York');
-    expectCopiedHere('## Using it from TypeScript', "const url = 'http://localhost:3000';");
+    expectCopiedHere(readme, '## Using it from TypeScript', "const url = 'http://localhost:3000';");
   });
 
   it('runs the REST client example', async () => {
@@ -117,7 +145,7 @@ describe('README', () => {
     const createClient = createRestClient;
     const printed: unknown[][] = [];
     const console = { log: (...values: unknown[]) => printed.push(values) };
-    // From here on, the README's example as written, but for the address.
+    // From here on, the example as written, but for the address.
     const baseUrl = app.baseUrl;
     const login = await usersAuthorize({ client: createClient({ baseUrl }), body: { username: 'alice', password: 'correct horse' } });
     const rest = createClient({ baseUrl, auth: () => login.data!.meta.token });
@@ -127,7 +155,7 @@ describe('README', () => {
     console.log(page!.data.length, refused.response?.status, refused.error?.errors[0]?.code); // 1 422 invalid
     expect(printed).toEqual([[1, 422, 'invalid']]);
     expect(page!.data[0]!.attributes.label).toBe('Grind beans');
-    expectCopiedHere('## Using it from TypeScript', "const baseUrl = 'http://localhost:3000';");
+    expectCopiedHere(readme, '## Using it from TypeScript', "const baseUrl = 'http://localhost:3000';");
   });
 
   it('runs the change log example: delta sync, and the subscription that prints changes', async () => {
@@ -137,7 +165,7 @@ describe('README', () => {
     const token = meta.token;
     const printed: unknown[][] = [];
     const console = { log: (...values: unknown[]) => printed.push(values) };
-    // From here on, the README's example as written, but for the address.
+    // From here on, the example as written, but for the address.
     const url = app.baseUrl;
     const api = createClient({ url, token });
     const { meta: log } = await api.events.list.query({});
@@ -148,10 +176,10 @@ describe('README', () => {
     onTestFinished(() => subscription.unsubscribe());
     await eventually(() => printed.length > 0, { message: 'the subscription printed the change' });
     expect(printed).toEqual([['1', 'task.created', 1]]);
-    expectCopiedHere('## Staying in sync', "const url = 'http://localhost:3000';");
+    expectCopiedHere(changeLogPage, '# Staying in sync', "const url = 'http://localhost:3000';");
 
     // The curl block's delta sync, run as written against the same log.
-    const script = codeBlockAfter('## Staying in sync', 'sh').split('\n').filter((l) => !l.startsWith('curl -N')).join('\n');
+    const script = codeBlockAfter(changeLogPage, '# Staying in sync', 'sh').split('\n').filter((l) => !l.startsWith('curl -N')).join('\n');
     const { stdout } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', `auth="Authorization: ${token}"\n${script}`], {
       env: { ...process.env, BASE: app.baseUrl },
     });
@@ -171,8 +199,8 @@ describe('README', () => {
     const port = await freePort();
     const created = await call(service.url, 'POST', '/api/users/me/webhooks', { token, body: { webhook: { url: `http://127.0.0.1:${port}/` } } });
     expect(created.status).toBe(201);
-    // The README's receiver as written, but for its port and where the library is found.
-    const code = codeBlockAfter('## Webhooks', 'js')
+    // The page's receiver as written, but for its port and where the library is found.
+    const code = codeBlockAfter(webhooksPage, '# Webhooks', 'js')
       .replace("from 'standardwebhooks'", `from '${pathToFileURL(createRequire(import.meta.url).resolve('standardwebhooks')).href}'`)
       .replace('.listen(8443)', `.listen(${port}, '127.0.0.1', () => console.log('listening'))`);
     expect(code).toContain('webhook.verify(body, req.headers)');

@@ -1,5 +1,5 @@
 /**
- * Webhooks (API-CONTRACT.md §14) in README.md's deployment "Several instances behind HAProxy",
+ * Webhooks (API-CONTRACT.md §14) in docs/operations.md's deployment "Several instances behind HAProxy",
  * run as written there (test/helpers/deployment.ts): every instance delivers, on PgBouncer in
  * transaction mode, and its instances are killed with SIGKILL under load and started again.
  *
@@ -74,7 +74,7 @@ afterEach(async () => {
   await Promise.all(receivers.splice(0).map((r) => r.close()));
 });
 
-describe.skipIf(skip)("webhooks in README.md's deployment: instances behind HAProxy, on PgBouncer", () => {
+describe.skipIf(skip)("webhooks in docs/operations.md's deployment: instances behind HAProxy, on PgBouncer", () => {
   it('delivers every matching event of each user to each webhook, in order, at least once, while instances are killed and restarted under load', async () => {
     const t0 = performance.now();
     const d = await startDeployment({
