@@ -143,6 +143,7 @@ describe('the door is read from the target as the routes read it', () => {
   it.each([
     ['a dot segment', '/x/../trpc/users.me', 'users.me'],
     ['a backslash', '/trpc\\users.me', 'users.me'],
+    ['letters in another case (Express routes it to the door)', '/TRPC/users.me', 'users.me'],
     ['the door itself', '/trpc', undefined],
     ['a batch', '/trpc/users.me,users.me?batch=1', undefined],
   ])('%s (%s): a tRPC error', async (_what, target, path) => {
