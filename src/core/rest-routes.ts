@@ -115,3 +115,20 @@ export function restRoutes(router: AnyTRPCRouter): (method: string, path: string
     return undefined;
   };
 }
+
+/** The route the REST door matched each request to (null: none), kept on the request for what labels it afterwards. */
+const matchedRoutes = new WeakMap<object, RestMatch | null>();
+
+/**
+ * Keeps the route the REST door matched `req` to (src/http/rest.ts), so that what labels the
+ * request afterwards (the metrics' operation: src/metrics/service-metrics.ts) reads it
+ * instead of matching the request against the routes a second time.
+ */
+export function noteRestMatch(req: object, match: RestMatch | undefined): void {
+  matchedRoutes.set(req, match ?? null);
+}
+
+/** The route the REST door matched `req` to: the match, null for none, undefined when the request did not reach the door. */
+export function notedRestMatch(req: object): RestMatch | null | undefined {
+  return matchedRoutes.get(req);
+}

@@ -11,17 +11,22 @@ import { toErrorResponse } from './failures.js';
 import { transformer } from './transformer.js';
 import type { AppMeta, Context } from './context.js';
 
+/** The tRPC code of each status; 417 and 431 (answered before any procedure) have none closer than BAD_REQUEST. */
 const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
   400: 'BAD_REQUEST',
   401: 'UNAUTHORIZED',
   404: 'NOT_FOUND',
+  408: 'TIMEOUT',
   409: 'CONFLICT',
   410: 'NOT_FOUND',
   412: 'PRECONDITION_FAILED',
   413: 'PAYLOAD_TOO_LARGE',
   415: 'UNSUPPORTED_MEDIA_TYPE',
+  417: 'BAD_REQUEST',
   422: 'UNPROCESSABLE_CONTENT',
   429: 'TOO_MANY_REQUESTS',
+  431: 'BAD_REQUEST',
+  501: 'NOT_IMPLEMENTED',
   503: 'SERVICE_UNAVAILABLE',
 };
 

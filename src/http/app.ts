@@ -28,6 +28,7 @@ import type { InFlight } from './in-flight.js';
 import { requestLog } from './request-log.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 import { doorRefusal, trpcDoorGuard } from './trpc-door.js';
+import { sendRefusal } from './door-errors.js';
 import { checkFraming, requestOrigin } from './request-framing.js';
 import type { ServiceMetrics } from '../metrics/service-metrics.js';
 
@@ -199,18 +200,18 @@ export function createApp(deps: AppDependencies): express.Express {
   api.use(restHandlers({ router: appRouter, createContext, logFailure }));
   app.use(api);
 
-  app.use((_req, res) => {
-    sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
+  app.use((req, res) => {
+    sendRefusal(req, res, DomainError.of('missing_endpoint'));
   });
 
+  // What a middleware passed on as an error: in the shape of the request's door (a tRPC error under /trpc).
   const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
-    const response = toErrorResponse(err);
-    logFailure(err, response.status, { reqId: req.id });
+    logFailure(err, toErrorResponse(err).status, { reqId: req.id });
     if (res.headersSent) {
       res.end();
       return;
     }
-    sendErrorResponse(res, response);
+    sendRefusal(req, res, err);
   };
   app.use(errorHandler);
   return app;

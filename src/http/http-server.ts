@@ -1,21 +1,21 @@
 /**
- * The node:http server around the Express app: bounded timeouts, and the error envelope
- * even for requests Node refuses before Express sees them (oversized headers, broken framing,
- * an Expect it does not meet).
+ * The node:http server around the Express app: bounded timeouts, and the door's error shape
+ * (a tRPC error under /trpc, REST's envelope elsewhere: src/http/door-errors.ts) even for
+ * requests Node refuses before Express sees them (oversized headers, broken framing, an
+ * Expect it does not meet).
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { DomainError, type ErrorCode } from '../core/errors.js';
-import { errorBody, toErrorResponse } from '../core/failures.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
+import { doorAnswer, doorOfPath } from './door-errors.js';
 import { continueWithheld } from './request-body.js';
-import { normaliseTarget } from './request-framing.js';
+import { normaliseTarget, pathOfTarget } from './request-framing.js';
 
-/** Headers of an error answered before Express (and helmet) sees the request. */
+/** Headers of an error answered before Express (and helmet) sees the request, besides the door's media type. */
 const ERROR_HEADERS = {
-  'Content-Type': 'application/json; charset=utf-8',
   'X-Content-Type-Options': 'nosniff',
   'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
   'X-Frame-Options': 'SAMEORIGIN',
@@ -23,18 +23,38 @@ const ERROR_HEADERS = {
   'Cache-Control': 'no-store',
 };
 
-function rawErrorResponse(code: ErrorCode, reason: string, options: { status?: number; detail?: string } = {}): string {
-  const response = toErrorResponse(DomainError.of(code, options));
-  const body = errorBody(response);
+/** An error answered before Express sees the request, in the shape of the door of `path` (src/http/door-errors.ts). */
+function errorAnswer(error: DomainError, path: string | undefined): { status: number; headers: Record<string, string | number>; body: string } {
+  const answer = doorAnswer(path === undefined ? 'rest' : doorOfPath(path), error, path ?? '/');
+  const headers = { ...answer.headers, ...ERROR_HEADERS, 'Content-Length': Buffer.byteLength(answer.body), 'X-Request-Id': randomUUID() };
+  return { status: answer.status, headers, body: answer.body };
+}
+
+function rawErrorResponse(code: ErrorCode, reason: string, path: string | undefined, options: { status?: number; detail?: string } = {}): string {
+  const { status, headers, body } = errorAnswer(DomainError.of(code, options), path);
   return [
-    `HTTP/1.1 ${response.status} ${reason}`,
-    ...Object.entries(ERROR_HEADERS).map(([name, value]) => `${name}: ${value}`),
-    `Content-Length: ${Buffer.byteLength(body)}`,
-    `X-Request-Id: ${randomUUID()}`,
+    `HTTP/1.1 ${status} ${reason}`,
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
     'Connection: close',
     '',
     body,
   ].join('\r\n');
+}
+
+/**
+ * The path of the request a client error is about, where it can be read: the request the
+ * connection is answering (its body broke off, or came too slowly), else the request line of
+ * what Node could not parse (the bytes it was parsing, `rawPacket`). Undefined when neither
+ * says (the headers did not arrive in time): the answer is then REST's.
+ */
+function clientErrorPath(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, pending: ServerResponse | undefined): string | undefined {
+  const req = pending?.req as (IncomingMessage & { originalUrl?: string }) | undefined;
+  if (req) return req.originalUrl ?? req.url;
+  const packet = error.rawPacket;
+  if (!packet) return undefined;
+  const end = packet.indexOf(0x0a);
+  const target = packet.subarray(0, end < 0 ? packet.length : end).toString('latin1').split(' ')[1];
+  return target === undefined ? undefined : pathOfTarget(target);
 }
 
 /** File descriptors kept for everything but client sockets: stdio, logs, pipes, DNS, the loop. */
@@ -88,23 +108,27 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
   server.keepAliveTimeout = 5_000;
   server.headersTimeout = options.headersTimeoutMs ?? 10_000;
   server.requestTimeout = 30_000;
-  // An Expect other than 100-continue: Node's own 417 has no body; this one has the envelope.
-  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
-    const body = errorBody(toErrorResponse(DomainError.of('expectation_failed')));
-    res.writeHead(417, { ...ERROR_HEADERS, 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': randomUUID() });
+  // An Expect other than 100-continue: Node's own 417 has no body; this one has the door's error.
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const { status, headers, body } = errorAnswer(DomainError.of('expectation_failed'), pathOfTarget(req.url ?? '/'));
+    res.writeHead(status, headers);
     res.end(body);
   });
+  // What Node's parser refuses (a request line, a header, headers too large, a broken body) or
+  // what came too slowly, answered in the shape of the door the request addressed.
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    if (!socket.writable || (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
+    const pending = (socket as { _httpMessage?: ServerResponse })._httpMessage ?? undefined;
+    if (!socket.writable || pending?.headersSent) {
       socket.destroy();
       return;
     }
+    const path = clientErrorPath(error, pending);
     const response =
       error.code === 'HPE_HEADER_OVERFLOW'
-        ? rawErrorResponse('headers_too_large', 'Request Header Fields Too Large')
+        ? rawErrorResponse('headers_too_large', 'Request Header Fields Too Large', path)
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? rawErrorResponse('malformed_request', 'Request Timeout', { status: 408, detail: 'The request took too long to arrive.' })
-          : rawErrorResponse('malformed_request', 'Bad Request');
+          ? rawErrorResponse('malformed_request', 'Request Timeout', path, { status: 408, detail: 'The request took too long to arrive.' })
+          : rawErrorResponse('malformed_request', 'Bad Request', path);
     socket.end(response);
   });
   return server;

@@ -14,12 +14,14 @@
  *   (`requestOrigin`). A transfer coding other than `chunked` is 501 `not_implemented`: Node
  *   decodes chunked only, and a `gzip, chunked` body read as plain chunked would be garbage
  *   taken for JSON.
+ *
+ * Each refusal answers in the shape of the request's door: a tRPC error under /trpc
+ * (src/http/door-errors.ts).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler } from 'express';
 import { DomainError } from '../core/errors.js';
-import { toErrorResponse } from '../core/failures.js';
-import { sendErrorResponse } from './rest.js';
+import { sendRefusal } from './door-errors.js';
 
 /** Origin-form targets are resolved against this; only the path and query are kept. */
 const PLACEHOLDER_ORIGIN = 'http://127.0.0.1';
@@ -36,6 +38,15 @@ function parsedTarget(target: string): { path: string; authority?: string } | un
   // The absolute form names an http(s) resource (RFC 9112 §3.2.2), nothing else.
   if (!originForm && url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   return { path: `${url.pathname}${url.search}`, authority: originForm ? undefined : url.host };
+}
+
+/**
+ * The path of a target as the service reads it, for the door its refusal answers in
+ * (src/http/door-errors.ts), also when the target is no URL the service reads: then the path
+ * as written after an absolute form's scheme and authority (`http://a:99999/trpc/…`).
+ */
+export function pathOfTarget(target: string): string {
+  return parsedTarget(target)?.path ?? /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*(.*)$/s.exec(target)?.[1] ?? target;
 }
 
 /** Requests whose target is no URL the service reads (`http://a:99999/…`, `foo://x/…`): 400 `malformed_request`. */
@@ -116,7 +127,7 @@ function decodableTransferEncoding(value: string | undefined): boolean {
 
 export const checkFraming: RequestHandler = (req, res, next) => {
   if (unreadableTargets.has(req)) {
-    sendErrorResponse(res, toErrorResponse(DomainError.of('malformed_request', { detail: 'The request target is not a URL this service reads.' })));
+    sendRefusal(req, res, DomainError.of('malformed_request', { detail: 'The request target is not a URL this service reads.' }), pathOfTarget(req.url));
     return;
   }
   const lines = hostLines(req);
@@ -128,13 +139,13 @@ export const checkFraming: RequestHandler = (req, res, next) => {
       : lines > 1
         ? 'A request must carry one Host header, not several.'
         : 'The Host header (or the forwarded host) is not a valid host.';
-    sendErrorResponse(res, toErrorResponse(DomainError.of('malformed_request', { detail })));
+    sendRefusal(req, res, DomainError.of('malformed_request', { detail }));
     return;
   }
   if (!decodableTransferEncoding(req.headers['transfer-encoding'])) {
     const detail = 'Only the chunked transfer coding is supported: send the body with Content-Length, or chunked alone.';
     res.setHeader('Connection', 'close');
-    sendErrorResponse(res, toErrorResponse(DomainError.of('not_implemented', { detail })));
+    sendRefusal(req, res, DomainError.of('not_implemented', { detail }));
     return;
   }
   (req as FramedRequest)[ORIGIN] = origin;

@@ -22,7 +22,7 @@ import type { Context } from '../core/context.js';
 import type { AppRouter } from '../app/router.js';
 import { isUtf8 } from 'node:buffer';
 import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
-import { readsBody, restRoutes, type RestMatch } from '../core/rest-routes.js';
+import { noteRestMatch, readsBody, restRoutes, type RestMatch } from '../core/rest-routes.js';
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
   res.status(response.status);
@@ -191,6 +191,8 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
   return (req: Request, res: Response, next: NextFunction) => {
     const queryAt = req.url.indexOf('?');
     const route = routeOf(req.method, queryAt < 0 ? req.url : req.url.slice(0, queryAt));
+    // The metrics label the request with this match, not with one of their own.
+    noteRestMatch(req, route);
     if (!route) {
       next('router');
       return;

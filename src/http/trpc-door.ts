@@ -10,7 +10,10 @@
  *   GET's `input` is checked the same way (UTF-8 once percent-decoded, the nesting limit), as
  *   is a body a GET carries; tRPC then gets the text as `req.body` and parses it once;
  * - a batch holds at most MAX_BATCH_CALLS calls (one error each); one far over that is refused
- *   with one envelope, not thousands.
+ *   with one tRPC error, not thousands (a batch client reads it as the error of every call).
+ *
+ * What the guard refuses itself (a method, a path, a batch far over the cap) is a tRPC error
+ * too, as every answer under /trpc is (src/http/door-errors.ts).
  *
  * A refusal found while reading is remembered on the request and handed to each call's
  * context (`doorRefusal`); the procedure raises it after authenticating the caller, as on
@@ -20,12 +23,12 @@
 import type { Request, RequestHandler } from 'express';
 import { DomainError } from '../core/errors.js';
 import { MAX_BATCH_CALLS } from '../core/limits.js';
-import { toErrorResponse } from '../core/failures.js';
 import { toTRPCError } from '../core/trpc.js';
 import type { AnyTRPCProcedure, AnyTRPCRouter } from '@trpc/server';
 import { takesNoInput as takesNoInputOf } from '../core/rest-routes.js';
 import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
-import { ignoredBodyRefusal, sendErrorResponse } from './rest.js';
+import { ignoredBodyRefusal } from './rest.js';
+import { calledPaths, sendRefusal } from './door-errors.js';
 
 const refusals = new WeakMap<Request, DomainError>();
 
@@ -44,36 +47,22 @@ function rawQueryInput(url: string): string | undefined {
 /** More calls than this in one batch are refused with one envelope, not one error per call. */
 const MAX_ANSWERED_CALLS = 5 * MAX_BATCH_CALLS;
 
-/** The procedures a /trpc target calls (`/tasks.create`, `/a,b?batch=1`); undefined when its path does not decode. */
-function calledPaths(url: string): string[] | undefined {
-  const queryAt = url.indexOf('?');
-  const path = queryAt < 0 ? url : url.slice(0, queryAt);
-  const batch = queryAt >= 0 && new URLSearchParams(url.slice(queryAt + 1)).get('batch') === '1';
-  let decoded: string;
-  try {
-    decoded = decodeURIComponent(path.replace(/^\//, ''));
-  } catch {
-    return undefined;
-  }
-  return batch ? decoded.split(',') : [decoded];
-}
-
 /** Express middleware in front of tRPC's, for the procedures of `router`. */
 export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
   const procedures = router._def.procedures as Record<string, AnyTRPCProcedure>;
   return (req, res, next) => {
     if (req.method !== 'GET' && req.method !== 'POST') {
-      sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
+      sendRefusal(req, res, DomainError.of('missing_endpoint'));
       return;
     }
-    const paths = calledPaths(req.url);
+    const paths = calledPaths(req.url)?.paths;
     if (paths === undefined) {
-      sendErrorResponse(res, toErrorResponse(DomainError.of('missing_endpoint')));
+      sendRefusal(req, res, DomainError.of('missing_endpoint'));
       return;
     }
     if (paths.length > MAX_ANSWERED_CALLS) {
       const detail = `A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${paths.length}.`;
-      sendErrorResponse(res, toErrorResponse(DomainError.of('batch_too_large', { detail })));
+      sendRefusal(req, res, DomainError.of('batch_too_large', { detail }));
       return;
     }
     const refuse = (refusal: DomainError | undefined) => {

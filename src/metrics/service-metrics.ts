@@ -15,7 +15,7 @@ import type { RequestHandler, Request, Response } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { EVENTS_PATH } from '../changes/events.router.js';
 import { appRouter } from '../app/router.js';
-import { restRoutes } from '../core/rest-routes.js';
+import { notedRestMatch, restRoutes } from '../core/rest-routes.js';
 import { requestScope, type RateLimitKind, type RequestScope } from '../core/request-scope.js';
 import type { DeliveryObserver } from '../webhooks/deliverer.js';
 
@@ -62,6 +62,10 @@ export function operationOf(req: Request): string {
     return 'events.stream';
   }
   if (path.startsWith('/api/')) {
+    // The route the REST door matched (src/http/rest.ts); matched here only for a request
+    // refused before it reached the door (a bad Host, a transfer coding), once either way.
+    const noted = notedRestMatch(req);
+    if (noted !== undefined) return noted?.procedure.path ?? 'unmatched';
     try {
       return findRestProcedure(req.method, path)?.procedure.path ?? 'unmatched';
     } catch {

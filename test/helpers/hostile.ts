@@ -26,8 +26,10 @@
  *   - the tRPC door answered unreadable input (invalid JSON, `null`, bad superjson metadata,
  *     a batch whose input is not an object) with a 500;
  *   - a request line or header above 16 KiB got Node's bare 431, without the envelope;
- *   - (not a bug of the service) the framing property sent query inputs over 16 KiB in the
- *     URL, whose 431 envelope it took for a tRPC error "without data", reported as a 500.
+ *   - the framing property sent query inputs over 16 KiB in the URL, whose 431 came in
+ *     REST's envelope, which it took for a tRPC error "without data", reported as a 500; a
+ *     tRPC client cannot read that envelope either, and the 431 under /trpc is now a tRPC
+ *     error (API-CONTRACT.md §8).
  * HOSTILE_RUNS=<n> runs every property n times (default 60) for a deeper search.
  */
 import fc from 'fast-check';
@@ -621,23 +623,16 @@ export const MAX_HEADER_BYTES = 16 * 1024;
 
 /**
  * GET /trpc/<procedure>?input=<text>, the text put in the URL as it is (URL-encoded).
- * A URL over Node's header limit never reaches the tRPC door: Node refuses it with a 431
- * in the envelope of requests refused before Express (src/http/http-server.ts), judged
- * as such; below the limit by more than the other headers' size, that is a problem.
+ * A URL over Node's header limit never reaches a procedure: Node refuses it with a 431,
+ * answered as a tRPC error like every answer under /trpc (src/http/http-server.ts); below
+ * the limit by more than the other headers' size, that is a problem.
  */
 export async function trpcRawQueryText(procedure: string, token: string, text: string): Promise<Outcome> {
   const encoded = /^%/.test(text) ? text : encodeURIComponent(text);
   const request = `GET /trpc/${procedure}?input=${short(encoded)} (${encoded.length} chars)`;
   const res = await withDeadline(request, fetch(`${app.baseUrl}/trpc/${procedure}?input=${encoded}`, { headers: { Authorization: token } }));
-  const body = await res.text();
-  if (res.status !== 431) return judgeTrpcHttp(request, res.status, body);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body);
-  } catch {
-    parsed = undefined;
-  }
-  const outcome = judgeRest(request, { status: res.status, headers: res.headers, body: parsed, text: body });
+  const outcome = judgeTrpcHttp(request, res.status, await res.text());
+  if (res.status !== 431) return outcome;
   if (encoded.length < MAX_HEADER_BYTES - 1024) outcome.problems.push(`431 for a URL of only ${encoded.length} chars`);
   if (errorCode(outcome) !== 'headers_too_large') outcome.problems.push('a 431 that is not headers_too_large');
   return outcome;

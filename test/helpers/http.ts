@@ -1,5 +1,6 @@
 /** JSON requests against a base URL (the test app's and services run as processes), and raw ones. */
 import { request as httpRequest } from 'node:http';
+import net from 'node:net';
 /** An answer: its status and headers, its text, and that text parsed as JSON (undefined if it is not JSON). */
 export interface ApiResponse<T = any> {
   status: number;
@@ -75,4 +76,53 @@ export function rawRequest(url: string | URL, method: string, headers: Record<st
     req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'EPIPE' || error.code === 'ECONNRESET' ? undefined : reject(error)));
     req.end(body);
   });
+}
+
+/** An answer read off a raw socket: the status of its first status line (a 100 Continue, if one came), its head, its headers (names in lower case), its body (de-chunked). */
+export interface RawAnswer {
+  status: number;
+  head: string;
+  headers: Record<string, string>;
+  text: string;
+}
+
+/**
+ * Writes `bytes` as they are on a connection of its own to `baseUrl`'s port (node:net: no
+ * client library to fix the request first) and reads the whole answer, once the server ends
+ * the connection (send `Connection: close`, or bytes the server refuses).
+ */
+export function rawExchange(baseUrl: string, bytes: Buffer): Promise<RawAnswer> {
+  const { port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const answer = Buffer.concat(chunks).toString('utf8');
+      const at = answer.indexOf('\r\n\r\n');
+      const head = answer.slice(0, at);
+      const headers: Record<string, string> = {};
+      for (const line of head.split('\r\n').slice(1)) {
+        const colon = line.indexOf(':');
+        headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      let text = answer.slice(at + 4);
+      if (headers['transfer-encoding'] === 'chunked') text = dechunk(text);
+      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]), head, headers, text });
+    });
+    socket.write(bytes);
+  });
+}
+
+function dechunk(text: string): string {
+  let out = '';
+  for (let rest = text; rest.length > 0; ) {
+    const lineEnd = rest.indexOf('\r\n');
+    const size = Number.parseInt(rest.slice(0, lineEnd), 16);
+    if (!size) break;
+    out += rest.slice(lineEnd + 2, lineEnd + 2 + size);
+    rest = rest.slice(lineEnd + 2 + size + 2);
+  }
+  return out;
 }

@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
-import { assertHostile, describeAfterTheRun, expectContract, hostileChar, hostileScalar, hostileString, hostileValue, ID_ENDPOINTS, isRecord, jsNumber, judgeRest, keyArb, LISTS, newVictim, other, own, PROPERTY_TIMEOUT, RawJson, rawNumber, rest, RUNS, safeEncode, toJsonText, trpc, useHostileApp, withDeadline, withExtras } from '../helpers/hostile.js';
+import { assertHostile, describeAfterTheRun, expectContract, hostileChar, hostileScalar, hostileString, hostileValue, ID_ENDPOINTS, isRecord, jsNumber, judgeRest, judgeTrpcHttp, keyArb, LISTS, newVictim, other, own, PROPERTY_TIMEOUT, RawJson, rawNumber, rest, RUNS, safeEncode, toJsonText, trpc, useHostileApp, withDeadline, withExtras } from '../helpers/hostile.js';
 
 const app = useHostileApp();
 
@@ -168,7 +168,8 @@ describe('list query strings', () => {
 
   // Found by this file: Node's HTTP parser answers a request line or header block above
   // 16 KiB itself, before Express; it used to be a bare 431 without a body. The server now
-  // writes the envelope from its 'clientError' handler (src/http/http-server.ts).
+  // writes the error from its 'clientError' handler (src/http/http-server.ts): the envelope
+  // under /api, a tRPC error under /trpc (API-CONTRACT.md §8).
   it.each([
     ['a 20 KB page parameter', '/api/users/me/projects?page=' + '1'.repeat(20_000), {}],
     ['a 20 KB tRPC query input', `/trpc/projects.list?input=${encodeURIComponent(JSON.stringify({ json: { page: 1, pad: 'x'.repeat(20_000) } }))}`, {}],
@@ -183,7 +184,8 @@ describe('list query strings', () => {
     } catch {
       body = undefined;
     }
-    const outcome = judgeRest(`GET ${path.slice(0, 80)}… (${path.length} chars)`, { status: res.status, headers: res.headers, body, text });
+    const request = `GET ${path.slice(0, 80)}… (${path.length} chars)`;
+    const outcome = path.startsWith('/trpc/') ? judgeTrpcHttp(request, res.status, text) : judgeRest(request, { status: res.status, headers: res.headers, body, text });
     expectContract(outcome);
   });
 });

@@ -19,6 +19,7 @@ import net from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
+import { rawExchange, type RawAnswer } from '../helpers/http.js';
 
 let app: TestApp;
 let token: string;
@@ -31,48 +32,9 @@ afterAll(async () => {
   await app?.close();
 });
 
-interface RawAnswer {
-  status: number;
-  head: string;
-  headers: Record<string, string>;
-  text: string;
-}
-
 /** Sends `head` (request line and headers, without the blank line) and `body` as they are; the whole answer. */
 function send(head: string, body: Buffer = Buffer.alloc(0)): Promise<RawAnswer> {
-  const { port } = new URL(app.baseUrl);
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), '127.0.0.1');
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk) => chunks.push(chunk));
-    socket.on('error', reject);
-    socket.on('end', () => {
-      const answer = Buffer.concat(chunks).toString('utf8');
-      const at = answer.indexOf('\r\n\r\n');
-      const headText = answer.slice(0, at);
-      const headers: Record<string, string> = {};
-      for (const line of headText.split('\r\n').slice(1)) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      let text = answer.slice(at + 4);
-      if (headers['transfer-encoding'] === 'chunked') text = dechunk(text);
-      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(headText)?.[1]), head: headText, headers, text });
-    });
-    socket.write(Buffer.concat([Buffer.from(`${head}\r\nConnection: close\r\n\r\n`, 'latin1'), body]));
-  });
-}
-
-function dechunk(text: string): string {
-  let out = '';
-  for (let rest = text; rest.length > 0; ) {
-    const lineEnd = rest.indexOf('\r\n');
-    const size = Number.parseInt(rest.slice(0, lineEnd), 16);
-    if (!size) break;
-    out += rest.slice(lineEnd + 2, lineEnd + 2 + size);
-    rest = rest.slice(lineEnd + 2 + size + 2);
-  }
-  return out;
+  return rawExchange(app.baseUrl, Buffer.concat([Buffer.from(`${head}\r\nConnection: close\r\n\r\n`, 'latin1'), body]));
 }
 
 const HOST = 'Host: planning.example';

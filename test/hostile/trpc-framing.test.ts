@@ -82,9 +82,9 @@ describe('the tRPC door with malformed superjson framing', () => {
   // Found by the random framing property (seeds -1780995049, 1771230953, -923511493, …), once
   // recorded as "deep superjson input gets a 500 without an envelope". It never was a 500: a
   // query input nested 1,000 deep is over 16 KiB once URL-encoded, so Node refuses the request
-  // line with a 431 before Express, in the envelope every such refusal gets (see "an oversized
-  // request line…"), which the tRPC judge read as "error without data" (long strings in the
-  // URL did the same). The same input in a body is a 4xx tRPC envelope, and so is superjson
+  // line with a 431 before Express, then in REST's envelope (see "an oversized request line…"),
+  // which the tRPC judge read as "error without data" (long strings in the URL did the same);
+  // since, that 431 is a tRPC error, as every answer under /trpc (API-CONTRACT.md §8). The same input in a body is a 4xx tRPC envelope, and so is superjson
   // metadata nested to the 100 KiB body limit: 17,000 levels of meta.values overflow the stack
   // of superjson's recursive walk (a RangeError, which tRPC turns into BAD_REQUEST); metadata
   // that deep cannot fit in a URL.

@@ -15,12 +15,15 @@ beforeAll(async () => {
 
 describe('methods', () => {
   // 404 rather than 405: /trpc answers GET and POST only, and the contract's code for a
-  // method no endpoint answers is missing_endpoint (API-CONTRACT.md §2).
+  // method no endpoint answers is missing_endpoint (API-CONTRACT.md §2), as a tRPC error (§8).
   it.each(['TRACE', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD'])('%s /trpc/... is 404 missing_endpoint, unauthenticated too', async (method) => {
     for (const path of ['/trpc/users.me', '/trpc/projects.create?batch=1', '/trpc']) {
       const res = await rawRequest(new URL(path, app.baseUrl), method, {}, '');
       expect(res.status, `${method} ${path}: ${res.text}`).toBe(404);
-      if (method !== 'HEAD') expect(onlyError(res.body)).toMatchObject({ status: '404', code: 'missing_endpoint' });
+      if (method !== 'HEAD') {
+        expect(res.body.error.json.data).toMatchObject({ code: 'missing_endpoint', httpStatus: 404 });
+        expect(onlyError(res.body.error.json.data)).toMatchObject({ status: '404', code: 'missing_endpoint' });
+      }
     }
   });
 });
@@ -56,7 +59,7 @@ describe('batches', () => {
     expect(after.body).toEqual(before.body);
   });
 
-  it('a batch of 1,000 calls (far over the cap) is one 400 batch_too_large envelope, not 1,000 errors, and none runs', async () => {
+  it('a batch of 1,000 calls (far over the cap) is one 400 batch_too_large tRPC error, not 1,000, and none runs', async () => {
     const before = await app.request('GET', '/api/users/me/projects', { token });
     const n = 1_000;
     const input = Object.fromEntries(Array.from({ length: n }, (_, i) => [i, { json: { project: { name: `B${i}` } } }]));
@@ -66,9 +69,11 @@ describe('batches', () => {
       body: JSON.stringify(input),
     });
     expect(response.status).toBe(400);
-    expect(await response.json()).toEqual({
-      errors: [expect.objectContaining({ status: '400', code: 'batch_too_large', detail: `A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${n}.` })],
-    });
+    // One error, not an array: tRPC's batch link reads it as the error of every call.
+    const { error } = (await response.json()) as any;
+    expect(error.json.message).toBe(`A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${n}.`);
+    expect(error.json.data).toMatchObject({ code: 'batch_too_large', httpStatus: 400 });
+    expect(onlyError(error.json.data)).toMatchObject({ status: '400', code: 'batch_too_large', detail: `A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${n}.` });
     expect((await app.request('GET', '/api/users/me/projects', { token })).body).toEqual(before.body);
   });
 });
