@@ -11,11 +11,15 @@
 import { authedProcedure } from '../core/procedures.js';
 import { t, toTRPCError } from '../core/trpc.js';
 import { applyBatch } from './apply-batch.js';
-import { BatchAnswer, BatchInput, MAX_OPERATIONS, tooManyOperations } from './batch.schema.js';
+import { BatchAnswer, BatchInput, MAX_OPERATIONS, conditionalHeader, tooManyOperations } from './batch.schema.js';
 
-/** A list over the limit is refused before its input is parsed (batch.schema.ts `tooManyOperations`). */
-const boundedBatch = t.middleware(async ({ getRawInput, next }) => {
-  const refusal = tooManyOperations(await getRawInput());
+/**
+ * Refused before its input is parsed, and so before anything runs or is kept under its
+ * Idempotency-Key: a batch sent with If-Match or If-None-Match (each operation carries its
+ * own `if_match`), then a list over the limit (batch.schema.ts).
+ */
+const boundedBatch = t.middleware(async ({ ctx, getRawInput, next }) => {
+  const refusal = conditionalHeader(ctx.header) ?? tooManyOperations(await getRawInput());
   if (refusal) throw toTRPCError(refusal);
   return next();
 });

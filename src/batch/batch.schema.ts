@@ -95,6 +95,20 @@ function shapeIssues(operations: unknown): Issue[] {
 }
 
 /**
+ * A batch's request headers name no version: If-Match and If-None-Match are `400 invalid` on
+ * the header (API-CONTRACT.md §15), on both doors; preconditions go in each operation's `if_match`.
+ */
+export function conditionalHeader(header: (name: string) => string | undefined): DomainError | undefined {
+  const name = (['If-Match', 'If-None-Match'] as const).find((n) => header(n) !== undefined);
+  if (name === undefined) return undefined;
+  return DomainError.of('invalid', {
+    status: 400,
+    header: name,
+    detail: `${name} does not apply to a batch: give each operation its own if_match.`,
+  });
+}
+
+/**
  * A list longer than MAX_OPERATIONS is refused on its length alone, before its members are
  * read: 100 KiB of zeros are 50,000 operations, each of which would have its own error.
  */

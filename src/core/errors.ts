@@ -57,9 +57,11 @@ export const ERROR_CATALOGUE = {
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 export const ERROR_CODES = Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]];
 
+/** What the error is about: a member of the body, a query parameter, or a request header (API-CONTRACT.md §2, §15). */
 export interface ErrorSource {
   pointer?: string;
   parameter?: string;
+  header?: string;
 }
 
 /** One member of the `errors` array, exactly as it goes on the wire. */
@@ -81,10 +83,11 @@ export interface ErrorOptions extends ErrorSource {
 /** An error of the catalogue, with what this occurrence adds. */
 export function apiError(code: ErrorCode, options: ErrorOptions = {}): ApiError {
   const spec: ErrorSpec = ERROR_CATALOGUE[code];
-  const { detail = spec.detail, status = spec.status, pointer, parameter } = options;
+  const { detail = spec.detail, status = spec.status, pointer, parameter, header } = options;
   const error: ApiError = { status: String(status), code, title: spec.title, detail };
   if (pointer !== undefined) error.source = { pointer };
   else if (parameter !== undefined) error.source = { parameter };
+  else if (header !== undefined) error.source = { header };
   return error;
 }
 

@@ -5,11 +5,14 @@
  * - the rate limit: each operation counts as one request once the batch is admitted; a batch
  *   refused with 429 counts as one request, so a refusal leaves the token's allowance reduced
  *   by exactly one, and a batch that fits what is left passes. The counters are in the
- *   database: two server processes on one database share them, also for batches sent at once.
+ *   database: two server processes on one database share them, also for batches sent at once;
+ * - If-Match and If-None-Match request headers: 400 `invalid` with `source.header`, nothing
+ *   run and nothing kept under the Idempotency-Key (preconditions go in each `if_match`).
  */
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
-import { T0, useTestApp, useTestAppWithSql, type TestApp } from '../helpers/test-app.js';
+import { T0, onlyError, useTestApp, useTestAppWithSql, type TestApp } from '../helpers/test-app.js';
 
 const DOORS = ['rest', 'trpc'] as const;
 type Door = (typeof DOORS)[number];
@@ -112,5 +115,40 @@ describe('the rate limit of two server processes on one database', () => {
     // 6 operations and one refused call: 7 of 10.
     expect(await remainingAfterOneMore(two, token)).toBe(LIMIT - 8);
     expect(await remainingAfterOneMore(one, token)).toBe(LIMIT - 9);
+  });
+});
+
+describe.each(DOORS)('If-Match and If-None-Match on a batch, through %s', (door) => {
+  const { app, db } = useTestAppWithSql({ resetClock: true });
+
+  it.each(['If-Match', 'If-None-Match'])('%s is 400 invalid on the header; nothing runs and the Idempotency-Key keeps nothing', async (header) => {
+    const { id, token } = await app.register();
+    const project = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Kept' } } });
+    const etag = project.headers.get('etag')!;
+    const key = randomUUID();
+    for (const value of [etag, '*', '"x"', '']) {
+      const refused = await send(app, door, token, creates(1, 'never'), { [header]: value, 'Idempotency-Key': key });
+      expect(refused.status).toBe(400);
+      expect(onlyError({ errors: refused.errors })).toMatchObject({ status: '400', code: 'invalid', source: { header } });
+      expect(Object.keys(refused.errors[0]!.source)).toEqual(['header']);
+    }
+    const tasks = await db.query('select count(*)::int as n from tasks where user_id = $1', [id]);
+    expect(tasks.rows[0].n).toBe(0);
+    // The key was not kept: the same key with a batch that may run runs it, once.
+    const ran = await send(app, door, token, creates(1, 'ran'), { 'Idempotency-Key': key });
+    expect(ran.status, JSON.stringify(ran.errors)).toBe(200);
+    expect(ran.headers.get('idempotent-replayed')).toBeNull();
+    expect((await db.query('select label from tasks where user_id = $1', [id])).rows).toEqual([{ label: 'ran 0' }]);
+  });
+
+  it('an operation\'s if_match stays the way to give a precondition', async () => {
+    const { token } = await app.register();
+    const project = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Guarded' } } });
+    const etag = project.headers.get('etag')!;
+    const update = (if_match: string) => [{ op: 'projects.update', input: { id: project.body.data.id, project: { description: 'x' } }, if_match }];
+    expect((await send(app, door, token, update(etag))).status).toBe(200);
+    const stale = await send(app, door, token, update(etag));
+    expect(stale.status).toBe(412);
+    expect(stale.errors[0]).toMatchObject({ code: 'precondition_failed', source: { pointer: '/operations/0/if_match' } });
   });
 });
