@@ -12,6 +12,7 @@ import type { AppMeta, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
 import { BODY_WRAPPERS, DomainError, fromZodError } from './errors.js';
 import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
+import { invalidQueryParameter } from './list-query.js';
 import { admitRequests, enforceRateLimit } from './rate-limit.js';
 import type { RateLimitKind } from './request-scope.js';
 import { TRPCError } from '@trpc/server';
@@ -72,7 +73,7 @@ async function convertError(result: Extract<MiddlewareResult, { ok: false }>, me
   if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
     throw toTRPCError(
-      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters }).refusedBeforeRun(),
+      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters, invalidQueryParameter }).refusedBeforeRun(),
     );
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));

@@ -7,7 +7,8 @@
  */
 import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
-import { DomainError, ERROR_CODES, QUERY_PARAMETERS, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
+import { DomainError, ERROR_CODES, apiError, type ApiError, type ErrorCode } from '../core/errors.js';
+import { QUERY_PARAMETERS, invalidQueryParameter } from '../core/list-query.js';
 import type { AppMeta } from '../core/context.js';
 import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS, MAX_JSON_DEPTH } from '../core/limits.js';
 import { appRouter } from '../app/router.js';
