@@ -12,7 +12,7 @@
  */
 import { z } from 'zod';
 import { EVENT_ID, apiError, type ApiError } from './errors.js';
-import { MAX_TIMESTAMP, codePointLength, strict } from './fields.js';
+import { MAX_TIMESTAMP, WELL_FORMED_TEXT, codePointLength, strict } from './fields.js';
 import { MAX_LIST_VALUES, MAX_PAGE_SIZE, MAX_SEARCH_LENGTH } from './limits.js';
 import { parseLocalDate } from './user-day.js';
 
@@ -71,12 +71,20 @@ export const searchParam = z
     return length >= 1 && length <= MAX_SEARCH_LENGTH && !value.includes('\u0000') && value.isWellFormed();
   })
   .meta({
-    description: `Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to ${MAX_SEARCH_LENGTH} characters, no NUL. In a query string \`+\` is a space: write a plus as \`%2B\`.`,
+    description: `Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to ${MAX_SEARCH_LENGTH} characters; no NUL character, no unpaired surrogate. In a query string \`+\` is a space: write a plus as \`%2B\`.`,
     minLength: 1,
     maxLength: MAX_SEARCH_LENGTH,
+    pattern: WELL_FORMED_TEXT,
     example: 'invoice',
   })
   .optional();
+
+/**
+ * How `planned_on` is written, as a pattern a client can check: `today`, `tomorrow`, or a
+ * date whose month is 01 to 12 and day 01 to 31 (whether the day exists, 2026-02-30 does
+ * not, is the service's to say).
+ */
+export const DAY_PATTERN = '^(today|tomorrow|[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))$';
 
 /** `planned_on`: `today`, `tomorrow` or a date `YYYY-MM-DD`, in the user's time zone. */
 export const dayParam = z
@@ -84,7 +92,7 @@ export const dayParam = z
   .refine((value) => value === 'today' || value === 'tomorrow' || parseLocalDate(value) !== undefined)
   .meta({
     description: '`today`, `tomorrow` or a date `YYYY-MM-DD` that exists: the day in the user\'s time zone.',
-    pattern: '^(today|tomorrow|[0-9]{4}-[0-9]{2}-[0-9]{2})$',
+    pattern: DAY_PATTERN,
     example: 'today',
   })
   .optional();

@@ -12,6 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
+import { doc, schemaErrors } from '../helpers/openapi-document.js';
 import { T0, onlyError, useTestApp, useTestAppWithSql, type TestApp } from '../helpers/test-app.js';
 
 const DOORS = ['rest', 'trpc'] as const;
@@ -132,6 +133,10 @@ describe.each(DOORS)('If-Match and If-None-Match on a batch, through %s', (door)
       expect(onlyError({ errors: refused.errors })).toMatchObject({ status: '400', code: 'invalid', source: { header } });
       expect(Object.keys(refused.errors[0]!.source)).toEqual(['header']);
     }
+    // As openapi.json documents it: a code of the batch's 400, in the error envelope.
+    const documented = doc.paths['/api/batch'].post.responses['400'];
+    expect(documented['x-error-codes']).toContain('invalid');
+    expect(schemaErrors('batch 400', documented.content['application/json'].schema, { errors: [onlyError({ errors: (await send(app, door, token, creates(1), { [header]: '*' })).errors })] })).toBeNull();
     const tasks = await db.query('select count(*)::int as n from tasks where user_id = $1', [id]);
     expect(tasks.rows[0].n).toBe(0);
     // The key was not kept: the same key with a batch that may run runs it, once.
