@@ -27,12 +27,18 @@ const operations = Object.entries(doc.paths as Record<string, Record<string, any
   Object.entries(methods).map(([method, op]) => ({ path: p, method, op })),
 );
 
+/**
+ * A whole lint of the document is CPU-bound (Spectral takes about 20 s alone on two cores) and
+ * runs beside other test files: it gets more than the default 30 s, while a hang still fails.
+ */
+const LINT_TIMEOUT_MS = 120_000;
+
 describe('linters', () => {
   it("Redocly's recommended rules find nothing", async () => {
     const config = parseYaml(readFileSync(path.join(ROOT, 'redocly.yaml'), 'utf8')) as any;
     const problems = await lint({ ref: DOC_PATH, config: await createConfig(config) });
     expect(problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location[0]?.pointer}`)).toEqual([]);
-  });
+  }, LINT_TIMEOUT_MS);
 
   it("Spectral's spectral:oas rules find nothing", async () => {
     const config = parseYaml(readFileSync(path.join(ROOT, '.spectral.yaml'), 'utf8')) as { extends: string[]; rules: Record<string, unknown> };
@@ -42,7 +48,7 @@ describe('linters', () => {
     spectral.setRuleset({ extends: [[oas, 'recommended']], rules: config.rules });
     const results = await spectral.run(new Document(text, (spectralParsers as any).Json, DOC_PATH));
     expect(results.map((r: any) => `${r.severity} ${r.code}: ${r.message} at ${r.path.join('.')}`)).toEqual([]);
-  });
+  }, LINT_TIMEOUT_MS);
 });
 
 describe('what the document declares', () => {
