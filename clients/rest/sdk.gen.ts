@@ -271,7 +271,9 @@ export const tasksReorder = <ThrowOnError extends boolean = false>(options: Opti
  *
  * Each operation is a write procedure (`projects.create`, `.update`, `.changeState`, `.delete`, `tasks.create`, `.update`, `.changeState`, `.reorder`) with that procedure's input; `{"ref": name}` in place of an id stands for the resource an earlier create with that `ref` made; `if_match` is the operation's If-Match. Each operation sees the ones before it, and the rules hold after each step.
  *
- * The answers are in request order, each with the status the operation gives alone. The first operation that fails ends the batch and nothing is kept: its status and errors are the answer, each pointer under `/operations/<index>`. Idempotency-Key covers the whole batch; each operation counts as a request against the rate limit.
+ * The answers are in request order, each with the status the operation gives alone. The first operation that fails ends the batch and nothing is kept: its status and errors are the answer, each pointer under `/operations/<index>`. Idempotency-Key covers the whole batch; If-Match and If-None-Match headers are refused (400 `invalid`, `source.header`): preconditions go in each operation's `if_match`.
+ *
+ * Each operation counts as a request against the rate limit, once the batch is admitted; a batch that does not fit what is left of it is refused (429, with Retry-After when it will fit), runs nothing and counts as one request.
  */
 export const batchApply = <ThrowOnError extends boolean = false>(options: Options<BatchApplyData, ThrowOnError>): RequestResult<BatchApplyResponses, BatchApplyErrors, ThrowOnError> => (options.client ?? client).post<BatchApplyResponses, BatchApplyErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],

@@ -224,9 +224,13 @@ export type ErrorEnvelope = {
              */
             pointer?: string;
             /**
-             * Query parameter at fault.
+             * Query parameter at fault; on a request of one resource, also its header Idempotency-Key or If-Match.
              */
             parameter?: string;
+            /**
+             * Request header at fault, where a parameter does not name it (If-Match on a batch).
+             */
+            header?: string;
         };
     }>;
 };
@@ -249,14 +253,231 @@ export type CursorExpired = {
              */
             pointer?: string;
             /**
-             * Query parameter at fault.
+             * Query parameter at fault; on a request of one resource, also its header Idempotency-Key or If-Match.
              */
             parameter?: string;
+            /**
+             * Request header at fault, where a parameter does not name it (If-Match on a batch).
+             */
+            header?: string;
         };
     }>;
     meta: {
         last_event_id: string;
     };
+};
+
+/**
+ * In place of an id: the id of the resource an earlier create of the batch made with this `ref`.
+ */
+export type BatchRef = {
+    /**
+     * The `ref` of an earlier create of this batch: 1 to 64 characters (Unicode code points); no NUL character, no unpaired surrogate.
+     */
+    ref: string;
+};
+
+export type BatchProjectsCreate = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'projects.create';
+    /**
+     * On a create: names the resource it creates, for later operations of the batch (`{"ref": name}` in place of its id). Unique in the batch; 1 to 64 characters (Unicode code points); no NUL character, no unpaired surrogate.
+     */
+    ref?: string;
+    /**
+     * The input of `projects.create`, as on /trpc: the body of POST /api/users/me/projects.
+     */
+    input: {
+        project: {
+            /**
+             * 1 to 100 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            name: string;
+        };
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
+};
+
+export type BatchProjectsUpdate = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'projects.update';
+    /**
+     * The input of `projects.update`, as on /trpc: the body of PATCH /api/projects/{id}, with the path id as `id`.
+     */
+    input: {
+        id: number | BatchRef;
+        project: {
+            /**
+             * 1 to 100 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            name?: string;
+            /**
+             * 0 to 10000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            description?: string;
+            /**
+             * Unix time in whole seconds (UTC).
+             */
+            due_at?: number;
+        };
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
+};
+
+export type BatchProjectsChangeState = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'projects.changeState';
+    /**
+     * The input of `projects.changeState`, as on /trpc: the body of PUT /api/projects/{id}/state, with the path id as `id`.
+     */
+    input: {
+        id: number | BatchRef;
+        project: {
+            state: 'started' | 'paused' | 'finished';
+            /**
+             * Unix time in whole seconds (UTC).
+             */
+            due_at?: number;
+            /**
+             * Unix time in whole seconds (UTC).
+             */
+            finished_at?: number;
+        };
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
+};
+
+export type BatchProjectsDelete = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'projects.delete';
+    /**
+     * The input of `projects.delete`, as on /trpc: the body of DELETE /api/projects/{id}, with the path id as `id`.
+     */
+    input: {
+        id: number | BatchRef;
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
+};
+
+export type BatchTasksCreate = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'tasks.create';
+    /**
+     * On a create: names the resource it creates, for later operations of the batch (`{"ref": name}` in place of its id). Unique in the batch; 1 to 64 characters (Unicode code points); no NUL character, no unpaired surrogate.
+     */
+    ref?: string;
+    /**
+     * The input of `tasks.create`, as on /trpc: the body of POST /api/users/me/tasks.
+     */
+    input: {
+        task: {
+            /**
+             * 1 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            label: string;
+            /**
+             * Unix time in whole seconds (UTC).
+             */
+            planned_at?: number;
+            project_id?: number | null | BatchRef;
+        };
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
+};
+
+export type BatchTasksUpdate = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'tasks.update';
+    /**
+     * The input of `tasks.update`, as on /trpc: the body of PATCH /api/tasks/{id}, with the path id as `id`.
+     */
+    input: {
+        id: number | BatchRef;
+        task: {
+            /**
+             * 1 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            label?: string;
+            /**
+             * A project of the user, or null to detach.
+             */
+            project_id?: number | null | BatchRef;
+        };
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
+};
+
+export type BatchTasksChangeState = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'tasks.changeState';
+    /**
+     * The input of `tasks.changeState`, as on /trpc: the body of PUT /api/tasks/{id}/state, with the path id as `id`.
+     */
+    input: {
+        id: number | BatchRef;
+        task: {
+            state: 'newed' | 'started' | 'planned' | 'finished' | 'abandoned';
+        };
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
+};
+
+export type BatchTasksReorder = {
+    /**
+     * A write procedure (API-CONTRACT.md §8).
+     */
+    op: 'tasks.reorder';
+    /**
+     * The input of `tasks.reorder`, as on /trpc: the body of PUT /api/tasks/{id}/order, with the path id as `id`.
+     */
+    input: {
+        id: number | BatchRef;
+        task: {
+            /**
+             * New position, from 1; a value above the highest order is clamped to it.
+             */
+            order: number;
+        };
+    };
+    /**
+     * This operation's If-Match.
+     */
+    if_match?: string;
 };
 
 export type UsersRegisterData = {
@@ -586,7 +807,7 @@ export type ProjectsListData = {
          */
         state?: Array<'newed' | 'started' | 'paused' | 'finished'>;
         /**
-         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL. In a query string `+` is a space: write a plus as `%2B`.
+         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters; no NUL character, no unpaired surrogate. In a query string `+` is a space: write a plus as `%2B`.
          */
         q?: string;
         /**
@@ -1091,7 +1312,7 @@ export type TasksListData = {
          */
         project_id?: Array<number | 'none'>;
         /**
-         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters, no NUL. In a query string `+` is a space: write a plus as `%2B`.
+         * Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to 100 characters; no NUL character, no unpaired surrogate. In a query string `+` is a space: write a plus as `%2B`.
          */
         q?: string;
         /**
@@ -1578,24 +1799,7 @@ export type TasksReorderResponse = TasksReorderResponses[keyof TasksReorderRespo
 
 export type BatchApplyData = {
     body: {
-        operations: Array<{
-            /**
-             * A write procedure (API-CONTRACT.md §8).
-             */
-            op: 'projects.create' | 'projects.update' | 'projects.changeState' | 'projects.delete' | 'tasks.create' | 'tasks.update' | 'tasks.changeState' | 'tasks.reorder';
-            /**
-             * On a create: names the resource it creates, for later operations of the batch (`{"ref": name}` in place of its id). Unique in the batch.
-             */
-            ref?: string;
-            /**
-             * The procedure's input, as on /trpc: the REST body with the path id as `id` (none is an empty one). An id may be `{"ref": name}`.
-             */
-            input?: unknown;
-            /**
-             * This operation's If-Match.
-             */
-            if_match?: string;
-        }>;
+        operations: Array<BatchProjectsCreate | BatchProjectsUpdate | BatchProjectsChangeState | BatchProjectsDelete | BatchTasksCreate | BatchTasksUpdate | BatchTasksChangeState | BatchTasksReorder>;
     };
     headers?: {
         /**
@@ -1610,7 +1814,7 @@ export type BatchApplyData = {
 
 export type BatchApplyErrors = {
     /**
-     * Bad request: `invalid_json`
+     * Bad request: `invalid_json`, `invalid` (`invalid`: an If-Match or If-None-Match header, named by `source.header`; each operation gives its own `if_match`)
      */
     400: ErrorEnvelope;
     /**

@@ -11,11 +11,15 @@
 import { authedProcedure } from '../core/procedures.js';
 import { t, toTRPCError } from '../core/trpc.js';
 import { applyBatch } from './apply-batch.js';
-import { BatchAnswer, BatchInput, MAX_OPERATIONS, tooManyOperations } from './batch.schema.js';
+import { BatchAnswer, BatchInput, MAX_OPERATIONS, conditionalHeader, tooManyOperations } from './batch.schema.js';
 
-/** A list over the limit is refused before its input is parsed (batch.schema.ts `tooManyOperations`). */
-const boundedBatch = t.middleware(async ({ getRawInput, next }) => {
-  const refusal = tooManyOperations(await getRawInput());
+/**
+ * Refused before its input is parsed, and so before anything runs or is kept under its
+ * Idempotency-Key: a batch sent with If-Match or If-None-Match (each operation carries its
+ * own `if_match`), then a list over the limit (batch.schema.ts).
+ */
+const boundedBatch = t.middleware(async ({ ctx, getRawInput, next }) => {
+  const refusal = conditionalHeader(ctx.header) ?? tooManyOperations(await getRawInput());
   if (refusal) throw toTRPCError(refusal);
   return next();
 });
@@ -29,7 +33,8 @@ export const batchProcedures = {
         description: [
           `Runs 1 to ${MAX_OPERATIONS} write operations of the current user in order, in one transaction: all of them, or none.`,
           'Each operation is a write procedure (`projects.create`, `.update`, `.changeState`, `.delete`, `tasks.create`, `.update`, `.changeState`, `.reorder`) with that procedure\'s input; `{"ref": name}` in place of an id stands for the resource an earlier create with that `ref` made; `if_match` is the operation\'s If-Match. Each operation sees the ones before it, and the rules hold after each step.',
-          'The answers are in request order, each with the status the operation gives alone. The first operation that fails ends the batch and nothing is kept: its status and errors are the answer, each pointer under `/operations/<index>`. Idempotency-Key covers the whole batch; each operation counts as a request against the rate limit.',
+          'The answers are in request order, each with the status the operation gives alone. The first operation that fails ends the batch and nothing is kept: its status and errors are the answer, each pointer under `/operations/<index>`. Idempotency-Key covers the whole batch; If-Match and If-None-Match headers are refused (400 `invalid`, `source.header`): preconditions go in each operation\'s `if_match`.',
+          'Each operation counts as a request against the rate limit, once the batch is admitted; a batch that does not fit what is left of it is refused (429, with Retry-After when it will fit), runs nothing and counts as one request.',
         ].join('\n\n'),
       },
       errorCodes: [

@@ -30,6 +30,8 @@ export type BatchOperationName = keyof typeof BATCH_OPERATIONS;
 const OPERATION_NAMES = Object.keys(BATCH_OPERATIONS) as [BatchOperationName, ...BatchOperationName[]];
 
 const refName = text({ min: 1, max: 64, what: 'ref' });
+/** How a ref is written (text()'s rules), as the documents say it. */
+export const REF_RULES = refName.description!;
 
 const Operation = z.object({
   // A string checked against the names (not an enum), so that a missing op is `parameter_missing`.
@@ -39,7 +41,7 @@ const Operation = z.object({
     .transform((op) => op as BatchOperationName)
     .meta({ enum: OPERATION_NAMES, description: 'A write procedure (API-CONTRACT.md §8).' }),
   ref: refName.optional().meta({
-    description: 'On a create: names the resource it creates, for later operations of the batch (`{"ref": name}` in place of its id). Unique in the batch.',
+    description: `On a create: names the resource it creates, for later operations of the batch (\`{"ref": name}\` in place of its id). Unique in the batch; ${REF_RULES}`,
   }),
   input: z.unknown().optional().meta({
     description: 'The procedure\'s input, as on /trpc: the REST body with the path id as `id` (none is an empty one). An id may be `{"ref": name}`.',
@@ -92,6 +94,20 @@ function shapeIssues(operations: unknown): Issue[] {
     else created.set(operation.ref, spec.creates);
   });
   return issues;
+}
+
+/**
+ * A batch's request headers name no version: If-Match and If-None-Match are `400 invalid` on
+ * the header (API-CONTRACT.md §15), on both doors; preconditions go in each operation's `if_match`.
+ */
+export function conditionalHeader(header: (name: string) => string | undefined): DomainError | undefined {
+  const name = (['If-Match', 'If-None-Match'] as const).find((n) => header(n) !== undefined);
+  if (name === undefined) return undefined;
+  return DomainError.of('invalid', {
+    status: 400,
+    header: name,
+    detail: `${name} does not apply to a batch: give each operation its own if_match.`,
+  });
 }
 
 /**

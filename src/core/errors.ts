@@ -6,7 +6,7 @@
  * Touch this file to add or reword an error; nothing else lists codes or statuses.
  */
 import type { ZodError } from 'zod';
-import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH, MAX_LIST_VALUES, MAX_PAGE_SIZE, MAX_SEARCH_LENGTH } from './limits.js';
+import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from './limits.js';
 
 export const TOO_DEEP_DETAIL = `The request body nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep.`;
 
@@ -57,9 +57,11 @@ export const ERROR_CATALOGUE = {
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 export const ERROR_CODES = Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]];
 
+/** What the error is about: a member of the body, a query parameter, or a request header (API-CONTRACT.md §2, §15). */
 export interface ErrorSource {
   pointer?: string;
   parameter?: string;
+  header?: string;
 }
 
 /** One member of the `errors` array, exactly as it goes on the wire. */
@@ -81,10 +83,11 @@ export interface ErrorOptions extends ErrorSource {
 /** An error of the catalogue, with what this occurrence adds. */
 export function apiError(code: ErrorCode, options: ErrorOptions = {}): ApiError {
   const spec: ErrorSpec = ERROR_CATALOGUE[code];
-  const { detail = spec.detail, status = spec.status, pointer, parameter } = options;
+  const { detail = spec.detail, status = spec.status, pointer, parameter, header } = options;
   const error: ApiError = { status: String(status), code, title: spec.title, detail };
   if (pointer !== undefined) error.source = { pointer };
   else if (parameter !== undefined) error.source = { parameter };
+  else if (header !== undefined) error.source = { header };
   return error;
 }
 
@@ -172,37 +175,6 @@ export class ValidationErrors {
 /** Change-log event ids: per-user numbers written as decimal strings; "0" stands before the first. */
 export const EVENT_ID = /^(0|[1-9][0-9]{0,17})$/;
 
-/**
- * How the REST door reads a query parameter's text (src/http/rest.ts): `integer`, written as
- * decimal digits with no sign, leading zero, exponent or space; `list`, a comma list of
- * texts; `ids`, a comma list of ids and `none`; `text`, as it is.
- */
-export type QueryParameterKind = 'integer' | 'list' | 'ids' | 'text';
-
-/** The query parameters the API takes (API-CONTRACT.md §7, §10, §12), each written one way only. */
-export const QUERY_PARAMETERS: Record<string, { kind: QueryParameterKind; detail: string; pattern?: RegExp }> = {
-  page: { kind: 'integer', detail: 'Query parameter page must be an integer >= 1.' },
-  page_size: { kind: 'integer', detail: `Query parameter page_size must be an integer from 1 to ${MAX_PAGE_SIZE}.` },
-  state: { kind: 'list', detail: `Query parameter state must be a comma list of at most ${MAX_LIST_VALUES} states of this list (abandoned tasks are never listed).` },
-  project_id: { kind: 'ids', detail: `Query parameter project_id must be a comma list of at most ${MAX_LIST_VALUES} project ids and none.` },
-  q: { kind: 'text', detail: `Query parameter q must be 1 to ${MAX_SEARCH_LENGTH} characters, without NUL.` },
-  planned_after: { kind: 'integer', detail: 'Query parameter planned_after must be a Unix time in whole seconds.' },
-  planned_before: { kind: 'integer', detail: 'Query parameter planned_before must be a Unix time in whole seconds.' },
-  planned_on: { kind: 'text', detail: 'Query parameter planned_on must be today, tomorrow or a date YYYY-MM-DD that exists.' },
-  due_after: { kind: 'integer', detail: 'Query parameter due_after must be a Unix time in whole seconds.' },
-  due_before: { kind: 'integer', detail: 'Query parameter due_before must be a Unix time in whole seconds.' },
-  sort: { kind: 'text', detail: 'Query parameter sort must be one attribute this list sorts by, with - in front for descending.' },
-  after: { kind: 'text', pattern: EVENT_ID, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
-  // events.onChange's cursor: in the URL of its stream, and answered like `after` and Last-Event-ID.
-  lastEventId: { kind: 'text', pattern: EVENT_ID, detail: 'lastEventId must be an event id: digits, no leading zero.' },
-};
-
-/** A query parameter not written as QUERY_PARAMETERS says. */
-export function invalidQueryParameter(name: string): ApiError {
-  const detail = QUERY_PARAMETERS[name]?.detail ?? `Query parameter ${name} is not valid.`;
-  return apiError('invalid', { status: 400, detail, parameter: name });
-}
-
 /** The members that wrap a request body's fields (`{"project": {...}}`): refused as parameter_missing when not an object. */
 export const BODY_WRAPPERS = ['project', 'task', 'user', 'webhook', 'replay'] as const;
 
@@ -216,6 +188,8 @@ export interface ZodConversionOptions {
   resource?: 'project' | 'task' | 'webhook';
   /** Members that come from the query string (issues become 400 with `source.parameter`). */
   queryParameters?: readonly string[];
+  /** The error of a bad query parameter (src/core/list-query.ts `invalidQueryParameter`). */
+  invalidQueryParameter?: (name: string) => ApiError;
   /** Top-level body wrappers (`project`, `task`, `user`, `webhook`, `replay`). */
   wrappers?: readonly string[];
 }
@@ -236,9 +210,11 @@ export function pointerOf(path: readonly PropertyKey[]): string {
   return '/' + path.map((p) => String(p).replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
 }
 
+const invalidParameter = (name: string): ApiError => apiError('invalid', { status: 400, detail: `Query parameter ${name} is not valid.`, parameter: name });
+
 /** Turns a failed input parse into the errors of API-CONTRACT.md §2. */
 export function fromZodError(error: ZodError, options: ZodConversionOptions): DomainError {
-  const { rawInput, resource, queryParameters = [], wrappers = BODY_WRAPPERS } = options;
+  const { rawInput, resource, queryParameters = [], invalidQueryParameter = invalidParameter, wrappers = BODY_WRAPPERS } = options;
   const issues = error.issues;
 
   if (resource && issues.some((i) => i.path.length === 1 && i.path[0] === 'id')) {

@@ -1,6 +1,7 @@
 /**
- * The query parameters both lists share (API-CONTRACT.md §12), as zod schemas that type the
- * tRPC input and document the REST query, and the links that keep them. Each list's own
+ * The query parameters of the API (API-CONTRACT.md §7, §10, §12): how each is written and
+ * what a bad one answers (`QUERY_PARAMETERS`), the ones both lists share as zod schemas that
+ * type the tRPC input and document the REST query, and the links that keep them. Each list's own
  * parameters (which states, which attributes sort) are in its schema (src/tasks/task.schema.ts,
  * src/projects/project.schema.ts); what they select is in its store.
  *
@@ -10,9 +11,41 @@
  * (src/core/errors.ts `fromZodError`), all of a request's bad parameters at once.
  */
 import { z } from 'zod';
-import { MAX_TIMESTAMP, codePointLength, strict } from './fields.js';
+import { EVENT_ID, apiError, type ApiError } from './errors.js';
+import { MAX_TIMESTAMP, WELL_FORMED_TEXT, codePointLength, strict } from './fields.js';
 import { MAX_LIST_VALUES, MAX_PAGE_SIZE, MAX_SEARCH_LENGTH } from './limits.js';
 import { parseLocalDate } from './user-day.js';
+
+/**
+ * How the REST door reads a query parameter's text (src/http/rest.ts): `integer`, written as
+ * decimal digits with no sign, leading zero, exponent or space; `list`, a comma list of
+ * texts; `ids`, a comma list of ids and `none`; `text`, as it is.
+ */
+export type QueryParameterKind = 'integer' | 'list' | 'ids' | 'text';
+
+/** The query parameters the API takes (API-CONTRACT.md §7, §10, §12), each written one way only. */
+export const QUERY_PARAMETERS: Record<string, { kind: QueryParameterKind; detail: string; pattern?: RegExp }> = {
+  page: { kind: 'integer', detail: 'Query parameter page must be an integer >= 1.' },
+  page_size: { kind: 'integer', detail: `Query parameter page_size must be an integer from 1 to ${MAX_PAGE_SIZE}.` },
+  state: { kind: 'list', detail: `Query parameter state must be a comma list of at most ${MAX_LIST_VALUES} states of this list (abandoned tasks are never listed).` },
+  project_id: { kind: 'ids', detail: `Query parameter project_id must be a comma list of at most ${MAX_LIST_VALUES} project ids and none.` },
+  q: { kind: 'text', detail: `Query parameter q must be 1 to ${MAX_SEARCH_LENGTH} characters, without NUL.` },
+  planned_after: { kind: 'integer', detail: 'Query parameter planned_after must be a Unix time in whole seconds.' },
+  planned_before: { kind: 'integer', detail: 'Query parameter planned_before must be a Unix time in whole seconds.' },
+  planned_on: { kind: 'text', detail: 'Query parameter planned_on must be today, tomorrow or a date YYYY-MM-DD that exists.' },
+  due_after: { kind: 'integer', detail: 'Query parameter due_after must be a Unix time in whole seconds.' },
+  due_before: { kind: 'integer', detail: 'Query parameter due_before must be a Unix time in whole seconds.' },
+  sort: { kind: 'text', detail: 'Query parameter sort must be one attribute this list sorts by, with - in front for descending.' },
+  after: { kind: 'text', pattern: EVENT_ID, detail: 'Query parameter after must be an event id: digits, no leading zero.' },
+  // events.onChange's cursor: in the URL of its stream, and answered like `after` and Last-Event-ID.
+  lastEventId: { kind: 'text', pattern: EVENT_ID, detail: 'lastEventId must be an event id: digits, no leading zero.' },
+};
+
+/** A query parameter not written as QUERY_PARAMETERS says. */
+export function invalidQueryParameter(name: string): ApiError {
+  const detail = QUERY_PARAMETERS[name]?.detail ?? `Query parameter ${name} is not valid.`;
+  return apiError('invalid', { status: 400, detail, parameter: name });
+}
 
 export function pageSizeParam(defaultSize: number) {
   return strict(z.int().min(1).max(MAX_PAGE_SIZE))
@@ -38,12 +71,20 @@ export const searchParam = z
     return length >= 1 && length <= MAX_SEARCH_LENGTH && !value.includes('\u0000') && value.isWellFormed();
   })
   .meta({
-    description: `Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to ${MAX_SEARCH_LENGTH} characters, no NUL. In a query string \`+\` is a space: write a plus as \`%2B\`.`,
+    description: `Keeps items whose text contains this, ignoring case (Unicode lower case): 1 to ${MAX_SEARCH_LENGTH} characters; no NUL character, no unpaired surrogate. In a query string \`+\` is a space: write a plus as \`%2B\`.`,
     minLength: 1,
     maxLength: MAX_SEARCH_LENGTH,
+    pattern: WELL_FORMED_TEXT,
     example: 'invoice',
   })
   .optional();
+
+/**
+ * How `planned_on` is written, as a pattern a client can check: `today`, `tomorrow`, or a
+ * date whose month is 01 to 12 and day 01 to 31 (whether the day exists, 2026-02-30 does
+ * not, is the service's to say).
+ */
+export const DAY_PATTERN = '^(today|tomorrow|[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))$';
 
 /** `planned_on`: `today`, `tomorrow` or a date `YYYY-MM-DD`, in the user's time zone. */
 export const dayParam = z
@@ -51,7 +92,7 @@ export const dayParam = z
   .refine((value) => value === 'today' || value === 'tomorrow' || parseLocalDate(value) !== undefined)
   .meta({
     description: '`today`, `tomorrow` or a date `YYYY-MM-DD` that exists: the day in the user\'s time zone.',
-    pattern: '^(today|tomorrow|[0-9]{4}-[0-9]{2}-[0-9]{2})$',
+    pattern: DAY_PATTERN,
     example: 'today',
   })
   .optional();

@@ -12,7 +12,8 @@ import type { AppMeta, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
 import { BODY_WRAPPERS, DomainError, fromZodError } from './errors.js';
 import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
-import { enforceRateLimit } from './rate-limit.js';
+import { invalidQueryParameter } from './list-query.js';
+import { admitRequests, enforceRateLimit } from './rate-limit.js';
 import type { RateLimitKind } from './request-scope.js';
 import { TRPCError } from '@trpc/server';
 import { t, toTRPCError } from './trpc.js';
@@ -72,7 +73,7 @@ async function convertError(result: Extract<MiddlewareResult, { ok: false }>, me
   if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
     throw toTRPCError(
-      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters }).refusedBeforeRun(),
+      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters, invalidQueryParameter }).refusedBeforeRun(),
     );
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
@@ -124,10 +125,14 @@ export const publicProcedure = t.procedure.use(door);
 
 export type KeysOf = (ctx: Context & { tokenHash?: string }, rawInput: unknown) => string[];
 
-/** Counts the request (or `requests`) against every key that applies; refused when any limit is spent. */
-async function enforce(ctx: Context, keys: string[], limit: number, kind: RateLimitKind, requests = 1): Promise<void> {
+/** Counts the request against every key that applies; refused when any limit is spent. */
+async function enforce(ctx: Context, keys: string[], limit: number, kind: RateLimitKind): Promise<void> {
+  await asTRPCError(enforceRateLimit(ctx.em, keys, limit, ctx.clock.now(), kind, ctx.setHeader));
+}
+
+async function asTRPCError(counting: Promise<void>): Promise<void> {
   try {
-    await enforceRateLimit(ctx.em, keys, limit, ctx.clock.now(), kind, ctx.setHeader, requests);
+    await counting;
   } catch (error) {
     throw error instanceof DomainError ? toTRPCError(error) : error;
   }
@@ -145,11 +150,17 @@ export function rateLimited(limitOf: (ctx: Context) => number, keysOf: KeysOf, k
 }
 
 /**
- * Counts `requests` more against the token's limit, beyond the one its call already counted:
- * a batch's further operations (API-CONTRACT.md §15), counted before any of them runs.
+ * Counts `requests` more against the token's limit, beyond the one its call already counted,
+ * all of them or none: a batch's further operations (API-CONTRACT.md §15), counted before any
+ * of them runs. A batch refused here counts as the one request its call counted.
  */
 export async function countFurtherRequests(ctx: Context & { tokenHash: string }, requests: number): Promise<void> {
-  if (ctx.rateLimits.perMinute > 0 && requests > 0) await enforce(ctx, [`token:${ctx.tokenHash}`], ctx.rateLimits.perMinute, 'token', requests);
+  const limit = ctx.rateLimits.perMinute;
+  if (limit <= 0 || requests <= 0) return;
+  // Sent again, the batch counts its call and these; more than the limit never fits: the refusal says so.
+  const retry = requests + 1;
+  const detail = retry > limit ? `${retry} operations are more than the ${limit} requests a minute this token may send: split the batch.` : undefined;
+  await asTRPCError(admitRequests(ctx.em, `token:${ctx.tokenHash}`, limit, ctx.clock.now(), 'token', ctx.setHeader, { requests, retry, detail }));
 }
 
 export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

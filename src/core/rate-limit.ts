@@ -31,11 +31,9 @@ export function storedKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
 }
 
-/** Counts `requests` (one request; a batch's operations) under `key` now. */
-export async function hit(em: SqlEntityManager, key: string, limit: number, now: Date, requests = 1): Promise<RateLimitDecision> {
-  const nowMs = now.getTime();
-  const windowMs = WINDOW_SECONDS * 1000;
-  const windowStart = nowMs - (nowMs % windowMs);
+/** Counts one request under `key` now, whether or not it fits (a refused request counts too). */
+export async function hit(em: SqlEntityManager, key: string, limit: number, now: Date): Promise<RateLimitDecision> {
+  const { windowStart, elapsed } = windowOf(now);
   const stored = storedKey(key);
   const [row] = await em.execute<{ hits: number; previous: number }[]>(
     `with counted as (
@@ -44,10 +42,52 @@ export async function hit(em: SqlEntityManager, key: string, limit: number, now:
        returning "hits")
      select (select "hits" from counted) as hits,
             coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as previous`,
-    [stored, new Date(windowStart), requests, stored, new Date(windowStart - windowMs)],
+    [stored, windowStart, 1, stored, previousWindow(windowStart)],
   );
-  return decide(limit, Number(row!.previous), Number(row!.hits), (nowMs - windowStart) / windowMs);
+  return decide(limit, Number(row!.previous), Number(row!.hits), elapsed);
 }
+
+/**
+ * Counts `requests` under `key` now only if all of them fit; if they do not, counts nothing
+ * (API-CONTRACT.md §15: a batch refused with 429 counts as the one request its call already
+ * counted, not as its operations), and `reset` says when `retry` requests (what sending them
+ * again counts) will fit. The check and the count are one statement on the counter's row, so
+ * that processes counting at once never admit more than the limit between them: the row's
+ * lock makes the later one see the earlier one's count.
+ */
+export async function hitIfFits(em: SqlEntityManager, key: string, limit: number, now: Date, requests: number, retry = requests): Promise<RateLimitDecision> {
+  const { windowStart, elapsed } = windowOf(now);
+  const stored = storedKey(key);
+  const start = previousWindow(windowStart);
+  // The previous window's weight in the sliding estimate, as `decide` computes it.
+  const weight = 1 - elapsed;
+  const [row] = await em.execute<{ counted: number | null; current: number; previous: number }[]>(
+    `with previous as (
+       select coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as hits),
+     counted as (
+       insert into rate_limit_hits ("key", "window_start", "hits")
+       select ?, ?, ? from previous where previous.hits * ?::float8 + ? <= ?
+       on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + excluded."hits"
+         where (select hits from previous) * ?::float8 + rate_limit_hits."hits" + excluded."hits" <= ?
+       returning "hits")
+     select (select "hits" from counted) as counted,
+            coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as current,
+            (select hits from previous) as previous`,
+    [stored, start, stored, windowStart, requests, weight, requests, limit, weight, limit, stored, windowStart],
+  );
+  const previous = Number(row!.previous);
+  if (row!.counted !== null) return { ...decide(limit, previous, Number(row!.counted), elapsed), allowed: true };
+  return { ...decide(limit, previous, Number(row!.current), elapsed, retry), allowed: false };
+}
+
+function windowOf(now: Date): { windowStart: Date; elapsed: number } {
+  const nowMs = now.getTime();
+  const windowMs = WINDOW_SECONDS * 1000;
+  const startMs = nowMs - (nowMs % windowMs);
+  return { windowStart: new Date(startMs), elapsed: (nowMs - startMs) / windowMs };
+}
+
+const previousWindow = (windowStart: Date) => new Date(windowStart.getTime() - WINDOW_SECONDS * 1000);
 
 /**
  * The sliding window: the hits of the last minute are estimated as this window's hits plus
@@ -55,17 +95,20 @@ export async function hit(em: SqlEntityManager, key: string, limit: number, now:
  * covers. Unlike fixed windows, twice the limit never fits across a window boundary.
  *
  * `elapsed` is the fraction of the current window gone by (0 to 1); `hits` counts this request.
+ * `reset` says when `next` more requests fit (1, or a batch's operations that did not).
  */
-export function decide(limit: number, previous: number, hits: number, elapsed: number): RateLimitDecision {
+export function decide(limit: number, previous: number, hits: number, elapsed: number, next = 1): RateLimitDecision {
   const weighted = previous * (1 - elapsed) + hits;
   const allowed = weighted <= limit;
   const untilWindowEnd = (1 - elapsed) * WINDOW_SECONDS;
   let reset = untilWindowEnd;
-  if (weighted + 1 > limit) {
-    // Seconds until one more request fits: first while the previous window's weight decays,
-    // else once this window has become the previous one and decays in its turn.
-    const within = previous > 0 && hits + 1 <= limit ? (1 - elapsed - (limit - hits - 1) / previous) * WINDOW_SECONDS : Infinity;
-    reset = within <= untilWindowEnd ? within : untilWindowEnd + Math.max(0, 1 - (limit - 1) / hits) * WINDOW_SECONDS;
+  if (weighted + next > limit) {
+    // Seconds until `next` more fit: first while the previous window's weight decays, else
+    // once this window has become the previous one and decays in its turn. More than the
+    // limit never fits: then, when nothing counted is left.
+    const within = previous > 0 && hits + next <= limit ? (1 - elapsed - (limit - hits - next) / previous) * WINDOW_SECONDS : Infinity;
+    const afterWindow = next > limit ? 1 : hits > 0 ? Math.max(0, 1 - (limit - next) / hits) : 0;
+    reset = within <= untilWindowEnd ? within : untilWindowEnd + afterWindow * WINDOW_SECONDS;
   }
   return {
     limit,
@@ -99,9 +142,9 @@ export function rateLimitHeaders(decision: RateLimitDecision): Record<string, st
 }
 
 /**
- * Counts a request (or `requests` of them: a batch's further operations) against every key
- * that applies, at `limit` a minute, and sets the RateLimit headers of the tightest; throws 429
- * `rate_limited` (with Retry-After) when one is spent.
+ * Counts a request against every key that applies, at `limit` a minute, and sets the
+ * RateLimit headers of the tightest; throws 429 `rate_limited` (with Retry-After) when one is
+ * spent.
  */
 export async function enforceRateLimit(
   em: SqlEntityManager,
@@ -110,19 +153,38 @@ export async function enforceRateLimit(
   now: Date,
   kind: RateLimitKind,
   setHeader: (name: string, value: string) => void,
-  requests = 1,
 ): Promise<void> {
   const decisions = [];
-  for (const key of keys) decisions.push(await hit(em, key, limit, now, requests));
-  const decision = tightest(decisions);
+  for (const key of keys) decisions.push(await hit(em, key, limit, now));
+  answer(tightest(decisions), kind, setHeader);
+}
+
+/**
+ * Counts `requests` more under `key` if all of them fit, and sets its RateLimit headers;
+ * otherwise counts none and throws 429 `rate_limited` (with `detail`, if given), its
+ * Retry-After when `retry` requests (what sending them again counts) will fit.
+ */
+export async function admitRequests(
+  em: SqlEntityManager,
+  key: string,
+  limit: number,
+  now: Date,
+  kind: RateLimitKind,
+  setHeader: (name: string, value: string) => void,
+  counts: { requests: number; retry: number; detail?: string },
+): Promise<void> {
+  answer(await hitIfFits(em, key, limit, now, counts.requests, counts.retry), kind, setHeader, counts.detail);
+}
+
+function answer(decision: RateLimitDecision, kind: RateLimitKind, setHeader: (name: string, value: string) => void, detail?: string): void {
   for (const [name, value] of Object.entries(rateLimitHeaders(decision))) setHeader(name, value);
   if (!decision.allowed) {
     noteRateLimitRefusal(kind);
-    throw rateLimited(decision);
+    throw rateLimited(decision, detail);
   }
 }
 
-export function rateLimited(decision: RateLimitDecision): DomainError {
+export function rateLimited(decision: RateLimitDecision, detail?: string): DomainError {
   const seconds = Math.max(1, decision.reset);
-  return DomainError.of('rate_limited', { detail: `Too many requests; retry in ${seconds} seconds.` }).withRetryAfter(seconds);
+  return DomainError.of('rate_limited', { detail: detail ?? `Too many requests; retry in ${seconds} seconds.` }).withRetryAfter(seconds);
 }

@@ -22,7 +22,8 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../core/clock.js';
-import { DomainError, EVENT_ID, invalidQueryParameter } from '../core/errors.js';
+import { DomainError, EVENT_ID } from '../core/errors.js';
+import { invalidQueryParameter } from '../core/list-query.js';
 import { enforceRateLimit } from '../core/rate-limit.js';
 import { errorBody, toErrorResponse } from '../core/failures.js';
 import type { FailureLog } from '../core/failure-log.js';

@@ -15,7 +15,8 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { getTRPCErrorFromUnknown } from '@trpc/server';
-import { DomainError, QUERY_PARAMETERS } from '../core/errors.js';
+import { DomainError } from '../core/errors.js';
+import { QUERY_PARAMETERS } from '../core/list-query.js';
 import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { FailureLog } from '../core/failure-log.js';
 import type { Context } from '../core/context.js';

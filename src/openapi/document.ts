@@ -7,10 +7,13 @@
  */
 import { z } from 'zod';
 import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
-import { DomainError, ERROR_CODES, QUERY_PARAMETERS, apiError, invalidQueryParameter, type ApiError, type ErrorCode } from '../core/errors.js';
+import { DomainError, ERROR_CODES, apiError, type ApiError, type ErrorCode } from '../core/errors.js';
+import { QUERY_PARAMETERS, invalidQueryParameter } from '../core/list-query.js';
 import type { AppMeta } from '../core/context.js';
 import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS, MAX_JSON_DEPTH } from '../core/limits.js';
 import { appRouter } from '../app/router.js';
+import { conditionalHeader } from '../batch/batch.schema.js';
+import { describeBatchOperations } from './batch-operations.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 import { MAX_WEBHOOKS_PER_USER } from '../webhooks/webhook.schema.js';
 import { MAX_URL_LENGTH } from '../webhooks/address-guard.js';
@@ -26,7 +29,8 @@ const ApiErrorSchema = z
     source: z
       .object({
         pointer: z.string().optional().meta({ description: 'JSON Pointer into the request body.', example: '/project/name' }),
-        parameter: z.string().optional().meta({ description: 'Query parameter at fault.', example: 'page' }),
+        parameter: z.string().optional().meta({ description: 'Query parameter at fault; on a request of one resource, also its header Idempotency-Key or If-Match.', example: 'page' }),
+        header: z.string().optional().meta({ description: 'Request header at fault, where a parameter does not name it (If-Match on a batch).', example: 'If-Match' }),
       })
       .optional(),
   })
@@ -89,10 +93,11 @@ function errorResponses(meta: AppMeta, hasBody: boolean, docs: OperationDocs): E
   const bodyNote = hasBody ? undefined : BODY_NOT_TAKEN;
   specs.push({ status: 400, codes: ['invalid_json'], note: bodyNote && `\`invalid_json\` ${bodyNote}` });
   if (meta.queryParameters?.length) specs.push({ status: 400, codes: ['invalid'] });
+  const batch = (meta.openapi?.tags ?? []).includes('batch');
+  if (batch) specs.push({ status: 400, codes: ['invalid'], note: '`invalid`: an If-Match or If-None-Match header, named by `source.header`; each operation gives its own `if_match`' });
   if (meta.openapi?.protect !== false) specs.push({ status: 401, codes: ['unauthorized'] });
   if (domain.includes('login_failed')) specs.push({ status: 401, codes: ['login_failed'] });
   // A batch answers with the status of the operation that failed: 404 for an unknown id, 412 for its stale if_match.
-  const batch = (meta.openapi?.tags ?? []).includes('batch');
   if (meta.resource || batch) specs.push({ status: 404, codes: ['record_not_found'] });
   if (domain.includes('cursor_expired')) {
     specs.push({
@@ -503,6 +508,7 @@ function commonErrorExample(code: ErrorCode, meta: AppMeta, docs: OperationDocs)
     // The operation that failed, under /operations/<index>.
     if (code === 'record_not_found') return { ...DomainError.notFound('project').errors[0]!, source: { pointer: '/operations/2/project' } };
     if (code === 'precondition_failed') return apiError(code, { pointer: '/operations/2/if_match' });
+    if (code === 'invalid') return conditionalHeader((name) => (name === 'If-Match' ? '"p3-v7"' : undefined))!.errors[0]!;
   }
   switch (code) {
     case 'invalid': return invalidQueryParameter('page');
@@ -535,7 +541,8 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
       error = commonErrorExample(code, meta, OPERATION_DOCS[operationId] ?? {});
     }
     const value = code === 'cursor_expired' ? { errors: [error], meta: { last_event_id: '1042' } } : { errors: [error] };
-    examples[code] = { summary: `${code}${error.source?.pointer ? ` on ${error.source.pointer}` : ''}`, value };
+    const on = error.source?.pointer ?? (error.source?.header === undefined ? undefined : `the header ${error.source.header}`);
+    examples[code] = { summary: `${code}${on ? ` on ${on}` : ''}`, value };
   }
   if (operationId === 'projects-create' && status === 422) {
     examples['invalid+too_long'] = {
@@ -793,6 +800,7 @@ export function buildOpenApiDocument(): Json {
   delete (schemas.CursorExpired as Json).$schema;
   components.schemas = schemas;
   components.headers = HEADERS;
+  describeBatchOperations(doc, '/api/batch');
   return doc;
 }
 

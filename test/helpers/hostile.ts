@@ -379,7 +379,8 @@ export function errorProblems(errors: unknown, status: number): string[] {
       if (!isRecord(source) || Object.keys(source).length === 0) problems.push('source is not a non-empty object');
       else {
         for (const [key, value] of Object.entries(source)) {
-          if (key !== 'pointer' && key !== 'parameter') problems.push(`source has an unexpected member ${key}`);
+          // A member of the body, a query parameter, or a request header (API-CONTRACT.md §2, §15).
+          if (key !== 'pointer' && key !== 'parameter' && key !== 'header') problems.push(`source has an unexpected member ${key}`);
           if (typeof value !== 'string') problems.push(`source.${key} is not a string`);
         }
         if (typeof source.pointer === 'string' && !source.pointer.startsWith('/')) problems.push('pointer does not start with /');

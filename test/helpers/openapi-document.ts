@@ -25,8 +25,9 @@ export const operationById = new Map(operations.map((o) => [o.id, o]));
 const ajv = new Ajv2020({ strict: true, strictTypes: false, allErrors: true });
 // A CommonJS module: its default export is `.default` under NodeNext.
 ajvFormats.default(ajv);
-// OpenAPI's own members next to JSON Schema keywords.
-ajv.addVocabulary(['components', 'example']);
+// OpenAPI's own members next to JSON Schema keywords (a discriminator only names the branch a
+// `oneOf` takes, which the branches' own `op` constants decide for a validator).
+ajv.addVocabulary(['components', 'example', 'discriminator']);
 const validators = new Map<string, ValidateFunction>();
 function validatorFor(key: string, schema: Json): ValidateFunction {
   const cached = validators.get(key);

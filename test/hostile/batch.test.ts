@@ -66,7 +66,7 @@ interface ApiError {
   status: string;
   code: string;
   detail: string;
-  source?: { pointer?: string; parameter?: string };
+  source?: { pointer?: string; parameter?: string; header?: string };
 }
 
 /** What a door answered to a batch: the envelope's errors, or the batch's answers. */
@@ -786,9 +786,9 @@ describe('the tRPC door', () => {
     const second = await trpcBatch(victim.token, [['batch.apply', toJsonText({ operations: [create('keyed')] })]], { 'Idempotency-Key': key });
     expect(second.headers.get('idempotent-replayed')).toBe('true');
     expect(second.results).toEqual(first.results);
-    // If-Match on the request of one batch.apply is not any operation's if_match: the operations carry their own.
+    // If-Match on the request of one batch.apply is refused on the header (API-CONTRACT.md §15): the operations carry their own.
     const stale = await trpcBatch(victim.token, [['batch.apply', toJsonText({ operations: [{ op: 'projects.update', input: { id: victim.projectIds[0], project: { description: 'x' } }, if_match: '"stale"' }] })]], { 'If-Match': '*' });
-    expect(pairs(stale.results[0]!.error!.errors)).toEqual([['precondition_failed', '/operations/0/if_match']]);
+    expect(stale.results[0]!.error!.errors.map((e: ApiError) => [e.code, e.source])).toEqual([['invalid', { header: 'If-Match' }]]);
   });
 
   it(`refuses ${MAX_BATCH_CALLS + 1} batch.apply calls in one request, and serves ${MAX_BATCH_CALLS} of 25 operations each`, async () => {

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, type Client } from '../../clients/rest/client/index.js';
 import {
+  batchApply,
   projectsChangeState,
   projectsCreate,
   projectsDelete,
@@ -27,6 +28,7 @@ import {
   usersMe,
   usersRegister,
   usersRevoke,
+  type BatchApplyData,
   type ErrorEnvelope,
 } from '../../clients/rest/index.js';
 import { DAY, T0, seconds, startTestApp, type TestApp } from '../helpers/test-app.js';
@@ -207,6 +209,27 @@ describe('the generated REST client', () => {
       const afterRevoke = await usersMe({ client });
       expect(afterRevoke.response?.status).toBe(401);
       expectEnvelope(afterRevoke.error, 401, ['unauthorized']);
+    });
+
+    it('sends a batch whose operations are typed one by one, refs in place of ids', async () => {
+      const registered = await usersRegister({ client: anonymous, body: { user: { username: `batch_${Date.now().toString(36)}`, password: 'correct horse' } } });
+      const own = createClient({ baseUrl: app.baseUrl, auth: () => registered.data!.meta.token });
+      const operations: BatchApplyData['body']['operations'] = [
+        { op: 'projects.create', ref: 'trip', input: { project: { name: 'Trip' } } },
+        { op: 'tasks.create', ref: 'train', input: { task: { label: 'Book train', project_id: { ref: 'trip' } } } },
+        { op: 'tasks.reorder', input: { id: { ref: 'train' }, task: { order: 1 } } },
+      ];
+      const applied = await batchApply({ client: own, body: { operations } });
+      expect(applied.response?.status).toBe(200);
+      expect(applied.data?.data.map((r) => r.status)).toEqual([201, 201, 200]);
+      // What the generated types refuse: an input of another operation, a ref where no id goes, a ref that is no name.
+      // @ts-expect-error tasks.create takes a task
+      const wrongInput: BatchApplyData['body']['operations'][number] = { op: 'tasks.create', input: { project: { name: 'x' } } };
+      // @ts-expect-error a ref stands for an id only
+      const refAsLabel: BatchApplyData['body']['operations'][number] = { op: 'tasks.create', input: { task: { label: { ref: 'trip' } } } };
+      // @ts-expect-error a ref is a name
+      const numericRef: BatchApplyData['body']['operations'][number] = { op: 'projects.delete', input: { id: { ref: 1 } } };
+      expect([wrongInput, refAsLabel, numericRef]).toHaveLength(3);
     });
 
     it('throws the envelope with throwOnError', async () => {

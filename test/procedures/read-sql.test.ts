@@ -273,8 +273,8 @@ describe('the SQL of every read, stream and housekeeping job', () => {
     }
   });
 
-  it('batch: operations of every kind in one transaction, and one that fails', async () => {
-    const { api, project, taskIds } = await userWithTasks();
+  it('batch: operations of every kind in one transaction, one that fails, and one counted by the rate limit', async () => {
+    const { api, project, taskIds, token } = await userWithTasks();
     // `.call`: tRPC's caller takes a path ending in `apply` for Function.prototype.apply.
     const apply = (input: Parameters<typeof api.batch.apply>[0]) => api.batch.apply.call(undefined, input);
     await snapshot('batch.apply', () =>
@@ -299,6 +299,11 @@ describe('the SQL of every read, stream and housekeeping job', () => {
         ],
       }),
       { refused: true },
+    );
+    // Its further operations are counted all or none, in one statement (src/core/rate-limit.ts `hitIfFits`).
+    const limited = caller(token, { rateLimited: true }).batch.apply;
+    await snapshot('batch.apply-rate-limited', () =>
+      limited.call(undefined, { operations: [{ op: 'tasks.create', input: { task: { label: 'Mulch' } } }, { op: 'tasks.create', input: { task: { label: 'Rake' } } }] }),
     );
   });
 });

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { doc, operations, schemaErrors, type Json } from '../helpers/openapi-document.js';
-import { QUERY_PARAMETERS } from '../../src/core/errors.js';
+import { QUERY_PARAMETERS } from '../../src/core/list-query.js';
 
 describe('openapi.json describes itself', () => {
   it('documents 29 operations, each with an operationId, tag and summary', () => {
