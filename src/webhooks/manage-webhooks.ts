@@ -10,7 +10,7 @@ import type { AuthedContext } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
 import { checkUrlShape, resolveChecked } from './address-guard.js';
-import { newSecret } from './signature.js';
+import { RETIRED_SECRET_HOURS, newSecret } from './signature.js';
 import {
   DELIVERIES_PAGE_SIZE, EVENT_PATTERNS,
   type CreateWebhookInput, type DeliveriesInput, type ReplayWebhookInput, type UpdateWebhookInput,
@@ -22,8 +22,6 @@ import {
 import { toSeconds } from '../core/clock.js';
 import { plainWrite } from '../writes/user-write.js';
 
-/** How long the previous secret keeps signing after a rotation. */
-export const PREVIOUS_SECRET_HOURS = 24;
 /** The longest a URL's host may take to resolve when it is set. */
 const RESOLVE_TIMEOUT_MS = 5_000;
 
@@ -111,7 +109,7 @@ export async function newWebhookSecret(ctx: AuthedContext, id: number) {
   return plainWrite(ctx, async (em) => {
     const now = ctx.clock.now();
     const secret = newSecret();
-    const row = await rotateSecret(em, ctx.user.id, id, secret, now, new Date(now.getTime() + PREVIOUS_SECRET_HOURS * 3_600_000));
+    const row = await rotateSecret(em, ctx.user.id, id, secret, now, new Date(now.getTime() + RETIRED_SECRET_HOURS * 3_600_000));
     return { data: presentWebhook(row), meta: { secret } };
   }).finally(() => ctx.webhooks?.wake?.(ctx.user.id));
 }
