@@ -2,7 +2,8 @@
  * What the owner of webhooks may do with them (API-CONTRACT.md §14), one function per
  * procedure of webhooks.router.ts. Each change is a write of the user (`plainWrite`): under
  * the owner's lock, with Idempotency-Key replays as every write (API-CONTRACT.md §11). A URL is checked as a delivery checks it: its shape, then
- * every address its host resolves to (public only, unless WEBHOOK_ALLOW_PRIVATE_URLS).
+ * every address its host resolves to (public only, unless WEBHOOK_ALLOW_PRIVATE_URLS), and kept
+ * as its WHATWG serialization.
  */
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
@@ -41,8 +42,10 @@ async function checkedUrl(ctx: AuthedContext, raw: string): Promise<string> {
   } finally {
     clearTimeout(timer);
   }
-  // Kept as sent: every attempt parses and checks it again.
-  return raw;
+  // Kept as its WHATWG serialization, the URL whose host was just checked (API-CONTRACT.md §14):
+  // what is stored, answered and delivered to is what the service read, in the form every parser
+  // reads alike. Every attempt parses and checks it again.
+  return shape.url.href;
 }
 
 /** Patterns once each, in the order of EVENT_PATTERNS. */
