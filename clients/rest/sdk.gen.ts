@@ -420,7 +420,7 @@ export const webhooksTest = <ThrowOnError extends boolean = false>(options: Opti
 /**
  * A new signing secret
  *
- * Answers a new `meta.secret`. For 24 hours the previous secret keeps signing beside it (`webhook-signature` then carries two signatures, separated by a space), so receivers can switch without losing a delivery.
+ * Answers a new `meta.secret`. The secret it replaces keeps signing beside it until 24 hours after this rotation, whatever rotations follow (`webhook-signature` carries one signature per secret, separated by spaces: two quick rotations sign with three secrets for a while), so receivers can switch without losing a delivery. While 10 retired secrets still sign, another rotation is 429 `rate_limited`, with `Retry-After` the seconds until the oldest stops.
  */
 export const webhooksRotateSecret = <ThrowOnError extends boolean = false>(options: Options<WebhooksRotateSecretData, ThrowOnError>): RequestResult<WebhooksRotateSecretResponses, WebhooksRotateSecretErrors, ThrowOnError> => (options.client ?? client).post<WebhooksRotateSecretResponses, WebhooksRotateSecretErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],

@@ -153,15 +153,22 @@ function authorityHasAt(raw: string): boolean {
   return (end < 0 ? afterScheme : afterScheme.slice(0, end)).includes('@');
 }
 
-/** Syntax check of a webhook URL (API-CONTRACT §14): returns the parsed URL or a detail sentence for a 422 `invalid`. */
+/**
+ * Syntax check of a webhook URL (API-CONTRACT §14): returns the parsed URL, whose `href` (its
+ * WHATWG serialization) is what the service keeps and delivers to, or a detail sentence for a
+ * 422 `invalid`. What the address rules check is that URL's host.
+ */
 export function checkUrlShape(raw: string, allowPrivate: boolean): { url: URL } | { refused: string } {
   if (typeof raw !== 'string') return { refused: 'The URL must be a string.' };
   // Characters are code points, as every length of the API counts them (API-CONTRACT.md §1).
   if (raw.length > MAX_URL_LENGTH && [...raw].length > MAX_URL_LENGTH) {
     return { refused: `The URL is longer than ${MAX_URL_LENGTH.toLocaleString('en-US')} characters.` };
   }
-  // The URL is used as sent: space around it would be dropped by the parser, and stored.
+  // Space around it would be dropped by the parser without a word: refused rather than guessed at.
   if (raw.trim() !== raw) return { refused: 'The URL must not start or end with spaces.' };
+  // A WHATWG parser reads a backslash as a slash in an http(s) URL, where other common parsers
+  // keep it: `https://a\@b/` names the host a to one and b to the other. Refused wherever it stands.
+  if (raw.includes('\\')) return { refused: 'The URL must not contain a backslash (\\): parsers disagree on where its host ends.' };
   let url: URL;
   try {
     url = new URL(raw);

@@ -25,7 +25,8 @@ import type { Resolve } from './address-guard.js';
 import { claimDue, recordStep, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
 import { postOnce, type OutboundResult } from './outbound.js';
 import { matchesPatterns } from './webhook.schema.js';
-import { signedHeaders } from './signature.js';
+import { signedHeaders, stillSigning } from './signature.js';
+import { retiredSecretsOf } from './webhook.store.js';
 
 /** What the deliverer tells the metrics (src/metrics/service-metrics.ts). */
 export interface DeliveryObserver {
@@ -212,10 +213,10 @@ export class WebhookDeliverer {
   /** Attempts a leased webhook's test event, then its events in order, until none is left, one fails, or the lease is lost. */
   async #deliver(webhook: ClaimedWebhook): Promise<void> {
     const base = { userId: webhook.user_id, id: webhook.id, owner: webhook.lease_owner, generation: webhook.generation };
-    const secrets = [webhook.secret];
-    if (webhook.previous_secret && webhook.previous_secret_until && new Date(webhook.previous_secret_until).getTime() > this.#now()) {
-      secrets.push(webhook.previous_secret);
-    }
+    const retired = retiredSecretsOf(webhook);
+    // At each attempt, the current secret and, newest first, those retired that still sign then:
+    // a retired secret stops at its time, also in the middle of a lease.
+    const secrets = (at: Date) => [webhook.secret, ...stillSigning(retired, at).map((r) => r.secret).reverse()];
     const lease = () => new Date(this.#now() + this.#leaseMs);
 
     for (const test of webhook.test_events) {
@@ -360,10 +361,10 @@ export class WebhookDeliverer {
   }
 
   async #attempt(
-    webhook: ClaimedWebhook, secrets: string[], eventId: string, eventType: string, body: string, number: number,
+    webhook: ClaimedWebhook, secrets: (at: Date) => string[], eventId: string, eventType: string, body: string, number: number,
   ): Promise<Attempt & { retryAfterSeconds: number | null }> {
     const at = new Date(this.#now());
-    const headers = signedHeaders(eventId, Math.floor(at.getTime() / 1000), body, secrets);
+    const headers = signedHeaders(eventId, Math.floor(at.getTime() / 1000), body, secrets(at));
     const result: OutboundResult = await postOnce(webhook.url, headers, body, {
       timeoutMs: this.#options.config.timeoutMs,
       allowPrivate: this.#options.config.allowPrivateUrls,

@@ -18,8 +18,9 @@ export interface ClaimedWebhook {
   url: string;
   events: string[];
   secret: string;
-  previous_secret: string | null;
-  previous_secret_until: Date | string | null;
+  /** The secrets rotations retired, oldest first, and when each stops signing (webhook.store.ts `retiredSecretsOf`). */
+  retired_secrets: string[];
+  retired_until: Array<Date | string>;
   cursor: string;
   attempt: number;
   generation: number;
@@ -91,10 +92,10 @@ async function claimOfUser(
      ), claimed as (
        update webhooks w set lease_owner = ?, lease_until = ?
          from due where w.user_id = ? and w.id = due.id
-       returning w.user_id, w.id, w.url, w.events, w.state, w.secret, w.previous_secret, w.previous_secret_until,
+       returning w.user_id, w.id, w.url, w.events, w.state, w.secret, w.retired_secrets, w.retired_until,
                  w.cursor, w.attempt, w.generation, w.test_events, w.next_attempt_at, w.lease_owner
      )
-     select c.user_id, c.id, c.url, c.events, c.secret, c.previous_secret, c.previous_secret_until, c.cursor::text as cursor,
+     select c.user_id, c.id, c.url, c.events, c.secret, c.retired_secrets, c.retired_until, c.cursor::text as cursor,
             c.attempt, c.generation, c.test_events, (c.state = 'enabled' and c.next_attempt_at <= ?) as log_due, c.lease_owner,
             (select u.events_pruned_through::text from users u where u.id = ?) as pruned,
             ${EVENTS_AFTER('?', 'c.cursor')} as pending

@@ -2,7 +2,8 @@
  * What the owner of webhooks may do with them (API-CONTRACT.md §14), one function per
  * procedure of webhooks.router.ts. Each change is a write of the user (`plainWrite`): under
  * the owner's lock, with Idempotency-Key replays as every write (API-CONTRACT.md §11). A URL is checked as a delivery checks it: its shape, then
- * every address its host resolves to (public only, unless WEBHOOK_ALLOW_PRIVATE_URLS).
+ * every address its host resolves to (public only, unless WEBHOOK_ALLOW_PRIVATE_URLS), and kept
+ * as its WHATWG serialization.
  */
 import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
@@ -10,7 +11,7 @@ import type { AuthedContext } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
 import { checkUrlShape, resolveChecked } from './address-guard.js';
-import { newSecret } from './signature.js';
+import { RETIRED_SECRET_HOURS, newSecret } from './signature.js';
 import {
   DELIVERIES_PAGE_SIZE, EVENT_PATTERNS,
   type CreateWebhookInput, type DeliveriesInput, type ReplayWebhookInput, type UpdateWebhookInput,
@@ -22,8 +23,6 @@ import {
 import { toSeconds } from '../core/clock.js';
 import { plainWrite } from '../writes/user-write.js';
 
-/** How long the previous secret keeps signing after a rotation. */
-export const PREVIOUS_SECRET_HOURS = 24;
 /** The longest a URL's host may take to resolve when it is set. */
 const RESOLVE_TIMEOUT_MS = 5_000;
 
@@ -43,8 +42,10 @@ async function checkedUrl(ctx: AuthedContext, raw: string): Promise<string> {
   } finally {
     clearTimeout(timer);
   }
-  // Kept as sent: every attempt parses and checks it again.
-  return raw;
+  // Kept as its WHATWG serialization, the URL whose host was just checked (API-CONTRACT.md §14):
+  // what is stored, answered and delivered to is what the service read, in the form every parser
+  // reads alike. Every attempt parses and checks it again.
+  return shape.url.href;
 }
 
 /** Patterns once each, in the order of EVENT_PATTERNS. */
@@ -111,7 +112,7 @@ export async function newWebhookSecret(ctx: AuthedContext, id: number) {
   return plainWrite(ctx, async (em) => {
     const now = ctx.clock.now();
     const secret = newSecret();
-    const row = await rotateSecret(em, ctx.user.id, id, secret, now, new Date(now.getTime() + PREVIOUS_SECRET_HOURS * 3_600_000));
+    const row = await rotateSecret(em, ctx.user.id, id, secret, now, new Date(now.getTime() + RETIRED_SECRET_HOURS * 3_600_000));
     return { data: presentWebhook(row), meta: { secret } };
   }).finally(() => ctx.webhooks?.wake?.(ctx.user.id));
 }

@@ -24,7 +24,7 @@ export function matchesPatterns(patterns: readonly string[], type: string): bool
 // Over 2,048 characters is `invalid`, as every other fault of the URL (API-CONTRACT.md §14).
 const urlText = text({ min: 1, max: MAX_URL_LENGTH, tooLong: 'invalid', what: 'URL' });
 // No `format: uri`: the URL is read as WHATWG URL parsers (Node's, browsers') read it, which take
-// text RFC 3986 refuses (a space, `é`, a backslash), and it is kept as sent.
+// text RFC 3986 refuses (a space, `é`), and it is kept as their serialization (manage-webhooks.ts).
 /**
  * Its form is checked with the rest of the body, so that its faults are reported beside the
  * others (API-CONTRACT.md §2): an absolute http(s) URL without user info. Whether it must be
@@ -38,7 +38,7 @@ const urlForm = urlText.superRefine((value, ctx) => {
 });
 const url = urlForm.meta({
   // What every text says (its length, no NUL, no unpaired surrogate), then what a webhook URL adds.
-  description: `${z.globalRegistry.get(urlText)?.description} An absolute \`https:\` URL without user info, as WHATWG URL parsers read it, kept as sent; its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 \`invalid\`. Checked again at every attempt.`,
+  description: `${z.globalRegistry.get(urlText)?.description} An absolute \`https:\` URL without user info and without a backslash, as WHATWG URL parsers read it, and kept as their serialization (the \`url\` answered: scheme and host in lower case, a default port dropped, tabs and newlines removed, dot segments resolved, what a URL may not hold as is percent-encoded, an international host name in punycode); its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 \`invalid\`. Checked again at every attempt.`,
   example: 'https://hooks.example.com/planning',
 });
 const events = z

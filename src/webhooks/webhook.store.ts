@@ -8,6 +8,8 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { toSeconds } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
+import { textArray } from '../db/sql-fragments.js';
+import { stillSigning, type RetiredSecret } from './signature.js';
 import { MAX_WEBHOOKS_PER_USER, type WebhookResource } from './webhook.schema.js';
 
 export interface WebhookRow {
@@ -221,16 +223,51 @@ export async function queueTestEvent(em: SqlEntityManager, userId: number, id: n
   return row;
 }
 
-/** A new signing secret; the old one signs beside it until `previousUntil`. */
-export async function rotateSecret(em: SqlEntityManager, userId: number, id: number, secret: string, now: Date, previousUntil: Date): Promise<WebhookRow> {
-  const [row] = await em.execute<WebhookRow[]>(
-    // The generation moves: a delivery under way stops signing with the secrets it read.
-    answering(`update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?, generation = w.generation + 1
-      where w.user_id = ? and w.id = ?`),
-    [previousUntil, secret, now, userId, id],
+/**
+ * Secrets retired within a day that a webhook may hold: an eleventh rotation is 429 until the
+ * oldest stops signing. A bound of the service's own (the contract names none): each retired
+ * secret adds a signature to every delivery, and receivers refuse headers past a few KiB.
+ */
+export const MAX_RETIRED_SECRETS = 10;
+
+/** A webhook's retired secrets as its row holds them: two arrays, the same place in each, oldest first. */
+export interface RetiredSecretColumns {
+  retired_secrets: string[];
+  retired_until: Array<Date | string>;
+}
+
+/** The retired secrets of a row, oldest first. */
+export function retiredSecretsOf(row: RetiredSecretColumns): RetiredSecret[] {
+  return row.retired_secrets.map((secret, i) => ({ secret, until: new Date(row.retired_until[i]!) }));
+}
+
+/**
+ * A new signing secret. The one it replaces signs beside it until `retiredUntil`, and so does
+ * every secret retired before that still signs; those no longer signing are dropped. Run
+ * under the owner's lock (`plainWrite`), as every rotation: the read and the write see no
+ * other rotation between them. The generation moves: a delivery under way stops signing with
+ * the secrets it read.
+ */
+export async function rotateSecret(em: SqlEntityManager, userId: number, id: number, secret: string, now: Date, retiredUntil: Date): Promise<WebhookRow> {
+  const [current] = await em.execute<Array<RetiredSecretColumns & { secret: string }>>(
+    'select w.secret, w.retired_secrets, w.retired_until from webhooks w where w.user_id = ? and w.id = ?',
+    [userId, id],
   );
-  if (!row) throw notFound();
-  return row;
+  if (!current) throw notFound();
+  const signing = stillSigning(retiredSecretsOf(current), now);
+  if (signing.length >= MAX_RETIRED_SECRETS) {
+    const free = Math.max(1, Math.ceil((signing[0]!.until.getTime() - now.getTime()) / 1000));
+    throw DomainError.of('rate_limited', {
+      detail: `${MAX_RETIRED_SECRETS} secrets retired by earlier rotations still sign this webhook's deliveries; rotate again once the oldest stops, in ${free} seconds.`,
+    }).withRetryAfter(free);
+  }
+  const retired = [...signing, { secret: current.secret, until: retiredUntil }];
+  const [row] = await em.execute<WebhookRow[]>(
+    answering(`update webhooks w set retired_secrets = ?::text[], retired_until = ?::timestamptz[], secret = ?, updated_at = ?, generation = w.generation + 1
+      where w.user_id = ? and w.id = ?`),
+    [textArray(retired.map((r) => r.secret)), textArray(retired.map((r) => r.until.toISOString())), secret, now, userId, id],
+  );
+  return row!;
 }
 
 export interface DeliveryRow {

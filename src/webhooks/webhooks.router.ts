@@ -7,8 +7,10 @@ import { authedProcedure } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import {
   WEBHOOKS_PATH, createWebhook, deliveries, editWebhook, getWebhook, listUserWebhooks, newWebhookSecret, removeWebhook, replay,
-  sendTestEvent, PREVIOUS_SECRET_HOURS,
+  sendTestEvent,
 } from './manage-webhooks.js';
+import { RETIRED_SECRET_HOURS } from './signature.js';
+import { MAX_RETIRED_SECRETS } from './webhook.store.js';
 import {
   CreateWebhookInput, DELIVERIES_PAGE_SIZE, DeliveriesInput, DeliveryPage, MAX_WEBHOOKS_PER_USER, ReplayWebhookInput, UpdateWebhookInput,
   WebhookDocument, WebhookIdInput, WebhookListDocument, WebhookWithSecretDocument,
@@ -123,7 +125,7 @@ export const webhooksRouter = router({
       openapi: {
         method: 'POST', path: `${ONE}/secret`, tags: TAGS,
         summary: 'A new signing secret',
-        description: `Answers a new \`meta.secret\`. For ${PREVIOUS_SECRET_HOURS} hours the previous secret keeps signing beside it (\`webhook-signature\` then carries two signatures, separated by a space), so receivers can switch without losing a delivery.`,
+        description: `Answers a new \`meta.secret\`. The secret it replaces keeps signing beside it until ${RETIRED_SECRET_HOURS} hours after this rotation, whatever rotations follow (\`webhook-signature\` carries one signature per secret, separated by spaces: two quick rotations sign with three secrets for a while), so receivers can switch without losing a delivery. While ${MAX_RETIRED_SECRETS} retired secrets still sign, another rotation is 429 \`rate_limited\`, with \`Retry-After\` the seconds until the oldest stops.`,
       },
       resource: 'webhook',
       successStatus: 201,

@@ -510,11 +510,11 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     expect(res.body.data.id).toBe(ids.webhook);
     expect(res.body.meta.secret).toMatch(SECRET);
     expect(res.body.meta.secret).not.toBe(firstSecret);
-    const [row] = await sql<{ secret: string; previous_secret: string; previous_secret_until: Date }>(
-      'select secret, previous_secret, previous_secret_until from webhooks where id = ?', [ids.webhook],
+    const [row] = await sql<{ secret: string; retired_secrets: string[]; retired_until: Date[] }>(
+      'select secret, retired_secrets, retired_until from webhooks where id = ?', [ids.webhook],
     );
-    expect(row).toMatchObject({ secret: res.body.meta.secret, previous_secret: firstSecret });
-    expect(new Date(row!.previous_secret_until).getTime()).toBe(T0 + 24 * 3_600_000);
+    expect(row).toMatchObject({ secret: res.body.meta.secret, retired_secrets: [firstSecret] });
+    expect(row!.retired_until.map((d) => new Date(d).getTime())).toEqual([T0 + 24 * 3_600_000]);
   });
 
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
@@ -548,10 +548,10 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     }
     // Another user's webhook is as it was: not changed, replayed, tested, given a new secret or deleted.
     expect((await expectStatus('webhooks-get', 200, { token: otherToken, id: ids.otherWebhook })).body).toEqual(theirs);
-    const [row] = await app.orm.em.fork().execute<Array<{ test_events: unknown; previous_secret: unknown }>>(
-      'select test_events, previous_secret from webhooks where id = ?', [ids.otherWebhook],
+    const [row] = await app.orm.em.fork().execute<Array<{ test_events: unknown; retired_secrets: unknown }>>(
+      'select test_events, retired_secrets from webhooks where id = ?', [ids.otherWebhook],
     );
-    expect(row).toEqual({ test_events: [], previous_secret: null });
+    expect(row).toEqual({ test_events: [], retired_secrets: [] });
   });
 
   it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {

@@ -181,7 +181,7 @@ describe('checkUrlShape', () => {
     ['https://@example.com', /user name or password/],
     ['https://@example.com/', /user name or password/],
     ['https://:@example.com/', /user name or password/],
-    ['https:\\\\@example.com/', /user name or password/],
+    ['https:\\\\@example.com/', /backslash/], // a backslash, before any user info (API-CONTRACT.md §14)
     ['https:@example.com/', /user name or password/],
     ['not a url', /not an absolute URL/],
     ['', /not an absolute URL/],

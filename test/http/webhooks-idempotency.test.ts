@@ -92,8 +92,8 @@ describe('webhook writes with an Idempotency-Key', () => {
     const second = await app.request('POST', path, { token, headers: { 'Idempotency-Key': k } });
     expect([first.status, second.status]).toEqual([201, 201]);
     expect(second.body.meta.secret).toBe(first.body.meta.secret);
-    const row = (await db.query('select secret, previous_secret from webhooks where id = $1', [created.body.data.id])).rows[0];
-    expect(row).toEqual({ secret: first.body.meta.secret, previous_secret: created.body.meta.secret });
+    const row = (await db.query('select secret, retired_secrets from webhooks where id = $1', [created.body.data.id])).rows[0];
+    expect(row).toEqual({ secret: first.body.meta.secret, retired_secrets: [created.body.meta.secret] });
   });
 
   it('replays on /trpc as on REST, across the doors', async () => {

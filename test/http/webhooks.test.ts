@@ -134,7 +134,7 @@ describe('POST /api/users/me/webhooks', () => {
     expect(Buffer.from(secret.slice('whsec_'.length), 'base64')).toHaveLength(32);
     // Stored as answered; creating a webhook writes no event.
     const row = await rowOf(userId, id);
-    expect(row).toMatchObject({ url, secret, state: 'enabled', cursor: newest, previous_secret: null, test_events: [] });
+    expect(row).toMatchObject({ url, secret, state: 'enabled', cursor: newest, retired_secrets: [], test_events: [] });
     expect(await newestEventId(token)).toBe(newest);
   });
 
@@ -188,7 +188,7 @@ describe('POST /api/users/me/webhooks', () => {
     for (const url of [URL_2048, 'https://93.184.215.14/hook', 'https://[2606:4700:4700::1111]:8443/hook', 'https://HOOKS.Example.COM/Path?Q=1']) {
       const res = await create(token, { url });
       expect(res.status, `${url.slice(0, 60)}: ${res.text.slice(0, 300)}`).toBe(201);
-      expect(res.body.data.attributes.url).toBe(url);
+      expect(res.body.data.attributes.url).toBe(new URL(url).href); // kept as its serialization (§14)
     }
   });
 
@@ -728,13 +728,13 @@ describe('POST /api/webhooks/:id/test and /secret', () => {
     expect(Buffer.from(second.slice('whsec_'.length), 'base64')).toHaveLength(32);
     const row = await rowOf(userId, id);
     expect(row.secret).toBe(second);
-    expect(row.previous_secret).toBe(first);
-    expect(new Date(row.previous_secret_until).getTime()).toBe(T0 + HOUR_MS + 24 * HOUR_MS);
-    // Rotating again keeps only the one before.
+    expect(row.retired_secrets).toEqual([first]);
+    expect(row.retired_until.map((d: Date) => d.getTime())).toEqual([T0 + HOUR_MS + 24 * HOUR_MS]);
+    // Rotating again keeps both: each signs until 24 hours after its own rotation (test/http/webhook-rotation.test.ts).
     const typed = await app.trpc(token).webhooks.rotateSecret.mutate({ id });
     expect(typed.meta.secret).toMatch(SECRET);
     expect(new Set([first, second, typed.meta.secret]).size).toBe(3);
-    expect(await rowOf(userId, id)).toMatchObject({ secret: typed.meta.secret, previous_secret: second });
+    expect(await rowOf(userId, id)).toMatchObject({ secret: typed.meta.secret, retired_secrets: [first, second] });
   });
 
   // §1: responses are `application/json; charset=utf-8`.

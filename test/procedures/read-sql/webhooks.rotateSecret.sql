@@ -6,6 +6,8 @@ begin
 
 /* batched */ select set_config('lock_timeout', '5000ms', true), id from users where id = ? for no key update
 
-with changed as (update webhooks w set previous_secret = w.secret, previous_secret_until = ?, secret = ?, updated_at = ?, generation = w.generation + 1 where w.user_id = ? and w.id = ? returning w.*) select w.user_id, w.id, w.url, w.events, w.description, w.state, w.disabled_reason, w.created_at, w.cursor::text as cursor from changed w
+select w.secret, w.retired_secrets, w.retired_until from webhooks w where w.user_id = ? and w.id = ?
+
+with changed as (update webhooks w set retired_secrets = ?::text[], retired_until = ?::timestamptz[], secret = ?, updated_at = ?, generation = w.generation + 1 where w.user_id = ? and w.id = ? returning w.*) select w.user_id, w.id, w.url, w.events, w.description, w.state, w.disabled_reason, w.created_at, w.cursor::text as cursor from changed w
 
 commit
