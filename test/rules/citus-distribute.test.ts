@@ -11,7 +11,7 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
 import { DISTRIBUTION_COLUMN, NOT_USER_DATA, USERS } from '../../src/db/data-layout.js';
@@ -80,10 +80,15 @@ function expectParentsFirst(plan: DistributionStep[], keys: Array<{ child: strin
   expect(ranks).toEqual([...ranks].sort((a, b) => a - b));
 }
 
-/** Runs `npm run citus:distribute`'s entry as a process, with DATABASE_URL on `url`. */
+/**
+ * Runs `npm run citus:distribute`'s entry as a process, with DATABASE_URL on `url`: its
+ * source compiled to JavaScript as the run's services are (test/helpers/global-setup.ts), so
+ * that each run does not compile its modules again through tsx.
+ */
 function runStep(url: string, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const entry = path.join(path.dirname(inject('serviceEntry')), 'citus-distribute-cli.js');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/citus-distribute-cli.ts', ...args], {
+    const child = spawn(process.execPath, [entry, ...args], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: url, DATABASE_DIRECT_URL: '', LOG_LEVEL: 'silent' },
       stdio: ['ignore', 'pipe', 'pipe'],
