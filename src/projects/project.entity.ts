@@ -14,7 +14,7 @@ import {
   type ProjectTransition,
 } from './project.lifecycle.js';
 
-const ProjectSchema = defineEntity({
+export const ProjectSchema = defineEntity({
   name: 'Project',
   tableName: 'projects',
   // The table's key is (user_id, id) (src/db/data-layout.ts): the ORM's updates and deletes

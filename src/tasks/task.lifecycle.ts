@@ -189,3 +189,30 @@ export function describeTaskEffects(action: TaskAction): string {
 export function describeTaskActions(): string[] {
   return TASK_ACTIONS.map((a) => `- ${a.action}: ${a.from.join('/')} → ${a.to} (${describeTaskEffects(a)})`);
 }
+
+/**
+ * The effects of TASK_ACTIONS in SQL, for a write function's UPDATE of `tasks`: each column a
+ * `case` over `action` (an expression naming the action the row takes, null for none), each
+ * branch the table's effect, `now` the instant. Columns no action touches are absent; a row
+ * whose action is null keeps every value.
+ */
+export function taskEffectsSql(action: string, now: string): Record<string, string> {
+  const set: Record<string, string> = {};
+  for (const [date, column] of Object.entries(TASK_DATE_COLUMNS) as Array<[TaskDate, string]>) {
+    const branches = TASK_ACTIONS.filter((a) => a.dates[date]).map((a) => {
+      const effect = a.dates[date]!;
+      const value = effect === 'now' ? now : effect === 'nowIfUnset' ? `coalesce(${column}, ${now})` : 'null';
+      return `when '${a.action}' then ${value}`;
+    });
+    if (branches.length) set[column] = `case ${action} ${branches.join(' ')} else ${column} end`;
+  }
+  const counting = TASK_ACTIONS.filter((a) => a.counts).map((a) => `'${a.action}'`);
+  set.planned_count = `case when ${action} in (${counting.join(', ')}) then planned_count + 1 else planned_count end`;
+  set.state = `case ${action} ${TASK_ACTIONS.map((a) => `when '${a.action}' then '${a.to}'`).join(' ')} else state end`;
+  return set;
+}
+
+/** `findTaskAction` in SQL: the action a row in state `from` takes to reach `to` (null when none). */
+export function requestedActionSql(from: string, to: string): string {
+  return `case ${TASK_ACTIONS.map((a) => `when ${to} = '${a.to}' and ${from} in (${a.from.map((s) => `'${s}'`).join(', ')}) then '${a.action}'`).join(' ')} end`;
+}

@@ -4,7 +4,10 @@
  * writes build on these; a rule changed here changes in every statement
  * (test/procedures/write-sql/ shows each write's statements whole).
  */
+import type { InferKyselyDB } from '@mikro-orm/postgresql';
+import { compileOnly } from '../db/sql-builder.js';
 import { secondsOf } from '../db/sql-fragments.js';
+import type { TaskSchema } from './task.entity.js';
 import { USER } from '../db/user-param.js';
 
 /** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
@@ -41,3 +44,6 @@ export const listedTaskIdsAfter = (p: string, changed: string) =>
      union all
      select ${changed}.id, ${changed}."order" where ${changed}.project_id = ${p}.id and ${LISTED(changed)}
    ) as x order by x."order", x.id)`;
+
+/** Statements over the user's tasks, composed as values (src/db/sql-builder.ts), typed from the entity. */
+export const taskSql = compileOnly<InferKyselyDB<typeof TaskSchema>>();

@@ -6,7 +6,7 @@
 import { authedProcedure, keepDroppedMembers } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { userWrite } from '../writes/user-write.js';
-import { changeTaskState } from './change-task-state.js';
+import { write } from '../writes/write.js';
 import { createTask } from './create-task.js';
 import { getTask } from './get-task.js';
 import { FINISHED_LISTED_DAYS, TASKS_PATH, listTasks } from './list-tasks.js';
@@ -93,7 +93,7 @@ export const tasksRouter = router({
     .input(ChangeTaskStateInput)
     .use(keepDroppedMembers('task'))
     .output(TaskDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, changeTaskState, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.changeState', input)),
 
   reorder: authedProcedure
     .meta({

@@ -245,6 +245,25 @@ export async function withSteps<T>(scope: WriteScope, steps: (em: SqlEntityManag
   }
 }
 
+/** The write open for steps on this entity manager, if any (a batch's transaction). */
+export function openWriteOf(em: SqlEntityManager): WriteScope | undefined {
+  return openWrites.get(em);
+}
+
+/** How a step made by a write function (src/writes/write.ts) ends in the open write. */
+export const settleStep = {
+  /** Its events join the write's, in order; the next step reads from the database. */
+  done(em: SqlEntityManager, events: NewEvent[]): void {
+    openWrites.get(em)!.settled.push(...events);
+    em.clear();
+  },
+  /** Its refusal ran: kept under the batch's key like any step's. */
+  refused(error: DomainError): DomainError {
+    noteRan(error);
+    return error;
+  },
+};
+
 async function runStep<I, T>(ctx: AuthedContext, open: WriteScope, useCase: UseCase<I, T>, input: I): Promise<T> {
   const scope: WriteScope = { ...open, changes: new ChangeSet(), etag: undefined, oneStatementChangedNothing: false, settled: [] };
   const value = await change(ctx, scope, useCase, input);

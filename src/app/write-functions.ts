@@ -1,0 +1,16 @@
+/**
+ * The write functions of this code (docs/design/writes.md): every write operation, made by its
+ * feature from its rule tables, gathered here at the composition root (a feature's operation
+ * may need another's SQL: a task's abandon writes its project's document), then installed with
+ * the migrations (src/app/orm.ts) and named in every context (`writes`).
+ */
+import type { WriteFunctionNames } from '../core/context.js';
+import { projectDocumentSql } from '../projects/project.view.js';
+import { changeTaskStateOperation } from '../tasks/change-task-state.js';
+import { writeFunctions, type WriteOperation } from '../writes/write-functions.js';
+
+export const writeOperations: readonly WriteOperation[] = [changeTaskStateOperation(projectDocumentSql)];
+
+export const writeFunctionSet = writeFunctions(writeOperations);
+
+export const writes: WriteFunctionNames = { apply: writeFunctionSet.apply, schema: writeFunctionSet.schema };
