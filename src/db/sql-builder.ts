@@ -8,6 +8,7 @@
  * (`v('p_user')`), never a value: `compileStatement` refuses one that would carry a parameter,
  * so no value is ever written into the text of SQL.
  */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
 
 export { sql, type RawBuilder } from 'kysely';
@@ -41,4 +42,23 @@ export function compileStatement(
     throw new Error(`a write function's statement binds values (${compiled.parameters.length}); reference arguments by name: ${compiled.sql}`);
   }
   return compiled.sql;
+}
+
+/**
+ * Runs a query composed with Kysely on the entity manager's connection (its transaction, when
+ * one is open), its values bound as parameters, and logs it as MikroORM logs its own
+ * statements (the text with its placeholders), so every statement of a request is seen in one log.
+ */
+export async function run<R>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R>): Promise<R[]> {
+  const kysely = em.getKysely();
+  const compiled = (query as RawBuilder<R>).compile(kysely);
+  const started = Date.now();
+  try {
+    const { rows } = await kysely.executeQuery(compiled);
+    em.config.getLogger().logQuery({ query: compiled.sql, took: Date.now() - started, level: 'info' });
+    return rows;
+  } catch (error) {
+    em.config.getLogger().logQuery({ query: compiled.sql, took: Date.now() - started, level: 'error' });
+    throw error;
+  }
 }

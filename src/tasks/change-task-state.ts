@@ -11,7 +11,7 @@ import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { answerSql, ifMatchSql, notFoundSql, pointerSegmentSql } from '../writes/operation-sql.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
 import { requestedActionSql, taskEffectsSql } from './task.lifecycle.js';
-import { LISTED, taskSql } from './task.sql.js';
+import { listedIdsInFunction, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 /** How a project's document is written in SQL (src/projects/project.view.ts), handed in by the composition root. */
@@ -25,7 +25,6 @@ export function changeTaskStateOperation(projectDocument: ProjectDocumentSql): W
     .where('user_id', '=', v<number>('p_user'))
     .where('id', '=', v<number>('v_task.id'))
     .returningAll();
-  const listedIds = `array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and ${LISTED('t')} order by t."order", t.id)`;
   return {
     op: 'tasks.changeState',
     fn: 'tasks_change_state',
@@ -53,7 +52,7 @@ begin
   v_events := array[json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')})];
   if v_task.state = 'abandoned' and v_task.project_id is not null then
     v_events := v_events || array(
-      select json_build_object('type', 'project.updated', 'data', ${projectDocument('p', listedIds)})
+      select json_build_object('type', 'project.updated', 'data', ${projectDocument('p', listedIdsInFunction('p'))})
         from projects p where p.user_id = p_user and p.id = v_task.project_id);
   end if;
   return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));

@@ -140,19 +140,55 @@ function actionsSql(branches: ReadonlyArray<{ action: TaskAction; states: readon
 }
 
 /**
- * SPEC.md 4.5 and API-CONTRACT.md §5: a task is born newed with nothing set; with
- * `planned_at` it is planned (plan, its plannedAt the given one), else under a project that
- * is not started it stays newed, else it starts.
+ * SPEC.md 4.5 and API-CONTRACT.md §5, as a table: a task is born newed with nothing set, then
+ * takes the action of the first row whose condition holds (none: it stays newed). With
+ * `planned_at` it is planned, its plannedAt the given one; under a project that is not started
+ * it stays newed; else it starts. Read by `newTaskFields` and by the create's write function.
  */
-export function newTaskFields(input: { plannedAt: Date | null; project: { started: boolean } | null }, now: Date): TaskDates {
+export const NEW_TASK_RULES: ReadonlyArray<{ when: NewTaskCondition; action: TaskActionName | null }> = [
+  { when: 'plannedAtGiven', action: 'plan' },
+  { when: 'projectNotStarted', action: null },
+  { when: 'always', action: 'start' },
+];
+
+export type NewTaskCondition = 'plannedAtGiven' | 'projectNotStarted' | 'always';
+
+/** What a new task's conditions read: the given plannedAt, and the project it joins (null: none). */
+export interface NewTaskFacts {
+  plannedAt: Date | null;
+  project: { started: boolean } | null;
+}
+
+const NEW_TASK_CONDITIONS: Record<NewTaskCondition, (facts: NewTaskFacts) => boolean> = {
+  plannedAtGiven: (facts) => facts.plannedAt !== null,
+  projectNotStarted: (facts) => facts.project !== null && !facts.project.started,
+  always: () => true,
+};
+
+/** The action a new task takes (`NEW_TASK_RULES`), or null when it stays newed. */
+export function newTaskAction(facts: NewTaskFacts): TaskActionName | null {
+  return NEW_TASK_RULES.find((rule) => NEW_TASK_CONDITIONS[rule.when](facts))!.action;
+}
+
+export function newTaskFields(input: NewTaskFacts, now: Date): TaskDates {
   const task: TaskDates = { state: 'newed', plannedCount: 0, startedAt: null, plannedAt: null, finishedAt: null, abandonedAt: null };
-  if (input.plannedAt) {
-    applyTaskAction(task, taskAction('plan'), now);
-    task.plannedAt = input.plannedAt;
-  } else if (!input.project || input.project.started) {
-    applyTaskAction(task, taskAction('start'), now);
-  }
+  const action = newTaskAction(input);
+  if (action) applyTaskAction(task, taskAction(action), now);
+  if (input.plannedAt) task.plannedAt = input.plannedAt;
   return task;
+}
+
+/**
+ * `newTaskAction` in SQL: `plannedAt` an expression of the given plannedAt (null when not
+ * given), `projectStarted` one that is null without a project, else whether it is started.
+ */
+export function newTaskActionSql(plannedAt: string, projectStarted: string): string {
+  const conditions: Record<NewTaskCondition, string> = {
+    plannedAtGiven: `${plannedAt} is not null`,
+    projectNotStarted: `${projectStarted} is not null and not ${projectStarted}`,
+    always: 'true',
+  };
+  return `case ${NEW_TASK_RULES.map((rule) => `when ${conditions[rule.when]} then ${rule.action === null ? 'null' : `'${rule.action}'`}`).join(' ')} end`;
 }
 
 /**

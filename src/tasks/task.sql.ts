@@ -47,3 +47,7 @@ export const listedTaskIdsAfter = (p: string, changed: string) =>
 
 /** Statements over the user's tasks, composed as values (src/db/sql-builder.ts), typed from the entity. */
 export const taskSql = compileOnly<InferKyselyDB<typeof TaskSchema>>();
+
+/** The ids of the tasks project `p` lists, by order, in a write function (its user is `p_user`). */
+export const listedIdsInFunction = (p: string) =>
+  `array(select t.id from tasks t where t.user_id = p_user and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;

@@ -7,7 +7,6 @@ import { authedProcedure, keepDroppedMembers } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { userWrite } from '../writes/user-write.js';
 import { write } from '../writes/write.js';
-import { createTask } from './create-task.js';
 import { getTask } from './get-task.js';
 import { FINISHED_LISTED_DAYS, TASKS_PATH, listTasks } from './list-tasks.js';
 import { reorderTask } from './reorder-task.js';
@@ -38,7 +37,7 @@ export const tasksRouter = router({
     })
     .input(CreateTaskInput)
     .output(TaskDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, createTask, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.create', input)),
 
   list: authedProcedure
     .meta({

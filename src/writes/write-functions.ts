@@ -35,6 +35,8 @@ export const REFUSAL_STATE = 'PX000';
 /** What a refusal says: a code of the catalogue (src/core/errors.ts) and where. */
 export interface Refusal {
   code: string;
+  /** Where one code answers with several statuses (`record_not_found` on a body member is 422). */
+  status?: number;
   pointer?: string;
   parameter?: string;
   detail?: string;
@@ -44,8 +46,8 @@ export interface Refusal {
  * The statement that raises a refusal. Each member is a SQL expression of text (a quoted
  * constant or an expression over the function's variables).
  */
-export function refusalSql(refusal: { code: string; pointer?: string; parameter?: string; detail?: string }): string {
-  const members = Object.entries(refusal).map(([name, expression]) => `'${name}', ${name === 'code' ? `'${expression}'` : expression}`);
+export function refusalSql(refusal: { code: string; status?: number; pointer?: string; parameter?: string; detail?: string }): string {
+  const members = Object.entries(refusal).map(([name, expression]) => `'${name}', ${name === 'code' ? `'${expression}'` : String(expression)}`);
   return `raise exception using errcode = '${REFUSAL_STATE}', message = json_build_object(${members.join(', ')})::text;`;
 }
 

@@ -6,7 +6,7 @@
  * of the write's events follows the commit, outside the user's lock.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
+import { run, sql } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
 import { ifMatchTags, sendEtag } from '../core/conditional.js';
 import type { AuthedContext } from '../core/context.js';
@@ -53,7 +53,7 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
     const now = ctx.clock.now();
     const applied = await retried(ctx.log, () => callApply(ctx, [operation], key, now));
     if (key) pruneNowAndThen(ctx.em, now);
-    return answer<T>(ctx, applied, key, now);
+    return await answer<T>(ctx, applied, key, now);
   } finally {
     release();
   }
@@ -61,14 +61,14 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
 
 async function callApply(ctx: AuthedContext, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
-  const { rows } = await sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
+  const rows = await run(ctx.em.fork(), sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
       ${ctx.user.id}::bigint, ${now}::timestamptz, ${jsonText(operations)}::json,
       ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
-      ${key ? since : null}::timestamptz, false) as applied`.execute(ctx.em.fork().getKysely());
+      ${key ? since : null}::timestamptz, false) as applied`);
   return rows[0]!.applied;
 }
 
-function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, now: Date): T {
+async function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, now: Date): Promise<T> {
   if (applied.replay) {
     const record = key!.replayOf({ ...applied.replay });
     ctx.setHeader('Idempotent-Replayed', 'true');
@@ -82,14 +82,14 @@ function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | u
     return (record.body ?? undefined) as T;
   }
   if (applied.refusal) throw refusalError(applied.refusal);
-  notifyAfterCommit(ctx.em, ctx.user.id, applied.last!, applied.events ?? [], now);
+  await notifyAfterCommit(ctx.em, ctx.user.id, applied.last!, applied.events ?? [], now);
   if (applied.etag) sendEtag(ctx, applied.etag);
   return (applied.body ?? undefined) as T;
 }
 
 /** A refusal of the database's rules as the service's error (its status from the catalogue). */
 export function refusalError(refusal: Refusal): DomainError {
-  return DomainError.of(refusal.code as ErrorCode, { pointer: refusal.pointer, parameter: refusal.parameter, detail: refusal.detail });
+  return DomainError.of(refusal.code as ErrorCode, { status: refusal.status, pointer: refusal.pointer, parameter: refusal.parameter, detail: refusal.detail });
 }
 
 /** The refusal an operation's function raised, if this error is one. */
@@ -109,9 +109,9 @@ export function refusalOf(error: unknown): Refusal | undefined {
 async function runStep<T>(ctx: AuthedContext, em: SqlEntityManager, operation: Operation): Promise<T> {
   let result: { answer: unknown; etag: string | null; events: Array<{ type: string; data: unknown }> };
   try {
-    const { rows } = await sql<{ result: typeof result }>`select ${sql.raw(`${ctx.writes.schema}.${functionOf(operation.op)}`)}(
+    const rows = await run(em, sql<{ result: typeof result }>`select ${sql.raw(`${ctx.writes.schema}.${functionOf(operation.op)}`)}(
         ${ctx.user.id}::bigint, ${ctx.clock.now()}::timestamptz, ${ctx.user.timeZone}::text, ${jsonText(operation.input)}::json,
-        ${operation.if_match}::text[]) as result`.execute(em.getKysely());
+        ${operation.if_match}::text[]) as result`);
     result = rows[0]!.result;
   } catch (error) {
     const refusal = refusalOf(error);
@@ -143,15 +143,16 @@ function jsonText(value: unknown): string {
 
 /**
  * Wakes the listeners of the user's change log once the write committed: `<user>:<first>:<last>`,
- * with the events themselves when they fit (src/changes/event-hub.ts reads either). Sent without
- * waiting: a lost wake-up is made up by the listeners' own rounds, which read the log.
+ * with the events themselves when they fit (src/changes/event-hub.ts reads either). Outside the
+ * user's lock; a failure is not the write's (it committed): a lost wake-up is made up by the
+ * listeners' own rounds, which read the log.
  */
-function notifyAfterCommit(em: SqlEntityManager, userId: number, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): void {
+async function notifyAfterCommit(em: SqlEntityManager, userId: number, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): Promise<void> {
   if (events.length === 0) return;
   const first = last - events.length + 1;
   const head = `${userId}:${first}:${last}`;
   const at = toSeconds(now);
   const body = JSON.stringify(events.map((e, i) => ({ id: String(first + i), type: e.type, data: e.data, at })));
   const payload = Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head;
-  sql`select pg_notify(${EVENTS_CHANNEL}, ${payload})`.execute(em.fork().getKysely()).catch(() => undefined);
+  await run(em.fork(), sql`select pg_notify(${EVENTS_CHANNEL}, ${payload})`).catch(() => undefined);
 }
