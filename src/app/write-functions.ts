@@ -8,9 +8,16 @@ import type { WriteFunctionNames } from '../core/context.js';
 import { projectDocumentSql } from '../projects/project.view.js';
 import { changeTaskStateOperation } from '../tasks/change-task-state.js';
 import { createTaskOperation } from '../tasks/create-task.js';
+import { reorderTaskOperation } from '../tasks/reorder-task.js';
+import { updateTaskOperation } from '../tasks/update-task.js';
 import { writeFunctions, type WriteOperation } from '../writes/write-functions.js';
 
-export const writeOperations: readonly WriteOperation[] = [createTaskOperation(projectDocumentSql), changeTaskStateOperation(projectDocumentSql)];
+export const writeOperations: readonly WriteOperation[] = [
+  createTaskOperation(projectDocumentSql),
+  updateTaskOperation(projectDocumentSql),
+  changeTaskStateOperation(projectDocumentSql),
+  reorderTaskOperation(projectDocumentSql),
+];
 
 export const writeFunctionSet = writeFunctions(writeOperations);
 

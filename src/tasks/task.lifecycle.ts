@@ -192,15 +192,25 @@ export function newTaskActionSql(plannedAt: string, projectStarted: string): str
 }
 
 /**
- * API-CONTRACT.md §5: a task that joins a project (or leaves every project) follows it: a
- * newed task starts when the project is started or gone; a started task is cancelled back
- * to newed when the new project is not started. Other states are unchanged.
+ * API-CONTRACT.md §5, as a table: a task that joins a project (or leaves every project)
+ * follows it. A newed task starts when the project is started or there is none ("running"); a
+ * started task is cancelled back to newed when the new project is not started. Other states
+ * are unchanged.
  */
+export const PROJECT_SYNC_RULES: ReadonlyArray<{ from: TaskState; projectRunning: boolean; action: TaskActionName }> = [
+  { from: 'newed', projectRunning: true, action: 'start' },
+  { from: 'started', projectRunning: false, action: 'cancel' },
+];
+
 export function projectSyncAction(state: TaskState, project: { started: boolean } | null): TaskAction | undefined {
   const projectRunning = project === null || project.started;
-  if (state === 'newed' && projectRunning) return taskAction('start');
-  if (state === 'started' && !projectRunning) return taskAction('cancel');
-  return undefined;
+  const rule = PROJECT_SYNC_RULES.find((r) => r.from === state && r.projectRunning === projectRunning);
+  return rule && taskAction(rule.action);
+}
+
+/** `projectSyncAction` in SQL: `state` the task's, `running` a boolean expression (no project, or a started one). */
+export function projectSyncActionSql(state: string, running: string): string {
+  return `case ${PROJECT_SYNC_RULES.map((r) => `when ${state} = '${r.from}' and ${r.projectRunning ? '' : 'not '}(${running}) then '${r.action}'`).join(' ')} end`;
 }
 
 /** What a project's change does to its tasks: an action, applied to its tasks in `states`. */

@@ -5,17 +5,14 @@
  */
 import { authedProcedure, keepDroppedMembers } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
-import { userWrite } from '../writes/user-write.js';
 import { write } from '../writes/write.js';
 import { getTask } from './get-task.js';
 import { FINISHED_LISTED_DAYS, TASKS_PATH, listTasks } from './list-tasks.js';
-import { reorderTask } from './reorder-task.js';
 import { describeTaskActions } from './task.lifecycle.js';
 import {
   ChangeTaskStateInput, CreateTaskInput, ListTasksInput, ReorderTaskInput, TASK_PAGE_SIZE, TaskDocument, TaskIdInput, TaskListDocument,
   TaskOrderDocument, UpdateTaskInput,
 } from './task.schema.js';
-import { updateTask } from './update-task.js';
 
 const TAGS = ['tasks'];
 
@@ -73,7 +70,7 @@ export const tasksRouter = router({
     })
     .input(UpdateTaskInput)
     .output(TaskDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, updateTask, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.update', input)),
 
   changeState: authedProcedure
     .meta({
@@ -106,5 +103,5 @@ export const tasksRouter = router({
     })
     .input(ReorderTaskInput)
     .output(TaskOrderDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, reorderTask, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.reorder', input)),
 });

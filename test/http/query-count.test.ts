@@ -43,14 +43,14 @@ const EXPECTED = {
   taskCreateInProject: 3, // token; NOTIFY; the call: the user's lock, the project, insert in its state, both events (the task's, the project's with its task ids)
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
-  taskUpdateLabel: 6, // token; begin, the owner's lock, one statement: lock owner, update, event, NOTIFY
-  taskUpdateProject: 6, // token; begin, the owner's lock, one statement: lock owner, the task, the project, update with the state synced, events of both projects and the task, NOTIFY
-  taskDetach: 6, // begin, the owner's lock, the same statement, with no project to join
+  taskUpdateLabel: 3, // token; the write function's call; its NOTIFY
+  taskUpdateProject: 3, // token; the call: the task, the project, update with the state synced, events of both projects and the task; NOTIFY
+  taskDetach: 3, // the same, with no project to join
   taskChangeState: 3, // token; NOTIFY; the call: the user's lock, the task, its action from the table, update, event
   taskChangeStateRefused: 2, // token; the call, which refuses
   taskAbandon: 3, // token; NOTIFY; the call: update, events (the task's and its project's, if any)
-  taskReorder: 6, // token; begin, the owner's lock, one statement: lock owner, the task, highest order, update of the span, the moved tasks' events and their projects', NOTIFY
-  taskReorderInPlace: 5, // begin, the owner's lock, the same statement, which finds nothing to update; no event
+  taskReorder: 3, // token; the call: the task, the highest order (a counter), the shift, the moved tasks' events and their projects'; NOTIFY
+  taskReorderInPlace: 2, // token; the call, which finds nothing to move: no event, no NOTIFY
   rateLimiter: 1, // one upsert per request when the per-token limit is on
 } as const;
 type Endpoint = keyof typeof EXPECTED;
@@ -87,8 +87,8 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   taskChangeState: 3, // token; the write function's call; its NOTIFY
   taskChangeStateRefused: 2, // token; the call, which refuses (no event, no NOTIFY)
   taskAbandon: 3,
-  taskReorder: 3, // token; begin + the one statement; NOTIFY + commit
-  taskReorderInPlace: 3, // token; begin + the one statement; commit
+  taskReorder: 3, // token; the call; NOTIFY
+  taskReorderInPlace: 2, // token; the call
 };
 
 const DUE = Math.floor(T0 / 1000) + 7 * 86_400;

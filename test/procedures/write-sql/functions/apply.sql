@@ -36,7 +36,9 @@ begin
     for v_op in select value from json_array_elements(p_ops) loop
       v_result := case v_op->>'op'
         when 'tasks.create' then w.tasks_create(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.update' then w.tasks_update(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
         when 'tasks.changeState' then w.tasks_change_state(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.reorder' then w.tasks_reorder(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
       end;
       if v_result is null then
         raise exception 'unknown operation %', v_op->>'op';
