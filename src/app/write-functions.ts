@@ -5,6 +5,10 @@
  * the migrations (src/app/orm.ts) and named in every context (`writes`).
  */
 import type { WriteFunctionNames } from '../core/context.js';
+import { changeProjectStateOperation } from '../projects/change-project-state.js';
+import { createProjectOperation } from '../projects/create-project.js';
+import { deleteProjectOperation } from '../projects/delete-project.js';
+import { updateProjectOperation } from '../projects/update-project.js';
 import { projectDocumentSql } from '../projects/project.view.js';
 import { changeTaskStateOperation } from '../tasks/change-task-state.js';
 import { createTaskOperation } from '../tasks/create-task.js';
@@ -13,6 +17,10 @@ import { updateTaskOperation } from '../tasks/update-task.js';
 import { writeFunctions, type WriteOperation } from '../writes/write-functions.js';
 
 export const writeOperations: readonly WriteOperation[] = [
+  createProjectOperation(),
+  updateProjectOperation(),
+  changeProjectStateOperation(),
+  deleteProjectOperation(),
   createTaskOperation(projectDocumentSql),
   updateTaskOperation(projectDocumentSql),
   changeTaskStateOperation(projectDocumentSql),

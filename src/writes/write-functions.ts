@@ -12,11 +12,13 @@
 import { createHash } from 'node:crypto';
 
 /** The arguments every operation's function takes, in this order. */
-export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_zone text, p_input json, p_if_match text[]';
+export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]';
 
 /**
  * One write operation (a procedure of §8 that writes), as its function: `body` is the PL/pgSQL
- * from `declare` (or `begin`) to `end`, over OPERATION_ARGUMENTS: `p_input` the procedure's
+ * from `declare` (or `begin`) to `end`, over OPERATION_ARGUMENTS: `p_day` the user's day in
+ * their time zone (`{"next": <the first instant of tomorrow>, "end": <the last of today>}`,
+ * src/core/user-day.ts, as the rules of "today" read it), `p_input` the procedure's
  * input as zod parsed it, `p_if_match` the strong tags of If-Match (`{*}` for `*`, null when
  * absent). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
  * "events": [{"type", "data"}, …]}` and raises a refusal (`refusalSql`) when a rule says no.
@@ -32,9 +34,10 @@ export interface WriteOperation {
 /** The SQLSTATE of a refusal raised by an operation; its message is the refusal as JSON. */
 export const REFUSAL_STATE = 'PX000';
 
-/** What a refusal says: a code of the catalogue (src/core/errors.ts) and where. */
+/** What a refusal says: a code of the catalogue (src/core/errors.ts) and where; or several (`errors`), reported together. */
 export interface Refusal {
-  code: string;
+  errors?: Refusal[];
+  code?: string;
   /** Where one code answers with several statuses (`record_not_found` on a body member is 422). */
   status?: number;
   pointer?: string;
@@ -46,9 +49,29 @@ export interface Refusal {
  * The statement that raises a refusal. Each member is a SQL expression of text (a quoted
  * constant or an expression over the function's variables).
  */
-export function refusalSql(refusal: { code: string; status?: number; pointer?: string; parameter?: string; detail?: string }): string {
+export function refusalSql(refusal: RefusalSql): string {
+  return `raise exception using errcode = '${REFUSAL_STATE}', message = ${refusalJsonSql(refusal)}::text;`;
+}
+
+export interface RefusalSql {
+  code: string;
+  status?: number;
+  pointer?: string;
+  parameter?: string;
+  detail?: string;
+}
+
+/** A refusal as a SQL json expression (for `refusalSql`, or gathered with others: `refusalsSql`). */
+export function refusalJsonSql(refusal: RefusalSql): string {
   const members = Object.entries(refusal).map(([name, expression]) => `'${name}', ${name === 'code' ? `'${expression}'` : String(expression)}`);
-  return `raise exception using errcode = '${REFUSAL_STATE}', message = json_build_object(${members.join(', ')})::text;`;
+  return `json_build_object(${members.join(', ')})`;
+}
+
+/** Raises the refusals gathered in `errors` (a json[] variable) together, when there is one. */
+export function refusalsSql(errors: string): string {
+  return `if cardinality(${errors}) > 0 then
+    raise exception using errcode = '${REFUSAL_STATE}', message = json_build_object('errors', array_to_json(${errors}))::text;
+  end if;`;
 }
 
 /** A quoted SQL constant of text, for `refusalSql` (constants of the code, never a request's values). */
@@ -63,7 +86,7 @@ export interface WriteFunctions {
 }
 
 /**
- * `apply(p_user, p_now, p_ops, p_key, p_key_lock, p_fingerprint, p_key_since, p_batch)`:
+ * `apply(p_user, p_now, p_day, p_ops, p_key, p_key_lock, p_fingerprint, p_key_since, p_batch)`:
  * - `p_ops`: `[{"op", "input", "if_match", "status"}]`, the operations in order (a single
  *   request is one); `status` is its success status, for the batch's answer and the key's record.
  * - `p_key`…`p_key_since`: the Idempotency-Key, the 64-bit lock of its user and key, the
@@ -78,13 +101,12 @@ export interface WriteFunctions {
  */
 function applySql(schema: string, operations: readonly WriteOperation[]): string {
   const dispatch = operations
-    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)`)
+    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)`)
     .join('\n        ');
   return `create function ${schema}.apply(
-  p_user bigint, p_now timestamptz, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
+  p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
 ) returns json language plpgsql volatile as $$
 declare
-  v_zone text;
   v_record json;
   v_op json;
   v_result json;
@@ -103,7 +125,7 @@ begin
   end if;
   -- The user's lock, taken first by every write of the user, held until the commit.
   perform set_config('lock_timeout', '5000ms', true);
-  select u.time_zone, u.last_event_seq into v_zone, v_last from users u where u.id = p_user for no key update;
+  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
   if p_key is not null then
     select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
       from idempotency_keys k
@@ -182,7 +204,7 @@ export async function installWriteFunctions(run: (sql: string) => Promise<Array<
   for (const statement of functions.statements) await run(statement);
   const citus = await run(`select 1 from pg_extension where extname = 'citus'`);
   if (citus.length > 0) {
-    await run(`select create_distributed_function('${functions.apply}(bigint, timestamptz, json, text, bigint, text, timestamptz, boolean)', '$1', colocate_with := 'users')`);
+    await run(`select create_distributed_function('${functions.apply}(bigint, timestamptz, json, json, text, bigint, text, timestamptz, boolean)', '$1', colocate_with := 'users')`);
   }
   return true;
 }

@@ -8,6 +8,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { run, sql } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
+import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, sendEtag } from '../core/conditional.js';
 import type { AuthedContext } from '../core/context.js';
 import { DomainError, type ErrorCode } from '../core/errors.js';
@@ -59,10 +60,16 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
   }
 }
 
+/** The user's day as the write functions read it (`p_day`): its next midnight and its last instant, in the user's zone. */
+function dayOf(ctx: AuthedContext, now: Date): string {
+  const day = userDay(now, ctx.user.timeZone);
+  return JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
+}
+
 async function callApply(ctx: AuthedContext, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
   const rows = await run(ctx.em.fork(), sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
-      ${ctx.user.id}::bigint, ${now}::timestamptz, ${jsonText(operations)}::json,
+      ${ctx.user.id}::bigint, ${now}::timestamptz, ${dayOf(ctx, now)}::json, ${jsonText(operations)}::json,
       ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
       ${key ? since : null}::timestamptz, false) as applied`);
   return rows[0]!.applied;
@@ -89,6 +96,7 @@ async function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyK
 
 /** A refusal of the database's rules as the service's error (its status from the catalogue). */
 export function refusalError(refusal: Refusal): DomainError {
+  if (refusal.errors) return new DomainError(refusal.errors.flatMap((r) => refusalError(r).errors));
   return DomainError.of(refusal.code as ErrorCode, { status: refusal.status, pointer: refusal.pointer, parameter: refusal.parameter, detail: refusal.detail });
 }
 
@@ -110,7 +118,7 @@ async function runStep<T>(ctx: AuthedContext, em: SqlEntityManager, operation: O
   let result: { answer: unknown; etag: string | null; events: Array<{ type: string; data: unknown }> };
   try {
     const rows = await run(em, sql<{ result: typeof result }>`select ${sql.raw(`${ctx.writes.schema}.${functionOf(operation.op)}`)}(
-        ${ctx.user.id}::bigint, ${ctx.clock.now()}::timestamptz, ${ctx.user.timeZone}::text, ${jsonText(operation.input)}::json,
+        ${ctx.user.id}::bigint, ${ctx.clock.now()}::timestamptz, ${dayOf(ctx, ctx.clock.now())}::json, ${jsonText(operation.input)}::json,
         ${operation.if_match}::text[]) as result`);
     result = rows[0]!.result;
   } catch (error) {
@@ -118,7 +126,7 @@ async function runStep<T>(ctx: AuthedContext, em: SqlEntityManager, operation: O
     throw refusal ? settleStep.refused(refusalError(refusal)) : error;
   }
   settleStep.done(em, result.events.map((e) => ({ ...e, at: toSeconds(ctx.clock.now()) })));
-  return result.answer as T;
+  return (result.answer ?? undefined) as T;
 }
 
 /** `tasks.changeState` → `tasks_change_state`: the function of an operation, by its path. */
@@ -126,16 +134,21 @@ const functionOf = (op: string) => op.replace('.', '_').replace(/[A-Z]/g, (c) =>
 
 /**
  * The input as JSON for the database. Values a schema let through unread (members a state
- * change refuses by name) may be anything superjson brings: a BigInt is written as its digits,
- * and an object met a second time (a cycle) as null.
+ * change refuses by name, a state no move reaches) may be anything superjson brings: a BigInt
+ * is written as its digits, and an object met a second time (a cycle) as null. PostgreSQL's
+ * text holds no NUL and no lone surrogate: in such a text they become U+FFFD (the schemas
+ * refuse them in every text that is stored, so only what a refusal quotes can hold one).
  */
 function jsonText(value: unknown): string {
   const met = new WeakSet<object>();
+  const clean = (text: string) => text.toWellFormed().replaceAll('\0', '\uFFFD');
   return JSON.stringify(value, (_key, v: unknown) => {
+    if (typeof v === 'string') return clean(v);
     if (typeof v === 'bigint') return v.toString();
     if (v !== null && typeof v === 'object') {
       if (met.has(v)) return null;
       met.add(v);
+      if (!Array.isArray(v) && !(v instanceof Date)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [clean(k), x]));
     }
     return v;
   });

@@ -16,7 +16,7 @@ import { Migration20261127000000_time_zones_and_list_indexes } from './Migration
 import { Migration20261127100000_listed_task_ids } from './Migration20261127100000_listed_task_ids.js';
 import { Migration20261128000000_webhooks } from './Migration20261128000000_webhooks.js';
 import { Migration20261129000000_citus_ready } from './Migration20261129000000_citus_ready.js';
-import { Migration20261130000000_user_counters } from './Migration20261130000000_user_counters.js';
+import { Migration20261130100000_user_counters } from './Migration20261130100000_user_counters.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -32,5 +32,5 @@ export const migrationsList = [
   { name: 'Migration20261127100000_listed_task_ids', class: Migration20261127100000_listed_task_ids },
   { name: 'Migration20261128000000_webhooks', class: Migration20261128000000_webhooks },
   { name: 'Migration20261129000000_citus_ready', class: Migration20261129000000_citus_ready },
-  { name: 'Migration20261130000000_user_counters', class: Migration20261130000000_user_counters },
+  { name: 'Migration20261130100000_user_counters', class: Migration20261130100000_user_counters },
 ];

@@ -1,10 +1,9 @@
 -- apply
 
 create function w.apply(
-  p_user bigint, p_now timestamptz, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
+  p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
 ) returns json language plpgsql volatile as $$
 declare
-  v_zone text;
   v_record json;
   v_op json;
   v_result json;
@@ -23,7 +22,7 @@ begin
   end if;
   -- The user's lock, taken first by every write of the user, held until the commit.
   perform set_config('lock_timeout', '5000ms', true);
-  select u.time_zone, u.last_event_seq into v_zone, v_last from users u where u.id = p_user for no key update;
+  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
   if p_key is not null then
     select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
       from idempotency_keys k
@@ -35,10 +34,14 @@ begin
   begin
     for v_op in select value from json_array_elements(p_ops) loop
       v_result := case v_op->>'op'
-        when 'tasks.create' then w.tasks_create(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.update' then w.tasks_update(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.changeState' then w.tasks_change_state(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.reorder' then w.tasks_reorder(p_user, p_now, v_zone, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.create' then w.projects_create(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.update' then w.projects_update(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.changeState' then w.projects_change_state(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.delete' then w.projects_delete(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.create' then w.tasks_create(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.update' then w.tasks_update(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.changeState' then w.tasks_change_state(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.reorder' then w.tasks_reorder(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
       end;
       if v_result is null then
         raise exception 'unknown operation %', v_op->>'op';

@@ -7,8 +7,8 @@ import { Migration } from '@mikro-orm/migrations';
  * order. Orders are 1..n with no gap (a task is never deleted, a reorder permutes), so the
  * highest is also `next_task_order - 1`. No trigger: Citus refuses them on distributed tables.
  */
-export class Migration20261130000000_user_counters extends Migration {
-  override name = 'Migration20261130000000_user_counters';
+export class Migration20261130100000_user_counters extends Migration {
+  override name = 'Migration20261130100000_user_counters';
 
   override up(): void {
     this.addSql(`alter table "users" add column "next_task_order" bigint not null default 1;`);
