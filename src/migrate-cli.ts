@@ -5,7 +5,7 @@
  */
 import { loadConfig } from './config.js';
 import { createLogger } from './core/logger.js';
-import { openOrm } from './app/orm.js';
+import { installWrites, openOrm } from './app/orm.js';
 import { migrateLocked, openDatabase, preparedStatementsFor } from './db/database.js';
 
 const config = loadConfig();
@@ -18,7 +18,7 @@ try {
     preparedStatements: preparedStatementsFor(config.preparedStatements, database.behindPooler),
   });
   try {
-    const applied = await migrateLocked(orm, database.directUrl);
+    const applied = await migrateLocked(orm, database.directUrl, installWrites);
     logger.info({ applied }, `applied ${applied.length} migration(s) on ${database.description}`);
   } finally {
     await orm.close(true);

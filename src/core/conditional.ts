@@ -23,6 +23,23 @@ export function taskEtag(id: number, version: number): string {
   return `"t${id}.${version}"`;
 }
 
+/** `taskEtag` in SQL, over the task row (or record) `t`. */
+export const taskEtagSql = (t: string): string => `'"t' || ${t}.id || '.' || ${t}.version || '"'`;
+
+/**
+ * `projectEtag` in SQL, over the project row `p` and `taskIds`, its listed tasks' ids (bigint[]):
+ * the same digest (SHA-256 of the ids joined by commas, base64url, 16 characters).
+ */
+export const projectEtagSql = (p: string, taskIds: string): string =>
+  `'"p' || ${p}.id || '.' || ${p}.version || '.' || translate(left(encode(sha256(convert_to(array_to_string(${taskIds}, ','), 'UTF8')), 'base64'), 16), '+/', '-_') || '"'`;
+
+/** An If-Match header as the strong tags it names (`*` stays `*`), for a write function; weak and malformed tags match nothing. */
+export function ifMatchTags(header: string | undefined): string[] | null {
+  if (header === undefined) return null;
+  const tags = parseEtags(header);
+  return tags === '*' ? ['*'] : tags.filter((t) => !t.weak).map((t) => t.tag);
+}
+
 export function projectEtag(id: number, version: number, taskIds: readonly number[]): string {
   return `"p${id}.${version}.${digest(taskIds.join(','))}"`;
 }

@@ -54,6 +54,8 @@ export interface Context {
   authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
   /** How the write path reads back the resources a write changed (src/app/resources.ts). */
   resources: ResourceReaders;
+  /** The write functions of this code, as installed (src/app/write-functions.ts, docs/design/writes.md). */
+  writes: WriteFunctionNames;
   log?: Logger;
   /** The change log's live side in this process (src/changes/event-hub.ts). */
   live?: LiveEvents;
@@ -68,6 +70,12 @@ export interface Context {
    * anonymous caller learns nothing from validation and both doors check in one order.
    */
   refusal?: DomainError;
+}
+
+/** Where the write functions are: `apply`'s name, and the schema the operations' functions are in. */
+export interface WriteFunctionNames {
+  apply: string;
+  schema: string;
 }
 
 /** What the webhooks' procedures need of the process (API-CONTRACT.md §14). */
@@ -148,6 +156,7 @@ export interface ContextInner {
   clock: Clock;
   authenticate: Context['authenticate'];
   resources: ResourceReaders;
+  writes: WriteFunctionNames;
   /** Request headers by any case of their names; none by default. */
   headers?: Readonly<Record<string, string | undefined>>;
 }

@@ -88,17 +88,22 @@ export type OpenOrmOptions = Omit<OrmSettings, 'clientUrl' | 'dbName'> & {
   migrate: boolean;
   /** PostgreSQL itself, for the migration lock; defaults to `clientUrl`. */
   directUrl?: string;
+  /** What the service installs besides its migrations (src/app/orm.ts: the write functions). */
+  install?: Installer;
 };
+
+/** Runs after the migrations, under their lock, with statements run by the lock's transaction. */
+export type Installer = (run: (sql: string) => Promise<Array<Record<string, unknown>>>) => Promise<unknown>;
 
 /** The ORM on `clientUrl`, migrated first when asked (src/app/orm.ts hands in the entities). */
 export async function openOrm(clientUrl: string, options: OpenOrmOptions): Promise<MikroORM> {
-  const { migrate, directUrl, ...settings } = options;
+  const { migrate, directUrl, install, ...settings } = options;
   const behindPooler = settings.behindPooler ?? (directUrl !== undefined && directUrl !== clientUrl);
   const orm = await MikroORM.init(ormConfig({ clientUrl, ...settings, behindPooler }));
   useFastLiterals(orm.em.getPlatform());
   if (migrate) {
     try {
-      await migrateLocked(orm, directUrl ?? clientUrl);
+      await migrateLocked(orm, directUrl ?? clientUrl, install);
     } catch (error) {
       await orm.close(true);
       throw error;
@@ -111,8 +116,12 @@ export async function openOrm(clientUrl: string, options: OpenOrmOptions): Promi
  * Applies the pending migrations under the migration lock, taken on `directUrl` (PostgreSQL
  * itself): what every start does, and `npm run migrate`. Returns the names of those applied.
  */
-export async function migrateLocked(orm: MikroORM, directUrl: string): Promise<string[]> {
-  const applied = await whileMigrationLocked(directUrl, () => orm.migrator.up());
+export async function migrateLocked(orm: MikroORM, directUrl: string, install?: Installer): Promise<string[]> {
+  const applied = await whileMigrationLocked(directUrl, async (client) => {
+    const done = await orm.migrator.up();
+    await install?.(async (sql) => (await client.query(sql)).rows);
+    return done;
+  });
   return applied.map((m) => m.name);
 }
 
@@ -132,13 +141,13 @@ export const MIGRATION_LOCK = 7_314_052_611;
  * the next client borrows, as a session's `pg_advisory_lock` would. Neither the wait nor the
  * idle lock transaction has a timeout: the other process, or this one, may take long to migrate.
  */
-async function whileMigrationLocked<T>(url: string, migrate: () => Promise<T>): Promise<T> {
+async function whileMigrationLocked<T>(url: string, migrate: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   client.on('error', () => undefined); // a lost connection fails the commit below
   await client.connect();
   try {
     await client.query(`begin; set local statement_timeout = 0; set local idle_in_transaction_session_timeout = 0; select pg_advisory_xact_lock(${MIGRATION_LOCK})`);
-    const result = await migrate();
+    const result = await migrate(client);
     await client.query('commit');
     return result;
   } finally {

@@ -18,6 +18,7 @@ import { toErrorResponse, unavailable } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import { createContextInner, type Context, type WebhookHost } from '../core/context.js';
 import { resources } from '../app/resources.js';
+import { writes } from '../app/write-functions.js';
 import { appRouter } from '../app/router.js';
 import { authenticate } from '../users/authentication.js';
 import { EventHub } from '../changes/event-hub.js';
@@ -100,6 +101,7 @@ export function createApp(deps: AppDependencies): express.Express {
       clock,
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
       resources,
+      writes,
       authorization: req.headers.authorization,
       baseUrl: requestOrigin(req),
       passwordHashCost: deps.passwordHashCost,

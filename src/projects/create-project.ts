@@ -1,57 +1,36 @@
 /**
- * POST /api/users/me/projects (SPEC.md 4.1): a newed project with a name unique per user. One
- * statement: the owner's lock, the insert (nothing when the name is taken: the unique slug of
- * the user decides, whatever the statement's snapshot), its event. A name taken is said by the
- * same statement when its snapshot can tell; else the transaction checks the name and inserts.
+ * POST /api/users/me/projects (SPEC.md 4.1, API-CONTRACT.md §6): the operation's function.
+ * Under the user's lock (docs/design/writes.md): the name taken by another of the user's
+ * projects in any case (its slug, the lower-cased name) is `taken`; else a newed project and
+ * its event. The format and length of the name are the input schema's.
  */
-import type { z } from 'zod';
-import { projectEtag } from '../core/conditional.js';
-import { STABILITY_META } from '../core/envelope.js';
-import type { UseCase } from '../writes/user-write.js';
-import { Project, slugOf } from './project.entity.js';
-import { flushNamed, isNameTaken, takenName } from './project-name.js';
-import type { ProjectAnswer } from './project-answer.js';
-import type { CreateProjectInput, ProjectResource } from './project.schema.js';
-import { presentProject } from './project.view.js';
-import { USER } from '../db/user-param.js';
+import { compileStatement, sql } from '../db/sql-builder.js';
+import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
+import { PROJECT_VARIABLES, RETURN_PROJECT, projectEventSql, projectSql } from './project.write-sql.js';
 
-type Input = z.infer<typeof CreateProjectInput>;
+/** The name's refusal when another project of the user has it (in any case). */
+export const TAKEN = { code: 'taken', pointer: text('/project/name'), detail: text('Project name already exists for this user.') };
 
-export const createProject: UseCase<Input, ProjectAnswer> = {
-  oneStatement(input, { now, resources }) {
-    const { name } = input.project;
-    return {
-      changed: {
-        sql: `insert into projects (user_id, name, slug, description, state, created_at)
-              select ${USER}, ?, ?, '', 'newed', ? from owner
-              on conflict on constraint projects_user_id_slug_unique do nothing
-              returning *`,
-        params: [name, slugOf(name), now],
-      },
-      events: [{ type: 'project.created', document: resources.project.documentSql('changed', "'{}'::bigint[]") }],
-      returning: 'changed.id, changed.version',
-      answer: (row) => {
-        const { id, version, document } = row as { id: number; version: number; document: ProjectResource };
-        return { value: { data: document, meta: STABILITY_META }, etag: projectEtag(id, version, []) };
-      },
-      refusal: {
-        current: { sql: `(select true from projects p where p.user_id = ${USER} and p.slug = ?)`, params: [slugOf(name)] },
-        refuse(current) {
-          if (current === true) throw takenName();
-        },
-      },
-    };
-  },
-
-  async transaction(scope, input) {
-    const { em, userId, now, changes } = scope;
-    const { name } = input.project;
-    if (await isNameTaken(em, userId, name)) throw takenName();
-    const project = em.create(Project, { userId, name, slug: slugOf(name), description: '', state: 'newed', createdAt: now });
-    await flushNamed(em);
-    const data = presentProject(project, []);
-    scope.etag = () => projectEtag(project.id, project.version, []);
-    changes.created('project', project.id, data);
-    return { data, meta: STABILITY_META };
-  },
-};
+export function createProjectOperation(): WriteOperation {
+  const insert = projectSql
+    .insertInto('projects')
+    .columns(['user_id', 'name', 'slug', 'description', 'state', 'created_at'])
+    .expression(sql.raw(`select p_user, v_name, lower(v_name), '', 'newed', p_now`))
+    .returningAll();
+  return {
+    op: 'projects.create',
+    fn: 'projects_create',
+    body: `declare
+  ${PROJECT_VARIABLES}
+  v_name text := p_input->'project'->>'name';
+  v_events json[];
+begin
+  if exists (select 1 from projects p where p.user_id = p_user and p.slug = lower(v_name)) then
+    ${refusalSql(TAKEN)}
+  end if;
+  ${compileStatement(insert, projectSql)} into v_project;
+  v_events := array[${projectEventSql('created')}];
+  ${RETURN_PROJECT}
+end`,
+  };
+}

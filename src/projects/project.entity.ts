@@ -8,13 +8,15 @@ import { endOfDay, userDay } from '../core/user-day.js';
 import { DomainError, pointerOf } from '../core/errors.js';
 import {
   MAX_STARTED_PROJECTS,
+  DUE_AT_EDITABLE_IN,
   PROJECT_STATES,
+  applyProjectTransition,
   findProjectTransition,
   isInProgress,
   type ProjectTransition,
 } from './project.lifecycle.js';
 
-const ProjectSchema = defineEntity({
+export const ProjectSchema = defineEntity({
   name: 'Project',
   tableName: 'projects',
   // The table's key is (user_id, id) (src/db/data-layout.ts): the ORM's updates and deletes
@@ -76,7 +78,7 @@ export class Project extends ProjectSchema.class {
    */
   changeDueAt(dueAt: number): void {
     if (dueAt === toSeconds(this.dueAt)) return;
-    if (this.state !== 'started' || !this.startedAt) {
+    if (!DUE_AT_EDITABLE_IN.includes(this.state) || !this.startedAt) {
       throw DomainError.validation('cannot_be_set', '/project/due_at', 'due_at can only be changed while the project is started.');
     }
     const at = fromSeconds(dueAt);
@@ -130,7 +132,7 @@ export class Project extends ProjectSchema.class {
       throw DomainError.validation('reached_max_started', '/project/state', `At most ${MAX_STARTED_PROJECTS} projects can be started at the same time.`);
     }
 
-    transition.apply(this, { now, dueAt, finishedAt });
+    applyProjectTransition(this, transition, { now, dueAt, finishedAt });
     this.state = transition.to;
     return transition;
   }

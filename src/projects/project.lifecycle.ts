@@ -25,6 +25,12 @@ export function isInProgress(state: ProjectState): boolean {
 /** At most this many projects of one user are `started` at once. */
 export const MAX_STARTED_PROJECTS = 3;
 
+/**
+ * API-CONTRACT.md §4, "Project edits": `due_at` may change only in these states, and not to
+ * before the project started; its current value is no change, accepted in any state.
+ */
+export const DUE_AT_EDITABLE_IN: readonly ProjectState[] = ['started'];
+
 type DateRule = 'required' | 'optional' | 'forbidden';
 
 /** The dated attributes an action writes. */
@@ -41,6 +47,16 @@ export interface ProjectActionInput {
   finishedAt: Date | undefined;
 }
 
+/**
+ * What a transition does to one of the project's dates: `now`; `unset`; `given`, the request's
+ * date; `givenOrKeep`, the request's date when given, else as it was; `givenOrNow`, the
+ * request's date when given, else now.
+ */
+export type ProjectDateEffect = 'now' | 'unset' | 'given' | 'givenOrKeep' | 'givenOrNow';
+
+/** Which request date a `given…` effect of each project date reads. */
+const GIVEN_BY: Record<keyof ProjectDates, 'dueAt' | 'finishedAt' | null> = { startedAt: null, dueAt: 'dueAt', pausedAt: null, finishedAt: 'finishedAt' };
+
 export interface ProjectTransition {
   action: 'start' | 'pause' | 'restart' | 'finish';
   from: ProjectState;
@@ -55,39 +71,25 @@ export interface ProjectTransition {
    */
   tasks: ProjectTaskEffect | null;
   /** The side effects of SPEC.md 3.1 on the project's own dates. */
-  apply(project: ProjectDates, input: ProjectActionInput): void;
+  dates: { readonly [D in keyof ProjectDates]?: ProjectDateEffect };
 }
 
 export const PROJECT_TRANSITIONS: readonly ProjectTransition[] = [
   {
     action: 'start', from: 'newed', to: 'started', dueAt: 'required', finishedAt: 'forbidden',
-    countsAsStarted: true, tasks: { action: 'start', states: ['newed'] },
-    apply(project, { now, dueAt }) {
-      project.startedAt = now;
-      project.dueAt = dueAt ?? null;
-    },
+    countsAsStarted: true, tasks: { action: 'start', states: ['newed'] }, dates: { startedAt: 'now', dueAt: 'given' },
   },
   {
     action: 'pause', from: 'started', to: 'paused', dueAt: 'forbidden', finishedAt: 'forbidden',
-    countsAsStarted: false, tasks: { action: 'cancel', states: ['started'] },
-    apply(project, { now }) {
-      project.pausedAt = now;
-    },
+    countsAsStarted: false, tasks: { action: 'cancel', states: ['started'] }, dates: { pausedAt: 'now' },
   },
   {
     action: 'restart', from: 'paused', to: 'started', dueAt: 'optional', finishedAt: 'forbidden',
-    countsAsStarted: true, tasks: { action: 'start', states: ['newed'] },
-    apply(project, { dueAt }) {
-      project.pausedAt = null;
-      if (dueAt) project.dueAt = dueAt;
-    },
+    countsAsStarted: true, tasks: { action: 'start', states: ['newed'] }, dates: { dueAt: 'givenOrKeep', pausedAt: 'unset' },
   },
   {
     action: 'finish', from: 'started', to: 'finished', dueAt: 'forbidden', finishedAt: 'optional',
-    countsAsStarted: false, tasks: null,
-    apply(project, { now, finishedAt }) {
-      project.finishedAt = finishedAt ?? now;
-    },
+    countsAsStarted: false, tasks: null, dates: { finishedAt: 'givenOrNow' },
   },
 ];
 
@@ -95,32 +97,36 @@ export function findProjectTransition(from: ProjectState, to: string): ProjectTr
   return PROJECT_TRANSITIONS.find((t) => t.from === from && t.to === to);
 }
 
-/**
- * What a transition's `apply` does to the project's own dates, found by running it: on a
- * blank project with distinct instants for now and the given dates, once with the optional
- * dates given and once without. So the description is read from the table itself and cannot
- * drift from it.
- */
+/** Applies a transition's date effects to a project (the entity). */
+export function applyProjectTransition(project: ProjectDates, transition: ProjectTransition, input: ProjectActionInput): void {
+  for (const [date, effect] of Object.entries(transition.dates) as Array<[keyof ProjectDates, ProjectDateEffect]>) {
+    const given = GIVEN_BY[date] ? input[GIVEN_BY[date]!] : undefined;
+    if (effect === 'now') project[date] = input.now;
+    else if (effect === 'unset') project[date] = null;
+    else if (effect === 'given') project[date] = given ?? null;
+    else if (effect === 'givenOrNow') project[date] = given ?? input.now;
+    else if (given) project[date] = given;
+  }
+}
+
+/** The same effects in SQL, for the column of `date`: `given` the request's date (null when not given), `now`, `current` the column. */
+export function projectDateEffectSql(effect: ProjectDateEffect, { given, now, current }: { given: string; now: string; current: string }): string {
+  return { now, unset: 'null', given, givenOrKeep: `coalesce(${given}, ${current})`, givenOrNow: `coalesce(${given}, ${now})` }[effect];
+}
+
+const EFFECT_TEXT: Record<ProjectDateEffect, (given: string) => string> = {
+  now: () => 'now',
+  unset: () => 'unset',
+  given: (given) => given,
+  givenOrKeep: (given) => `${given} when given`,
+  givenOrNow: (given) => `${given}, else now`,
+};
+
+/** What a transition does to the project's own dates, read from its row of the table. */
 function describeProjectEffects(transition: ProjectTransition): string[] {
-  const now = new Date(1_000);
-  const given = { dueAt: new Date(2_000), finishedAt: new Date(3_000) };
-  const names = new Map<number | undefined, string>([[now.getTime(), 'now'], [given.dueAt.getTime(), '`due_at`'], [given.finishedAt.getTime(), '`finished_at`']]);
-  const withDates: ProjectDates = {};
-  const withoutDates: ProjectDates = {};
-  transition.apply(withDates, { now, ...given });
-  transition.apply(withoutDates, { now, dueAt: undefined, finishedAt: undefined });
-  const dates = ['startedAt', 'dueAt', 'pausedAt', 'finishedAt'] as const;
-  return dates.flatMap((date) => {
-    const set = withDates[date];
-    const fallback = withoutDates[date];
-    if (set === undefined && fallback === undefined) return [];
-    if (set === null) return [`${date} unset`];
-    const value = names.get(set?.getTime());
-    if (fallback === undefined) return [`${date} = ${value} when given`];
-    const otherwise = names.get(fallback?.getTime() ?? undefined);
-    // A required date is always given: what the transition does without it never happens.
-    const required = (date === 'dueAt' || date === 'finishedAt') && transition[date] === 'required';
-    return [value === otherwise || required ? `${date} = ${value}` : `${date} = ${value}, else ${otherwise ?? 'unset'}`];
+  return (Object.entries(transition.dates) as Array<[keyof ProjectDates, ProjectDateEffect]>).map(([date, effect]) => {
+    const given = GIVEN_BY[date] === 'dueAt' ? '`due_at`' : '`finished_at`';
+    return effect === 'unset' ? `${date} unset` : `${date} = ${EFFECT_TEXT[effect](given)}`;
   });
 }
 

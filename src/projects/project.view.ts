@@ -4,9 +4,7 @@
  * statement). The two are the same shape, member for member and in the same order; change them
  * together (test/rules/projects-document.test.ts compares them on every state).
  */
-import { toSeconds } from '../core/clock.js';
 import { secondsOf } from '../db/sql-fragments.js';
-import type { Project } from './project.entity.js';
 import { PROJECT_STATES, isInProgress, type ProjectState } from './project.lifecycle.js';
 import type { ProjectResource } from './project.schema.js';
 
@@ -24,22 +22,6 @@ export interface ProjectFields {
   finishedAt: number;
   /** Its tasks that are not abandoned, by order. */
   taskIds: readonly number[];
-}
-
-export function presentProject(project: Project, taskIds: readonly number[]): ProjectResource {
-  return presentProjectFields({
-    id: project.id,
-    userId: project.userId,
-    name: project.name,
-    slug: project.slug,
-    description: project.description,
-    state: project.state,
-    startedAt: toSeconds(project.startedAt),
-    dueAt: toSeconds(project.dueAt),
-    pausedAt: toSeconds(project.pausedAt),
-    finishedAt: toSeconds(project.finishedAt),
-    taskIds,
-  });
 }
 
 export function presentProjectFields(project: ProjectFields): ProjectResource {

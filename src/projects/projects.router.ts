@@ -6,10 +6,7 @@
 import { z } from 'zod';
 import { authedProcedure, keepDroppedMembers } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
-import { userWrite } from '../writes/user-write.js';
-import { changeProjectState } from './change-project-state.js';
-import { createProject } from './create-project.js';
-import { deleteProject } from './delete-project.js';
+import { write } from '../writes/write.js';
 import { getProject } from './get-project.js';
 import { PROJECTS_PATH, listProjects } from './list-projects.js';
 import { describeProjectTransitions } from './project.lifecycle.js';
@@ -17,7 +14,6 @@ import {
   ChangeProjectStateInput, CreateProjectInput, ListProjectsInput, PROJECT_PAGE_SIZE, ProjectDocument, ProjectIdInput, ProjectListDocument,
   UpdateProjectInput,
 } from './project.schema.js';
-import { updateProject } from './update-project.js';
 
 const TAGS = ['projects'];
 
@@ -34,7 +30,7 @@ export const projectsRouter = router({
     })
     .input(CreateProjectInput)
     .output(ProjectDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, createProject, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'projects.create', input)),
 
   list: authedProcedure
     .meta({
@@ -70,7 +66,7 @@ export const projectsRouter = router({
     })
     .input(UpdateProjectInput)
     .output(ProjectDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, updateProject, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'projects.update', input)),
 
   changeState: authedProcedure
     .meta({
@@ -89,7 +85,7 @@ export const projectsRouter = router({
     .input(ChangeProjectStateInput)
     .use(keepDroppedMembers('project'))
     .output(ProjectDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, changeProjectState, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'projects.changeState', input)),
 
   delete: authedProcedure
     .meta({
@@ -103,5 +99,5 @@ export const projectsRouter = router({
     })
     .input(ProjectIdInput)
     .output(z.void())
-    .mutation(({ ctx, input }) => userWrite(ctx, deleteProject, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'projects.delete', input)),
 });

@@ -1,107 +1,60 @@
 /**
- * PATCH /api/projects/{id} (SPEC.md 4.3): the name (rules of creation), the description, or
- * `due_at` (project.entity.ts `changeDueAt`). Every problem found is answered at once.
- *
- * One statement when its snapshot is as fresh as the owner's lock (`FRESH`): the lock, the
- * project, the update under the conditions the entity's rules set (the name not another
- * project's; `due_at` its current value, or the project started and the date not before its
- * start), its event. When it changed nothing in a fresh snapshot, the same statement read
- * what the rules need, and `applyEdits` on a stand-in project says why; else the transaction
- * loads the project and applies the same edits.
+ * PATCH /api/projects/{id} (SPEC.md 4.3, API-CONTRACT.md §4 "Project edits"): the operation's
+ * function. Under the user's lock (docs/design/writes.md): the project (404), If-Match (412),
+ * then every problem at once: the name another project's (`taken`), `due_at` changed outside
+ * DUE_AT_EDITABLE_IN (`cannot_be_set`) or to before the start (`cannot_be_before_started_at`);
+ * else one UPDATE and its event. The version moves only when a column changes.
  */
-import type { z } from 'zod';
-import { fromSeconds } from '../core/clock.js';
-import { DomainError, ValidationErrors } from '../core/errors.js';
-import { secondsOf } from '../db/sql-fragments.js';
-import { FRESH, type UseCase } from '../writes/user-write.js';
-import { listedTaskIdsOf } from '../tasks/task.sql.js';
-import { Project, slugOf } from './project.entity.js';
-import type { ProjectState } from './project.lifecycle.js';
-import { flushNamed, isNameTaken, takenName } from './project-name.js';
-import { PROJECT_ROW_ANSWER, answerProject, findOwnedProject, type ProjectAnswer } from './project-answer.js';
-import type { UpdateProjectInput } from './project.schema.js';
-import { USER } from '../db/user-param.js';
-import { versionIfChanged } from '../db/row-version.js';
+import { compileStatement, sql, v } from '../db/sql-builder.js';
+import { refusalJsonSql, refusalsSql, text, type WriteOperation } from '../writes/write-functions.js';
+import { TAKEN } from './create-project.js';
+import { DUE_AT_EDITABLE_IN } from './project.lifecycle.js';
+import { PROJECT_VARIABLES, READ_PROJECT, RETURN_PROJECT, projectEventSql, projectSql } from './project.write-sql.js';
 
-type Input = z.infer<typeof UpdateProjectInput>;
-
-/** The request's edits on `project`, all of them checked: throws every problem at once. */
-function applyEdits(project: Project, edits: Input['project'], nameTaken: boolean): void {
-  const { name, description, due_at } = edits;
-  const problems = new ValidationErrors();
-  if (name !== undefined) {
-    if (nameTaken) problems.errors.push(...takenName().errors);
-    else project.rename(name);
-  }
-  if (description !== undefined) project.description = description;
-  if (due_at !== undefined) problems.collect(() => project.changeDueAt(due_at));
-  problems.throwIfAny();
+export function updateProjectOperation(): WriteOperation {
+  const changes = `(v_name is not null and name is distinct from v_name) or (v_description is not null and description is distinct from v_description) or v_due_changes`;
+  const update = projectSql
+    .updateTable('projects')
+    .set({
+      name: sql.raw('coalesce(v_name, name)'),
+      slug: sql.raw('coalesce(lower(v_name), slug)'),
+      description: sql.raw('coalesce(v_description, description)'),
+      due_at: sql.raw('case when v_due_changes then v_due else due_at end'),
+      version: sql.raw(`version + case when ${changes} then 1 else 0 end`),
+    })
+    .where('user_id', '=', v<number>('p_user'))
+    .where('id', '=', v<number>('v_project.id'))
+    .returningAll();
+  return {
+    op: 'projects.update',
+    fn: 'projects_update',
+    body: `declare
+  ${PROJECT_VARIABLES}
+  v_name text := p_input->'project'->>'name';
+  v_description text := p_input->'project'->>'description';
+  v_due_seconds bigint := (p_input->'project'->>'due_at')::bigint;
+  v_due timestamptz := to_timestamp(v_due_seconds::float8);
+  v_due_changes boolean := false;
+  v_errors json[] := '{}';
+  v_events json[];
+begin
+  ${READ_PROJECT}
+  if v_name is not null and exists (select 1 from projects p where p.user_id = p_user and p.slug = lower(v_name) and p.id <> v_project.id) then
+    v_errors := v_errors || ${refusalJsonSql(TAKEN)};
+  end if;
+  if v_due_seconds is not null and v_due_seconds <> coalesce(floor(extract(epoch from v_project.due_at))::bigint, 0) then
+    if v_project.state not in (${DUE_AT_EDITABLE_IN.map((s) => text(s)).join(', ')}) or v_project.started_at is null then
+      v_errors := v_errors || ${refusalJsonSql({ code: 'cannot_be_set', pointer: text('/project/due_at'), detail: text('due_at can only be changed while the project is started.') })};
+    elsif v_due < v_project.started_at then
+      v_errors := v_errors || ${refusalJsonSql({ code: 'cannot_be_before_started_at', pointer: text('/project/due_at'), detail: text('due_at cannot be before the project started.') })};
+    else
+      v_due_changes := true;
+    end if;
+  end if;
+  ${refusalsSql('v_errors')}
+  ${compileStatement(update, projectSql)} into v_project;
+  v_events := array[${projectEventSql('updated')}];
+  ${RETURN_PROJECT}
+end`,
+  };
 }
-
-export const updateProject: UseCase<Input, ProjectAnswer> = {
-  oneStatement(input, { resources }) {
-    const { name, description, due_at } = input.project;
-    const set: string[] = [];
-    const setParams: unknown[] = [];
-    const holds: string[] = [];
-    const holdParams: unknown[] = [];
-    if (name !== undefined) {
-      set.push('name = ?', 'slug = ?');
-      setParams.push(name, slugOf(name));
-      holds.push(`not exists (select 1 from projects o where o.user_id = ${USER} and o.slug = ? and o.id <> prior.id)`);
-      holdParams.push(slugOf(name));
-    }
-    if (description !== undefined) {
-      set.push('description = ?');
-      setParams.push(description);
-    }
-    if (due_at !== undefined) {
-      // `changeDueAt`: the current value is no change; another needs a started project and a date not before its start.
-      set.push(`due_at = case when ${secondsOf('prior.due_at')} = ? then projects.due_at else ?::timestamptz end`);
-      setParams.push(due_at, fromSeconds(due_at));
-      holds.push(`(${secondsOf('prior.due_at')} = ? or (prior.state = 'started' and prior.started_at is not null and prior.started_at <= ?::timestamptz))`);
-      holdParams.push(due_at, fromSeconds(due_at));
-    }
-    // Nothing to edit still answers (and logs) the project as it is: a no-op set.
-    if (set.length === 0) set.push('description = projects.description');
-    // The version moves only when a column does: an edit to the values the project has keeps it.
-    const version = versionIfChanged('projects', set, setParams);
-    return {
-      freshOnly: true,
-      reads: { sql: `prior as (select p.* from projects p where p.id = ? and p.user_id = ${USER} and ${FRESH})`, params: [input.id] },
-      changed: {
-        sql: `update projects set ${set.join(', ')}, ${version.sql} from prior
-               where projects.user_id = ${USER} and projects.id = prior.id${holds.map((h) => ` and ${h}`).join('')}
-              returning projects.*`,
-        params: [...setParams, ...version.params, ...holdParams],
-      },
-      events: [{ type: 'project.updated', document: resources.project.documentSql('changed', listedTaskIdsOf('changed')) }],
-      ...PROJECT_ROW_ANSWER,
-      refusal: {
-        current: {
-          sql: `(select json_build_object('state', p.state, 'startedAt', ${secondsOf('p.started_at')}, 'dueAt', ${secondsOf('p.due_at')},
-                   'taken', exists (select 1 from projects o where o.user_id = ${USER} and o.slug = ? and o.id <> p.id))
-                  from projects p where p.id = ? and p.user_id = ${USER})`,
-          params: [slugOf(name ?? ''), input.id],
-        },
-        refuse(current) {
-          if (current === null) throw DomainError.notFound('project');
-          const { state, startedAt, dueAt, taken } = current as { state: ProjectState; startedAt: number; dueAt: number; taken: boolean };
-          const project = Object.assign(new Project(), {
-            state, startedAt: startedAt ? fromSeconds(startedAt) : null, dueAt: dueAt ? fromSeconds(dueAt) : null,
-          });
-          applyEdits(project, input.project, name !== undefined && taken);
-        },
-      },
-    };
-  },
-
-  async transaction(scope, input) {
-    const { em, userId } = scope;
-    const project = await findOwnedProject(em, userId, input.id);
-    const { name } = input.project;
-    applyEdits(project, input.project, name !== undefined && (await isNameTaken(em, userId, name, project.id)));
-    await flushNamed(em);
-    return answerProject(scope, project);
-  },
-};

@@ -1,89 +1,61 @@
 /**
- * PUT /api/tasks/{id}/state (SPEC.md 3.2, 4.8): a requested state change, in its forms.
- *
- * - One statement, for the usual request (only `state`): the owner's lock, the update guarded
- *   by the states the table lets reach `state` (task.lifecycle.ts `taskTransitionSql`), its
- *   event and the NOTIFY; abandoning also changes the project's document (it lists its
- *   tasks), whose event follows, read in the statement's snapshot (so only when `FRESH`). No changed row means nothing changed: no such task, or a state that does not
- *   allow it. Then the same statement has also read the task's state, and says why
- *   from it (404, then `invalid_transition`: `requestedTaskAction`) unless a write of the user
- *   landed while it waited for the lock (`OneStatement.refusal`): a refusal costs no
- *   transaction.
- * - The transaction, under the owner's lock, for every request: with an Idempotency-Key or
- *   If-Match it makes the same guarded update. After the one statement changed nothing (and
- *   could not say why) it reads the task first and says why (404, then `invalid_transition`,
- *   then `cannot_be_set`: `requestedTaskAction`), making the change after all only if a write
- *   that landed in between now allows it.
- *
- * An abandoned task leaves its project's list of tasks, so that project's document changes too.
+ * PUT /api/tasks/{id}/state (SPEC.md 3.2, 4.8; API-CONTRACT.md §4): the operation's function.
+ * Under the user's lock (docs/design/writes.md): the task (404), If-Match (412), the action the
+ * requested state selects from the task's state (TASK_ACTIONS: `invalid_transition` when
+ * none), any member besides `state` (`cannot_be_set`), then the table's effects in one UPDATE,
+ * its event, and, when the task is abandoned, its project's event (the project lists only the
+ * tasks that are not abandoned).
  */
-import type { z } from 'zod';
-import { DomainError } from '../core/errors.js';
-import { FRESH, type UseCase, type WriteScope } from '../writes/user-write.js';
-import { listedTaskIdsAfter } from './task.sql.js';
-import { requestedTaskAction } from './task.entity.js';
-import type { TaskState } from './task.lifecycle.js';
-import type { ChangeTaskStateInput } from './task.schema.js';
-import { changeTaskStateUnderLock, ownedTask, taskStateChangeSql } from './task.store.js';
-import { TASK_ROW_ANSWER, answerTask, taskEvent, type TaskAnswer } from './task-answer.js';
-import { USER } from '../db/user-param.js';
+import { taskEtagSql } from '../core/conditional.js';
+import { compileStatement, sql, v } from '../db/sql-builder.js';
+import { answerSql, ifMatchSql, notFoundSql, pointerSegmentSql } from '../writes/operation-sql.js';
+import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
+import { requestedActionSql, taskEffectsSql } from './task.lifecycle.js';
+import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { taskDocumentSql } from './task.view.js';
 
-type Input = z.infer<typeof ChangeTaskStateInput>;
+/** How a project's document is written in SQL (src/projects/project.view.ts), handed in by the composition root. */
+export type ProjectDocumentSql = (p: string, taskIds: string) => string;
 
-const onlyState = (input: Input) => Object.keys(input.task).length === 1;
-
-export const changeTaskState: UseCase<Input, TaskAnswer> = {
-  oneStatement(input, { now, resources }) {
-    if (!onlyState(input)) return null;
-    // An abandoned task leaves its project's list: that project's document (read in the
-    // statement's snapshot, so only when it is as fresh as the lock) is an event too.
-    const abandons = input.task.state === 'abandoned';
-    const changed = taskStateChangeSql(input.id, input.task.state, now, abandons ? FRESH : undefined);
-    return changed && {
-      changed,
-      freshOnly: abandons,
-      events: abandons
-        ? [
-            taskEvent('updated'),
-            {
-              type: 'project.updated',
-              document: resources.project.documentSql('project', listedTaskIdsAfter('project', 'changed')),
-              from: `changed, projects project where project.user_id = ${USER} and project.id = changed.project_id`,
-            },
-          ]
-        : [taskEvent('updated')],
-      ...TASK_ROW_ANSWER,
-      // Nothing changed: the task's state says why, as the transaction would (it is read there
-      // under the lock; here only when no write of the user landed since the snapshot).
-      refusal: {
-        current: { sql: `(select t.state from tasks t where t.id = ? and t.user_id = ${USER})`, params: [input.id] },
-        refuse(current) {
-          if (current === null) throw DomainError.notFound('task');
-          requestedTaskAction(current as TaskState, input.task);
-        },
-      },
-    };
-  },
-
-  async transaction(scope, input) {
-    if (onlyState(input) && !scope.oneStatementChangedNothing) {
-      const changed = await guardedUpdate(scope, input);
-      if (changed) return changed;
-    }
-    const task = await ownedTask(scope.em, scope.userId, input.id);
-    if (!task) throw DomainError.notFound('task');
-    requestedTaskAction(task.state, input.task);
-    // Allowed now: a write of this user landed between the one statement and this transaction.
-    const changed = await guardedUpdate(scope, input);
-    if (!changed) throw new Error(`task ${input.id}: the transition table and its SQL disagree`);
-    return changed;
-  },
-};
-
-async function guardedUpdate(scope: WriteScope, input: Input): Promise<TaskAnswer | null> {
-  const changed = await changeTaskStateUnderLock(scope.em, scope.userId, input.id, input.task.state, scope.now);
-  if (!changed) return null;
-  const answer = answerTask(scope, changed, () => changed.version);
-  if (changed.state === 'abandoned' && changed.projectId) scope.changes.updated('project', changed.projectId);
-  return answer;
+export function changeTaskStateOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+  const effects = taskEffectsSql('v_action', 'p_now');
+  const update = taskSql
+    .updateTable('tasks')
+    .set(Object.fromEntries(Object.entries({ ...effects, version: 'version + 1' }).map(([column, value]) => [column, sql.raw(value)])))
+    .where('user_id', '=', v<number>('p_user'))
+    .where('id', '=', v<number>('v_task.id'))
+    .returningAll();
+  return {
+    op: 'tasks.changeState',
+    fn: 'tasks_change_state',
+    body: `declare
+  v_task tasks%rowtype;
+  v_to text := p_input->'task'->>'state';
+  v_action text;
+  v_member text;
+  v_events json[];
+begin
+  select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
+  if not found then
+    ${notFoundSql('task')}
+  end if;
+  ${ifMatchSql(taskEtagSql('v_task'))}
+  v_action := ${requestedActionSql('v_task.state', 'v_to')};
+  if v_action is null then
+    ${refusalSql({ code: 'invalid_transition', pointer: text('/task/state'), detail: `'A ' || v_task.state || ' task cannot become ' || v_to || '.'` })}
+  end if;
+  select m into v_member from json_object_keys(p_input->'task') as m where m <> 'state' limit 1;
+  if v_member is not null then
+    ${refusalSql({ code: 'cannot_be_set', pointer: `'/task/' || ${pointerSegmentSql('v_member')}`, detail: `v_member || ' cannot be set when changing the state.'` })}
+  end if;
+  ${compileStatement(update, taskSql)} into v_task;
+  v_events := array[json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')})];
+  if v_task.state = 'abandoned' and v_task.project_id is not null then
+    v_events := v_events || array(
+      select json_build_object('type', 'project.updated', 'data', ${projectDocument('p', listedIdsInFunction('p'))})
+        from projects p where p.user_id = p_user and p.id = v_task.project_id);
+  end if;
+  return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
+end`,
+  };
 }

@@ -1,61 +1,61 @@
 /**
- * POST /api/users/me/tasks (SPEC.md 4.5): a task at the end of the user's order, its state
- * from `newTaskFields` (task.lifecycle.ts), in one statement: the owner's lock, the insert and
- * its event, when the statement's snapshot is as fresh as the lock (`FRESH`: the end of the
- * order and the project's tasks are read in it; else the transaction runs); with a project, whose state decides the task's and whose document lists it, the
- * statement also reads the project (fresh, after the lock: task.store.ts `projectRowSql`), so
- * its state cannot change until this task exists, and appends the project's event with the
- * task's. A project the user does not have is refused by the same statement when it can tell
- * (`refusal`), else by the transaction, which reads the project under the owner's lock.
+ * POST /api/users/me/tasks (SPEC.md 4.5, API-CONTRACT.md §5): the operation's function. Under
+ * the user's lock (docs/design/writes.md): the project `project_id` names, if any (422
+ * `record_not_found` on it when the user has none), the action NEW_TASK_RULES gives (plan,
+ * start, or none), the task inserted blank with that action's effects at the end of the user's
+ * order (the counter on the user's row), its event, and its project's, whose list now ends with
+ * it.
  */
-import type { z } from 'zod';
-import { fromSeconds } from '../core/clock.js';
-import { FRESH, type UseCase } from '../writes/user-write.js';
-import { linkedProjectMissing, requireLinkedProject } from './linked-project.js';
-import { newTaskFields } from './task.lifecycle.js';
-import type { CreateTaskInput } from './task.schema.js';
-import { LISTED_WITH_NEW_TASK, insertTask, insertTaskInProjectSql, insertTaskSql, projectRowSql } from './task.store.js';
-import { TASK_ROW_ANSWER, answerTask, taskEvent, type TaskAnswer } from './task-answer.js';
-import { USER } from '../db/user-param.js';
+import { taskEtagSql } from '../core/conditional.js';
+import { compileStatement, sql } from '../db/sql-builder.js';
+import { answerSql } from '../writes/operation-sql.js';
+import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
+import type { ProjectDocumentSql } from './change-task-state.js';
+import { newTaskActionSql, taskEffectsSql } from './task.lifecycle.js';
+import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { taskDocumentSql } from './task.view.js';
 
-type Input = z.infer<typeof CreateTaskInput>;
+/** A task before any action: newed, nothing set (the columns the effects read). */
+const BLANK = `(select null::timestamptz as started_at, null::timestamptz as planned_at, null::timestamptz as finished_at,
+                 null::timestamptz as abandoned_at, 0 as planned_count, 'newed'::text as state) as blank`;
 
-const plannedAtOf = (input: Input) => (input.task.planned_at === undefined ? null : fromSeconds(input.task.planned_at));
-
-export const createTask: UseCase<Input, TaskAnswer> = {
-  oneStatement(input, { now, resources }) {
-    const { label, project_id } = input.task;
-    const plannedAt = plannedAtOf(input);
-    if (project_id == null) {
-      const fields = newTaskFields({ plannedAt, project: null }, now);
-      return { freshOnly: true, changed: insertTaskSql({ ...fields, projectId: null, label, createdAt: now }, FRESH), events: [taskEvent('created')], ...TASK_ROW_ANSWER };
-    }
-    return {
-      freshOnly: true,
-      reads: projectRowSql(project_id),
-      changed: insertTaskInProjectSql({ label, createdAt: now }, (project) => newTaskFields({ plannedAt, project }, now), FRESH),
-      events: [
-        taskEvent('created'),
-        { type: 'project.updated', document: resources.project.documentSql('project', LISTED_WITH_NEW_TASK), from: 'changed, project' },
-      ],
-      ...TASK_ROW_ANSWER,
-      refusal: {
-        current: { sql: `(select true from projects p where p.id = ? and p.user_id = ${USER})`, params: [project_id] },
-        refuse(current) {
-          if (current === null) throw linkedProjectMissing();
-        },
-      },
-    };
-  },
-
-  async transaction(scope, input) {
-    const { em, userId, now, changes } = scope;
-    const { label, project_id } = input.task;
-    const project = project_id == null ? null : await requireLinkedProject(em, userId, project_id);
-    const fields = newTaskFields({ plannedAt: plannedAtOf(input), project }, now);
-    const inserted = await insertTask(em, { ...fields, userId, projectId: project?.id ?? null, label, createdAt: now });
-    const answer = answerTask(scope, inserted, () => inserted.version, 'created');
-    if (project) changes.updated('project', project.id); // its document lists its tasks
-    return answer;
-  },
-};
+export function createTaskOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+  const effect = taskEffectsSql('v_action', 'p_now');
+  const insert = taskSql
+    .insertInto('tasks')
+    .columns(['user_id', 'order', 'project_id', 'label', 'planned_count', 'state', 'started_at', 'planned_at', 'finished_at', 'abandoned_at', 'created_at'])
+    .expression(
+      sql.raw(`select p_user, v_order, v_project.id, p_input->'task'->>'label', ${effect.planned_count}, ${effect.state}, ${effect.started_at},
+                      coalesce(v_planned_at, ${effect.planned_at}), ${effect.finished_at}, ${effect.abandoned_at}, p_now
+                 from ${BLANK}`),
+    )
+    .returningAll();
+  return {
+    op: 'tasks.create',
+    fn: 'tasks_create',
+    body: `declare
+  v_task tasks%rowtype;
+  v_project projects%rowtype;
+  v_project_id bigint := (p_input->'task'->>'project_id')::bigint;
+  v_planned_at timestamptz := to_timestamp((p_input->'task'->>'planned_at')::float8);
+  v_action text;
+  v_order bigint;
+  v_events json[];
+begin
+  if v_project_id is not null then
+    select p.* into v_project from projects p where p.user_id = p_user and p.id = v_project_id;
+    if not found then
+      ${refusalSql({ code: 'record_not_found', status: 422, pointer: text('/task/project_id'), detail: text('No project with this id exists for the current user.') })}
+    end if;
+  end if;
+  v_action := ${newTaskActionSql('v_planned_at', "(v_project.state = 'started')")};
+  update users u set next_task_order = u.next_task_order + 1 where u.id = p_user returning u.next_task_order - 1 into v_order;
+  ${compileStatement(insert, taskSql)} into v_task;
+  v_events := array[json_build_object('type', 'task.created', 'data', ${taskDocumentSql('v_task')})];
+  if v_project.id is not null then
+    v_events := v_events || json_build_object('type', 'project.updated', 'data', ${projectDocument('v_project', listedIdsInFunction('v_project'))});
+  end if;
+  return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
+end`,
+  };
+}

@@ -1,71 +1,62 @@
 /**
- * PUT /api/tasks/{id}/order (SPEC.md 4.9, API-CONTRACT.md §5): moves a task in the user's order, shifting
- * the tasks in between (task.store.ts `moveTaskCtes`). Every moved task's document changes,
- * and so does each of their projects' (a project lists its tasks by order). Answers with
- * every task whose order changed, by order (just the task when it did not move).
- *
- * One statement when its snapshot is as fresh as the owner's lock (`FRESH`: the orders it
- * shifts must be the current ones): the lock, the move, the moved tasks' events by order,
- * each project's (listing its tasks in their new order) after its first moved task. Else the
- * transaction. Both append the events in that order.
+ * PUT /api/tasks/{id}/order (SPEC.md 4.9, API-CONTRACT.md §5): the operation's function. Under
+ * the user's lock (docs/design/writes.md): the task (404), If-Match (412), the new order
+ * clamped to the user's highest (the counter on the user's row), then one UPDATE shifting the
+ * tasks in between by one place. Events: each moved task by order, and after the first moved
+ * task of a project, that project (it lists its tasks by order). Answers with every task whose
+ * order changed, by order (just the task when it did not move).
  */
-import type { z } from 'zod';
-import { STABILITY_META } from '../core/envelope.js';
-import { DomainError } from '../core/errors.js';
-import { FRESH, type UseCase } from '../writes/user-write.js';
-import type { ReorderTaskInput, TaskOrderDocument } from './task.schema.js';
-import { listedTaskIdsAfterMove, moveTask, moveTaskCtes } from './task.store.js';
-import { presentTaskFields, taskDocumentSql } from './task.view.js';
-import { USER } from '../db/user-param.js';
+import { taskEtagSql } from '../core/conditional.js';
+import { compileStatement, sql, v } from '../db/sql-builder.js';
+import { STABILITY_META_SQL, ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
+import type { WriteOperation } from '../writes/write-functions.js';
+import type { ProjectDocumentSql } from './change-task-state.js';
+import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { taskDocumentSql } from './task.view.js';
 
-type Input = z.infer<typeof ReorderTaskInput>;
-type Answer = z.infer<typeof TaskOrderDocument>;
+/** A task as the order answer shows it. */
+const orderItem = (t: string) => `json_build_object('type', 'task', 'id', ${t}.id, 'attributes', json_build_object('order', ${t}."order"))`;
 
-const orderDocument = (changed: ReadonlyArray<{ id: number; order: number }>): Answer => ({
-  data: changed.map(({ id, order }) => ({ type: 'task' as const, id, attributes: { order } })),
-  meta: STABILITY_META,
-});
-
-export const reorderTask: UseCase<Input, Answer> = {
-  oneStatement(input, { resources }) {
-    return {
-      freshOnly: true,
-      reads: moveTaskCtes(input.id, input.task.order, FRESH),
-      // The moved task, whether or not it moved: what the statement answers with.
-      changed: { sql: 'select * from target', params: [] },
-      // Each moved task by order, and after the first moved task of a project, that project.
-      events: [
-        { type: 'task.updated', document: taskDocumentSql('moved'), from: 'moved', place: { group: 0, at: '2 * row_number() over (order by moved."order")' } },
-        {
-          type: 'project.updated',
-          document: resources.project.documentSql('project', listedTaskIdsAfterMove('project')),
-          from: `projects project where project.user_id = ${USER} and project.id in (select project_id from moved)`,
-          place: { group: 0, at: '2 * (select count(*) from moved m where m."order" <= (select min(f."order") from moved f where f.project_id = project.id)) + 1' },
-        },
-      ],
-      returning: `changed.id, changed.from_order,
-        (select json_agg(json_build_object('id', m.id, 'order', m."order") order by m."order", m.id) from moved m) as orders`,
-      answer: (row) => {
-        const { id, from_order, orders } = row as { id: number; from_order: number; orders: Array<{ id: number; order: number }> | null };
-        return { value: orderDocument(orders ?? [{ id, order: from_order }]) };
-      },
-      refusal: {
-        current: { sql: `(select true from tasks t where t.id = ? and t.user_id = ${USER})`, params: [input.id] },
-        refuse(current) {
-          if (current === null) throw DomainError.notFound('task');
-        },
-      },
-    };
-  },
-
-  async transaction({ em, userId, changes }, input) {
-    const move = await moveTask(em, userId, input.id, input.task.order);
-    if (!move) throw DomainError.notFound('task');
-    // Each moved task by order, and after the first moved task of a project, that project.
-    for (const task of move.moved) {
-      changes.updated('task', task.id, presentTaskFields(task));
-      if (task.projectId !== null) changes.updated('project', task.projectId);
-    }
-    return orderDocument(move.changed);
-  },
-};
+export function reorderTaskOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+  const shift = taskSql
+    .updateTable('tasks')
+    .set({
+      order: sql.raw('case when id = v_task.id then v_to when v_to < v_task."order" then "order" + 1 else "order" - 1 end'),
+      version: sql.raw('version + 1'),
+    })
+    .where('user_id', '=', v<number>('p_user'))
+    .where(sql.raw<boolean>('"order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)'));
+  const moved = `tasks t where t.user_id = p_user and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)`;
+  return {
+    op: 'tasks.reorder',
+    fn: 'tasks_reorder',
+    body: `declare
+  v_task tasks%rowtype;
+  v_to bigint;
+  v_events json[];
+  v_answer json;
+begin
+  select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
+  if not found then
+    ${notFoundSql('task')}
+  end if;
+  ${ifMatchSql(taskEtagSql('v_task'))}
+  select least((p_input->'task'->>'order')::bigint, u.next_task_order - 1) into v_to from users u where u.id = p_user;
+  if v_to = v_task."order" then
+    return json_build_object('answer', json_build_object('data', json_build_array(${orderItem('v_task')}), 'meta', ${STABILITY_META_SQL}),
+                             'etag', null, 'events', '[]'::json);
+  end if;
+  ${compileStatement(shift, taskSql)};
+  select json_agg(${orderItem('t')} order by t."order", t.id) into v_answer from ${moved};
+  v_events := array(
+    select e.event from (
+      select t."order" as at, 0 as after, json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('t')}) as event from ${moved}
+      union all
+      select f.first, 1, json_build_object('type', 'project.updated', 'data', ${projectDocument('p', listedIdsInFunction('p'))})
+        from (select t.project_id, min(t."order") as first from ${moved} and t.project_id is not null group by t.project_id) as f
+        join projects p on p.user_id = p_user and p.id = f.project_id
+    ) as e order by e.at, e.after);
+  return json_build_object('answer', json_build_object('data', v_answer, 'meta', ${STABILITY_META_SQL}), 'etag', null, 'events', array_to_json(v_events));
+end`,
+  };
+}

@@ -6,7 +6,7 @@ import { defineEntity, p } from '@mikro-orm/postgresql';
 import { DomainError, pointerOf } from '../core/errors.js';
 import { TASK_STATES, applyTaskAction, findTaskAction, projectSyncAction, type TaskAction, type TaskState } from './task.lifecycle.js';
 
-const TaskSchema = defineEntity({
+export const TaskSchema = defineEntity({
   name: 'Task',
   tableName: 'tasks',
   // The table's key is (user_id, id), as the projects' (see project.entity.ts).

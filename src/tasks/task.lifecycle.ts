@@ -75,96 +75,77 @@ export function applyTaskAction(task: TaskDates, action: TaskAction, now: Date):
 }
 
 /**
- * The same action as a SQL `set` list, for statements that move many tasks at once: each
- * column changes only on rows in one of `states` (by default the action's `from`), so one
- * statement can also touch rows the action leaves alone. `params` fill its `?` in order.
+ * SPEC.md 4.5 and API-CONTRACT.md §5, as a table: a task is born newed with nothing set, then
+ * takes the action of the first row whose condition holds (none: it stays newed). With
+ * `planned_at` it is planned, its plannedAt the given one; under a project that is not started
+ * it stays newed; else it starts. Read by `newTaskFields` and by the create's write function.
  */
-export function taskActionSql(action: TaskAction, now: Date, states: readonly TaskState[] = action.from): { set: string; params: Date[] } {
-  return actionsSql([{ action, states }], now);
+export const NEW_TASK_RULES: ReadonlyArray<{ when: NewTaskCondition; action: TaskActionName | null }> = [
+  { when: 'plannedAtGiven', action: 'plan' },
+  { when: 'projectNotStarted', action: null },
+  { when: 'always', action: 'start' },
+];
+
+export type NewTaskCondition = 'plannedAtGiven' | 'projectNotStarted' | 'always';
+
+/** What a new task's conditions read: the given plannedAt, and the project it joins (null: none). */
+export interface NewTaskFacts {
+  plannedAt: Date | null;
+  project: { started: boolean } | null;
 }
 
-/**
- * A requested change to `to` (PUT /tasks/:id/state) as one SQL `set` list: a row gets the
- * effects of the action its current state selects (`findTaskAction`), and `from` lists the
- * states that select one (a row in any other state is an invalid transition). Null when no
- * action reaches `to`.
- */
-export function taskTransitionSql(to: string, now: Date): { set: string; params: Date[]; from: TaskState[] } | null {
-  const actions = TASK_ACTIONS.filter((a) => a.to === to);
-  if (actions.length === 0) return null;
-  return { ...actionsSql(actions.map((action) => ({ action, states: action.from })), now), from: actions.flatMap((a) => a.from) };
+const NEW_TASK_CONDITIONS: Record<NewTaskCondition, (facts: NewTaskFacts) => boolean> = {
+  plannedAtGiven: (facts) => facts.plannedAt !== null,
+  projectNotStarted: (facts) => facts.project !== null && !facts.project.started,
+  always: () => true,
+};
+
+/** The action a new task takes (`NEW_TASK_RULES`), or null when it stays newed. */
+export function newTaskAction(facts: NewTaskFacts): TaskActionName | null {
+  return NEW_TASK_RULES.find((rule) => NEW_TASK_CONDITIONS[rule.when](facts))!.action;
 }
 
-/**
- * `projectSyncAction` as one SQL `set` list, for a task that joins a project (or none):
- * `running` is a SQL condition (no parameters) that holds when that project is started or
- * there is none.
- */
-export function projectSyncSql(running: string, now: Date): { set: string; params: Date[] } {
-  const branches: Array<{ action: TaskAction; states: TaskState[]; also: string }> = [];
-  for (const isRunning of [true, false]) {
-    const byAction = new Map<TaskAction, TaskState[]>();
-    for (const state of TASK_STATES) {
-      const action = projectSyncAction(state, isRunning ? null : { started: false });
-      if (action) byAction.set(action, [...(byAction.get(action) ?? []), state]);
-    }
-    for (const [action, states] of byAction) branches.push({ action, states, also: isRunning ? `(${running})` : `not (${running})` });
-  }
-  return actionsSql(branches, now);
-}
-
-/** Actions as one `set` list: each column is a `case` over the states each action applies to (and its `also`). */
-function actionsSql(branches: ReadonlyArray<{ action: TaskAction; states: readonly TaskState[]; also?: string }>, now: Date): { set: string; params: Date[] } {
-  const columns = new Map<string, Array<{ when: string; value: string; params: Date[] }>>();
-  const assign = (column: string, when: string, value: string, params: Date[] = []) => {
-    if (!columns.has(column)) columns.set(column, []);
-    columns.get(column)!.push({ when, value, params });
-  };
-  for (const { action, states, also } of branches) {
-    const when = `state in (${states.map((state) => `'${state}'`).join(', ')})${also ? ` and ${also}` : ''}`;
-    for (const [date, effect] of Object.entries(action.dates) as Array<[TaskDate, DateEffect]>) {
-      const column = TASK_DATE_COLUMNS[date];
-      if (effect === 'unset') assign(column, when, 'null');
-      else assign(column, when, effect === 'now' ? '?::timestamptz' : `coalesce(${column}, ?::timestamptz)`, [now]);
-    }
-    if (action.counts) assign('planned_count', when, 'planned_count + 1');
-    assign('state', when, `'${action.to}'`);
-  }
-  const set: string[] = [];
-  const params: Date[] = [];
-  for (const [column, cases] of columns) {
-    set.push(`${column} = case ${cases.map((c) => `when ${c.when} then ${c.value}`).join(' ')} else ${column} end`);
-    for (const c of cases) params.push(...c.params);
-  }
-  return { set: set.join(', '), params };
-}
-
-/**
- * SPEC.md 4.5 and API-CONTRACT.md §5: a task is born newed with nothing set; with
- * `planned_at` it is planned (plan, its plannedAt the given one), else under a project that
- * is not started it stays newed, else it starts.
- */
-export function newTaskFields(input: { plannedAt: Date | null; project: { started: boolean } | null }, now: Date): TaskDates {
+export function newTaskFields(input: NewTaskFacts, now: Date): TaskDates {
   const task: TaskDates = { state: 'newed', plannedCount: 0, startedAt: null, plannedAt: null, finishedAt: null, abandonedAt: null };
-  if (input.plannedAt) {
-    applyTaskAction(task, taskAction('plan'), now);
-    task.plannedAt = input.plannedAt;
-  } else if (!input.project || input.project.started) {
-    applyTaskAction(task, taskAction('start'), now);
-  }
+  const action = newTaskAction(input);
+  if (action) applyTaskAction(task, taskAction(action), now);
+  if (input.plannedAt) task.plannedAt = input.plannedAt;
   return task;
 }
 
 /**
- * API-CONTRACT.md §5: a task that joins a project (or leaves every project) follows it: a
- * newed task starts when the project is started or gone; a started task is cancelled back
- * to newed when the new project is not started. Other states are unchanged.
+ * `newTaskAction` in SQL: `plannedAt` an expression of the given plannedAt (null when not
+ * given), `projectStarted` one that is null without a project, else whether it is started.
  */
+export function newTaskActionSql(plannedAt: string, projectStarted: string): string {
+  const conditions: Record<NewTaskCondition, string> = {
+    plannedAtGiven: `${plannedAt} is not null`,
+    projectNotStarted: `${projectStarted} is not null and not ${projectStarted}`,
+    always: 'true',
+  };
+  return `case ${NEW_TASK_RULES.map((rule) => `when ${conditions[rule.when]} then ${rule.action === null ? 'null' : `'${rule.action}'`}`).join(' ')} end`;
+}
+
+/**
+ * API-CONTRACT.md §5, as a table: a task that joins a project (or leaves every project)
+ * follows it. A newed task starts when the project is started or there is none ("running"); a
+ * started task is cancelled back to newed when the new project is not started. Other states
+ * are unchanged.
+ */
+export const PROJECT_SYNC_RULES: ReadonlyArray<{ from: TaskState; projectRunning: boolean; action: TaskActionName }> = [
+  { from: 'newed', projectRunning: true, action: 'start' },
+  { from: 'started', projectRunning: false, action: 'cancel' },
+];
+
 export function projectSyncAction(state: TaskState, project: { started: boolean } | null): TaskAction | undefined {
   const projectRunning = project === null || project.started;
-  if (state === 'newed' && projectRunning) return taskAction('start');
-  if (state === 'started' && !projectRunning) return taskAction('cancel');
-  return undefined;
+  const rule = PROJECT_SYNC_RULES.find((r) => r.from === state && r.projectRunning === projectRunning);
+  return rule && taskAction(rule.action);
+}
+
+/** `projectSyncAction` in SQL: `state` the task's, `running` a boolean expression (no project, or a started one). */
+export function projectSyncActionSql(state: string, running: string): string {
+  return `case ${PROJECT_SYNC_RULES.map((r) => `when ${state} = '${r.from}' and ${r.projectRunning ? '' : 'not '}(${running}) then '${r.action}'`).join(' ')} end`;
 }
 
 /** What a project's change does to its tasks: an action, applied to its tasks in `states`. */
@@ -188,4 +169,31 @@ export function describeTaskEffects(action: TaskAction): string {
 /** TASK_ACTIONS as the lines of the task state change's description in openapi.json. */
 export function describeTaskActions(): string[] {
   return TASK_ACTIONS.map((a) => `- ${a.action}: ${a.from.join('/')} → ${a.to} (${describeTaskEffects(a)})`);
+}
+
+/**
+ * The effects of TASK_ACTIONS in SQL, for a write function's UPDATE of `tasks`: each column a
+ * `case` over `action` (an expression naming the action the row takes, null for none), each
+ * branch the table's effect, `now` the instant. Columns no action touches are absent; a row
+ * whose action is null keeps every value.
+ */
+export function taskEffectsSql(action: string, now: string): Record<string, string> {
+  const set: Record<string, string> = {};
+  for (const [date, column] of Object.entries(TASK_DATE_COLUMNS) as Array<[TaskDate, string]>) {
+    const branches = TASK_ACTIONS.filter((a) => a.dates[date]).map((a) => {
+      const effect = a.dates[date]!;
+      const value = effect === 'now' ? now : effect === 'nowIfUnset' ? `coalesce(${column}, ${now})` : 'null';
+      return `when '${a.action}' then ${value}`;
+    });
+    if (branches.length) set[column] = `case ${action} ${branches.join(' ')} else ${column} end`;
+  }
+  const counting = TASK_ACTIONS.filter((a) => a.counts).map((a) => `'${a.action}'`);
+  set.planned_count = `case when ${action} in (${counting.join(', ')}) then planned_count + 1 else planned_count end`;
+  set.state = `case ${action} ${TASK_ACTIONS.map((a) => `when '${a.action}' then '${a.to}'`).join(' ')} else state end`;
+  return set;
+}
+
+/** `findTaskAction` in SQL: the action a row in state `from` takes to reach `to` (null when none). */
+export function requestedActionSql(from: string, to: string): string {
+  return `case ${TASK_ACTIONS.map((a) => `when ${to} = '${a.to}' and ${from} in (${a.from.map((s) => `'${s}'`).join(', ')}) then '${a.action}'`).join(' ')} end`;
 }

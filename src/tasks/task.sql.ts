@@ -4,7 +4,10 @@
  * writes build on these; a rule changed here changes in every statement
  * (test/procedures/write-sql/ shows each write's statements whole).
  */
+import type { InferKyselyDB } from '@mikro-orm/postgresql';
+import { compileOnly } from '../db/sql-builder.js';
 import { secondsOf } from '../db/sql-fragments.js';
+import type { TaskSchema } from './task.entity.js';
 import { USER } from '../db/user-param.js';
 
 /** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
@@ -29,15 +32,9 @@ export const TASK_COLUMNS = (t: string) =>
 /** A task's columns as presented, with its version (for the ETag). */
 export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.version`;
 
-/**
- * The ids of the tasks project `p` lists (`listedTaskIdsOf`), by order, once the task row
- * `changed` (a write's change in the same statement, which the statement's other reads do not
- * see) is as it now is: out of the list if it left the project or is no longer listed, in its
- * place by order if it joined.
- */
-export const listedTaskIdsAfter = (p: string, changed: string) =>
-  `array(select x.id from (
-     select t.id, t."order" from tasks t where t.user_id = ${USER} and t.project_id = ${p}.id and t.id <> ${changed}.id and ${LISTED('t')}
-     union all
-     select ${changed}.id, ${changed}."order" where ${changed}.project_id = ${p}.id and ${LISTED(changed)}
-   ) as x order by x."order", x.id)`;
+/** Statements over the user's tasks, composed as values (src/db/sql-builder.ts), typed from the entity. */
+export const taskSql = compileOnly<InferKyselyDB<typeof TaskSchema>>();
+
+/** The ids of the tasks project `p` lists, by order, in a write function (its user is `p_user`). */
+export const listedIdsInFunction = (p: string) =>
+  `array(select t.id from tasks t where t.user_id = p_user and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;

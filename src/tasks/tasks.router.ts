@@ -5,18 +5,14 @@
  */
 import { authedProcedure, keepDroppedMembers } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
-import { userWrite } from '../writes/user-write.js';
-import { changeTaskState } from './change-task-state.js';
-import { createTask } from './create-task.js';
+import { write } from '../writes/write.js';
 import { getTask } from './get-task.js';
 import { FINISHED_LISTED_DAYS, TASKS_PATH, listTasks } from './list-tasks.js';
-import { reorderTask } from './reorder-task.js';
 import { describeTaskActions } from './task.lifecycle.js';
 import {
   ChangeTaskStateInput, CreateTaskInput, ListTasksInput, ReorderTaskInput, TASK_PAGE_SIZE, TaskDocument, TaskIdInput, TaskListDocument,
   TaskOrderDocument, UpdateTaskInput,
 } from './task.schema.js';
-import { updateTask } from './update-task.js';
 
 const TAGS = ['tasks'];
 
@@ -38,7 +34,7 @@ export const tasksRouter = router({
     })
     .input(CreateTaskInput)
     .output(TaskDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, createTask, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.create', input)),
 
   list: authedProcedure
     .meta({
@@ -74,7 +70,7 @@ export const tasksRouter = router({
     })
     .input(UpdateTaskInput)
     .output(TaskDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, updateTask, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.update', input)),
 
   changeState: authedProcedure
     .meta({
@@ -93,7 +89,7 @@ export const tasksRouter = router({
     .input(ChangeTaskStateInput)
     .use(keepDroppedMembers('task'))
     .output(TaskDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, changeTaskState, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.changeState', input)),
 
   reorder: authedProcedure
     .meta({
@@ -107,5 +103,5 @@ export const tasksRouter = router({
     })
     .input(ReorderTaskInput)
     .output(TaskOrderDocument)
-    .mutation(({ ctx, input }) => userWrite(ctx, reorderTask, input)),
+    .mutation(({ ctx, input }) => write(ctx, 'tasks.reorder', input)),
 });

@@ -1,101 +1,70 @@
 /**
- * PATCH /api/tasks/{id} (SPEC.md 4.7): the label, or the project (null detaches). Moving to
- * another project re-syncs the task's state (`Task.moveToProject`), and both projects'
- * documents change (they list their tasks).
- *
- * One statement: the owner's lock, the update (the state synced by `projectSyncSql`, the rule
- * of `projectSyncAction` in SQL), the events of the project it left, the project it joined and
- * the task, in that order. With a project it reads projects in its snapshot, so then it changes
- * nothing when a write of the user landed before it got the lock (`FRESH`). When it changed
- * nothing, the same statement tells a missing task (404) from a project that is not the
- * user's (422); else the transaction, where the ORM's unit of work writes what changed.
+ * PATCH /api/tasks/{id} (SPEC.md 4.7, API-CONTRACT.md §5): the operation's function. Under the
+ * user's lock (docs/design/writes.md): the task (404), If-Match (412), the project it joins
+ * (422 `record_not_found` on `/task/project_id` when not the user's), then the label and the
+ * project in one UPDATE, its state following the project by PROJECT_SYNC_RULES. Events: the
+ * project it left, the project it joined (each lists its tasks), then the task. The version
+ * moves only when a column changes.
  */
-import type { z } from 'zod';
-import { DomainError } from '../core/errors.js';
-import { FRESH, type UseCase } from '../writes/user-write.js';
-import { linkedProjectMissing, requireLinkedProject } from './linked-project.js';
-import { projectSyncSql } from './task.lifecycle.js';
-import { listedTaskIdsAfter } from './task.sql.js';
-import { Task } from './task.entity.js';
-import type { UpdateTaskInput } from './task.schema.js';
-import { fieldsOf } from './task.view.js';
-import { TASK_ROW_ANSWER, answerTask, taskEvent, type TaskAnswer } from './task-answer.js';
-import { USER } from '../db/user-param.js';
-import { versionIfChanged } from '../db/row-version.js';
+import { taskEtagSql } from '../core/conditional.js';
+import { compileStatement, sql, v } from '../db/sql-builder.js';
+import { answerSql, ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
+import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
+import type { ProjectDocumentSql } from './change-task-state.js';
+import { projectSyncActionSql, taskEffectsSql } from './task.lifecycle.js';
+import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { taskDocumentSql } from './task.view.js';
 
-type Input = z.infer<typeof UpdateTaskInput>;
-
-export const updateTask: UseCase<Input, TaskAnswer> = {
-  oneStatement(input, { now, resources }) {
-    const { label, project_id } = input.task;
-    const moving = project_id !== undefined;
-    const set: string[] = [];
-    const params: unknown[] = [];
-    if (label !== undefined) {
-      set.push('label = ?');
-      params.push(label);
-    }
-    if (moving) {
-      const sync = projectSyncSql(project_id === null ? 'true' : "(select state = 'started' from joined)", now);
-      set.push(project_id === null ? 'project_id = null' : 'project_id = (select id from joined)', sync.set);
-      params.push(...sync.params);
-    }
-    if (set.length === 0) set.push('label = tasks.label'); // nothing to edit: the task as it is
-    // The version moves only when a column does: the same label, or a move that changes nothing, keeps it.
-    const version = versionIfChanged('tasks', set, params);
-    const guard = moving ? ` and ${FRESH}` : '';
-    const projectDocument = (p: string) => resources.project.documentSql(p, listedTaskIdsAfter(p, 'changed'));
-    return {
-      freshOnly: moving,
-      reads: {
-        sql: `prior as (select t.* from tasks t where t.id = ? and t.user_id = ${USER}${guard})${
-          project_id == null ? '' : `, joined as (select p.* from projects p where p.id = ? and p.user_id = ${USER})`
-        }`,
-        params: project_id == null ? [input.id] : [input.id, project_id],
-      },
-      changed: {
-        sql: `update tasks set ${set.join(', ')}, ${version.sql}
-               where tasks.user_id = ${USER} and tasks.id = (select id from prior)${project_id == null ? '' : ' and exists (select 1 from joined)'}
-              returning tasks.*`,
-        params: [...params, ...version.params],
-      },
-      events: moving
-        ? [
-            { type: 'project.updated', document: projectDocument('leaving'), from: `changed, projects leaving where leaving.user_id = ${USER} and leaving.id = (select project_id from prior) and leaving.id is distinct from changed.project_id` },
-            { type: 'project.updated', document: projectDocument('joining'), from: `changed, projects joining where joining.user_id = ${USER} and joining.id = changed.project_id and joining.id is distinct from (select project_id from prior)` },
-            taskEvent('updated'),
-          ]
-        : [taskEvent('updated')],
-      answerEvent: moving ? 2 : 0,
-      ...TASK_ROW_ANSWER,
-      refusal: {
-        current: {
-          sql: `json_build_object('task', exists (select 1 from tasks t where t.id = ? and t.user_id = ${USER}),
-                                  'project', ${project_id == null ? 'true' : `exists (select 1 from projects p where p.id = ? and p.user_id = ${USER})`})`,
-          params: project_id == null ? [input.id] : [input.id, project_id],
-        },
-        refuse(current) {
-          const { task, project } = current as { task: boolean; project: boolean };
-          if (!task) throw DomainError.notFound('task');
-          if (!project) throw linkedProjectMissing();
-        },
-      },
-    };
-  },
-
-  async transaction(scope, input) {
-    const { em, userId, now, changes } = scope;
-    const { label, project_id } = input.task;
-    const task = await em.findOne(Task, { id: input.id, userId });
-    if (!task) throw DomainError.notFound('task');
-    if (label !== undefined) task.label = label;
-    if (project_id !== undefined) {
-      const before = task.projectId ?? null;
-      task.moveToProject(project_id === null ? null : await requireLinkedProject(em, userId, project_id), now);
-      if (before !== (task.projectId ?? null)) {
-        for (const id of [before, task.projectId]) if (id) changes.updated('project', id);
-      }
-    }
-    return answerTask(scope, fieldsOf(task), () => task.version);
-  },
-};
+export function updateTaskOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+  const effects = taskEffectsSql('v_action', 'p_now');
+  const changes = `(v_label is not null and label is distinct from v_label) or (v_moving and project_id is distinct from v_target) or v_action is not null`;
+  const update = taskSql
+    .updateTable('tasks')
+    .set({
+      ...Object.fromEntries(Object.entries(effects).map(([column, value]) => [column, sql.raw(value)])),
+      label: sql.raw('coalesce(v_label, label)'),
+      project_id: sql.raw('case when v_moving then v_target else project_id end'),
+      version: sql.raw(`version + case when ${changes} then 1 else 0 end`),
+    })
+    .where('user_id', '=', v<number>('p_user'))
+    .where('id', '=', v<number>('v_task.id'))
+    .returningAll();
+  const projectEvent = (p: string) => `json_build_object('type', 'project.updated', 'data', ${projectDocument(p, listedIdsInFunction(p))})`;
+  return {
+    op: 'tasks.update',
+    fn: 'tasks_update',
+    body: `declare
+  v_task tasks%rowtype;
+  v_left bigint;
+  v_joined projects%rowtype;
+  v_label text := p_input->'task'->>'label';
+  v_moving boolean := (p_input->'task'->'project_id') is not null;
+  v_target bigint := (p_input->'task'->>'project_id')::bigint;
+  v_action text;
+  v_events json[] := '{}';
+begin
+  select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
+  if not found then
+    ${notFoundSql('task')}
+  end if;
+  ${ifMatchSql(taskEtagSql('v_task'))}
+  if v_target is not null then
+    select p.* into v_joined from projects p where p.user_id = p_user and p.id = v_target;
+    if not found then
+      ${refusalSql({ code: 'record_not_found', status: 422, pointer: text('/task/project_id'), detail: text('No project with this id exists for the current user.') })}
+    end if;
+  end if;
+  v_left := v_task.project_id;
+  if v_moving then
+    v_action := ${projectSyncActionSql('v_task.state', "v_target is null or v_joined.state = 'started'")};
+  end if;
+  ${compileStatement(update, taskSql)} into v_task;
+  if v_left is distinct from v_task.project_id then
+    v_events := array(select ${projectEvent('p')} from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
+                       order by p.id = v_task.project_id);
+  end if;
+  v_events := v_events || json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')});
+  return json_build_object('answer', ${answerSql(`v_events[cardinality(v_events)]->'data'`)}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
+end`,
+  };
+}

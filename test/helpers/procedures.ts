@@ -14,6 +14,7 @@ import { toErrorResponse } from '../../src/core/failures.js';
 import { createContextInner, type Context } from '../../src/core/context.js';
 import { openOrm } from '../../src/app/orm.js';
 import { resources } from '../../src/app/resources.js';
+import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
 import { authenticate } from '../../src/users/authentication.js';
 import { errorShape, type Source } from './envelope.js';
@@ -52,6 +53,7 @@ export function useProcedures(options: ProcedureOptions = {}) {
       clock,
       authenticate: (a) => authenticate(em, a, clock.now()),
       resources,
+      writes,
       headers: { ...headers, authorization },
       baseUrl: 'http://procedures.test',
       passwordHashCost: 1024,

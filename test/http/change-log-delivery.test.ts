@@ -55,8 +55,8 @@ describe('order and completeness', () => {
     // The first write takes the owner's lock and waits; the second (through the other
     // instance's ORM) starts meanwhile and must wait for the lock, not take a number.
     const first = userWrite(contextOf(one, u.id), {
-      async transaction({ em, changes }) {
-        changes.updated('task', 1, { n: 'first' });
+      async transaction({ em, settled }) {
+        settled.push({ type: 'task.updated', data: { n: 'first' }, at: 0 });
         // The owner's lock goes to the database with the work's first statement.
         await em.execute('select 1');
         firstLocked();
@@ -66,8 +66,8 @@ describe('order and completeness', () => {
     // A write that fails before it holds the lock must fail the test, not leave it waiting.
     await Promise.race([locked, first.then(() => Promise.reject(new Error('the first write ended before it held the lock')))]);
     const second = userWrite(contextOf(two, u.id), {
-      async transaction({ changes }) {
-        changes.updated('task', 2, { n: 'second' });
+      async transaction({ settled }) {
+        settled.push({ type: 'task.updated', data: { n: 'second' }, at: 0 });
       },
     }, undefined);
     // Nothing is visible while the first holds: the second waits for the owner's lock (as

@@ -39,18 +39,18 @@ const EXPECTED = {
   projectPause: 6, // begin, the owner's lock, the same statement, without the started limit
   projectFinish: 6, // begin, the owner's lock, the same statement, with no tasks' effect
   projectDelete: 6, // token; begin, the owner's lock, one statement: lock owner, the project, release its tasks, delete, events, NOTIFY
-  taskCreate: 6, // token; begin, the owner's lock, one statement: lock owner, insert at the end of the order, event, NOTIFY
-  taskCreateInProject: 6, // token; begin, the owner's lock, one statement: lock owner, the project (fresh), insert in its state, both events (the task's, the project's with its task ids), NOTIFY
+  taskCreate: 3, // token; the write function's call (docs/design/writes.md): the user's lock, insert at the end of the order, event; its NOTIFY after the commit
+  taskCreateInProject: 3, // token; NOTIFY; the call: the user's lock, the project, insert in its state, both events (the task's, the project's with its task ids)
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
-  taskUpdateLabel: 6, // token; begin, the owner's lock, one statement: lock owner, update, event, NOTIFY
-  taskUpdateProject: 6, // token; begin, the owner's lock, one statement: lock owner, the task, the project, update with the state synced, events of both projects and the task, NOTIFY
-  taskDetach: 6, // begin, the owner's lock, the same statement, with no project to join
-  taskChangeState: 6, // token; begin, the owner's lock, one statement: lock owner, update (if the state allows), event, NOTIFY
-  taskChangeStateRefused: 5, // token; begin, the owner's lock, the one statement (no change; the task's state, to say why)
-  taskAbandon: 6, // token; begin, the owner's lock, one statement: lock owner, update, events (the task's and its project's, if any), NOTIFY
-  taskReorder: 6, // token; begin, the owner's lock, one statement: lock owner, the task, highest order, update of the span, the moved tasks' events and their projects', NOTIFY
-  taskReorderInPlace: 5, // begin, the owner's lock, the same statement, which finds nothing to update; no event
+  taskUpdateLabel: 3, // token; the write function's call; its NOTIFY
+  taskUpdateProject: 3, // token; the call: the task, the project, update with the state synced, events of both projects and the task; NOTIFY
+  taskDetach: 3, // the same, with no project to join
+  taskChangeState: 3, // token; NOTIFY; the call: the user's lock, the task, its action from the table, update, event
+  taskChangeStateRefused: 2, // token; the call, which refuses
+  taskAbandon: 3, // token; NOTIFY; the call: update, events (the task's and its project's, if any)
+  taskReorder: 3, // token; the call: the task, the highest order (a counter), the shift, the moved tasks' events and their projects'; NOTIFY
+  taskReorderInPlace: 2, // token; the call, which finds nothing to move: no event, no NOTIFY
   rateLimiter: 1, // one upsert per request when the per-token limit is on
 } as const;
 type Endpoint = keyof typeof EXPECTED;
@@ -77,18 +77,18 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   projectPause: 3,
   projectFinish: 3,
   projectDelete: 3,
-  taskCreate: 3, // token; begin + the one statement; NOTIFY + commit
+  taskCreate: 3, // token; the write function's call; its NOTIFY, after the commit
   taskCreateInProject: 3,
   taskList: 2,
   taskGet: 2,
   taskUpdateLabel: 3,
   taskUpdateProject: 3,
   taskDetach: 3,
-  taskChangeState: 3, // token; begin + the one statement (src/writes/user-write.ts OneStatement); NOTIFY + commit
-  taskChangeStateRefused: 3, // token; begin + the one statement; commit
+  taskChangeState: 3, // token; the write function's call; its NOTIFY
+  taskChangeStateRefused: 2, // token; the call, which refuses (no event, no NOTIFY)
   taskAbandon: 3,
-  taskReorder: 3, // token; begin + the one statement; NOTIFY + commit
-  taskReorderInPlace: 3, // token; begin + the one statement; commit
+  taskReorder: 3, // token; the call; NOTIFY
+  taskReorderInPlace: 2, // token; the call
 };
 
 const DUE = Math.floor(T0 / 1000) + 7 * 86_400;
@@ -197,6 +197,8 @@ async function seedTasks(userId: number, n: number, projectIds: number[] = [], s
      from generate_series(1, $2::int) g`,
     [userId, n, `{${projectIds.join(',')}}`, state],
   );
+  // The order the user's next task takes follows (a write moves it with its insert).
+  await sql(`update users set next_task_order = (select max("order") + 1 from tasks where user_id = $1) where id = $1`, [userId]);
 }
 
 async function seedProjects(userId: number, n: number): Promise<number[]> {

@@ -21,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
 import { resources } from '../../src/app/resources.js';
+import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
 import { hashTicket } from '../../src/changes/events.router.js';
 import { startCursor } from '../../src/changes/event-feed.js';
@@ -69,7 +70,7 @@ function caller(token?: string, options: { rateLimited?: boolean } = {}) {
   return createCaller(() => {
     const context = em();
     return createContextInner({
-      em: context, clock, resources, passwordHashCost: 1024,
+      em: context, clock, resources, writes, passwordHashCost: 1024,
       authenticate: (a) => authenticate(context, a, clock.now()),
       headers: { authorization: token },
       baseUrl: 'http://read-sql.test',

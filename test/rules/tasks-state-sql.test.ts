@@ -1,9 +1,9 @@
 /**
- * The task rules of task.lifecycle.ts are applied two ways: to an object (a requested change,
- * creation, a move between projects) and as SQL to many rows at once (a project's start,
- * pause and deletion). Both read the same table of effects; this test runs every action both
+ * The task rules of task.lifecycle.ts are applied two ways: to an object (the entity's
+ * methods) and as SQL (`taskEffectsSql`, in every write function that changes tasks). Both read the same table of effects; this test runs every action both
  * ways, from every state it may start in and with dates set and unset, on the real database,
- * and requires the same result.
+ * and requires the same result. A requested change is held the same way: the entity's method
+ * against the write function made from the same table.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -11,13 +11,15 @@ import {
   TASK_DATE_COLUMNS,
   TASK_STATES,
   applyTaskAction,
-  findTaskAction,
-  taskActionSql,
-  taskTransitionSql,
+  taskEffectsSql,
   type TaskDate,
   type TaskDates,
   type TaskState,
 } from '../../src/tasks/task.lifecycle.js';
+import { writes } from '../../src/app/write-functions.js';
+import type { DomainError } from '../../src/core/errors.js';
+import { Task } from '../../src/tasks/task.entity.js';
+import { refusalOf } from '../../src/writes/write.js';
 import { useProcedures } from '../helpers/procedures.js';
 
 // The database only (no HTTP): a user to own the rows, and the ORM to send the SQL.
@@ -60,6 +62,12 @@ async function read(id: number): Promise<TaskDates> {
   return task;
 }
 
+/** The SET list of the write functions' UPDATEs (`taskEffectsSql`) for `action`, on rows in one of its states. */
+function effectsOf(action: (typeof TASK_ACTIONS)[number]): string {
+  const which = `case when state in (${action.from.map((s) => `'${s}'`).join(', ')}) then '${action.action}' end`;
+  return Object.entries(taskEffectsSql(which, `timestamptz '${NOW.toISOString()}'`)).map(([column, value]) => `${column} = ${value}`).join(', ');
+}
+
 const cases = TASK_ACTIONS.flatMap((action) =>
   action.from.flatMap((from) => [true, false].map((datesSet) => [action.action, from, datesSet] as const)),
 );
@@ -78,8 +86,7 @@ describe('every task action gives the same task in TypeScript and in SQL', () =>
     applyTaskAction(expected, action, NOW);
 
     const id = await insert(taskIn(from, datesSet));
-    const { set, params } = taskActionSql(action, NOW);
-    await app.orm.em.fork().execute(`update tasks set ${set} where id = ?`, [...params, id]);
+    await app.orm.em.fork().execute(`update tasks set ${effectsOf(action)} where id = ?`, [id]);
     expect(await read(id)).toEqual(expected);
   });
 
@@ -87,36 +94,47 @@ describe('every task action gives the same task in TypeScript and in SQL', () =>
     for (const state of (['newed', 'started', 'planned', 'finished', 'abandoned'] as const).filter((s) => !action.from.includes(s))) {
       const before = taskIn(state, true);
       const id = await insert(before);
-      const { set, params } = taskActionSql(action, NOW);
-      await app.orm.em.fork().execute(`update tasks set ${set} where id = ?`, [...params, id]);
+      await app.orm.em.fork().execute(`update tasks set ${effectsOf(action)} where id = ?`, [id]);
       expect(await read(id)).toEqual(before);
     }
   });
 });
 
-describe('a requested state change gives the same task in TypeScript and in its one SQL statement', () => {
+describe('a requested state change gives the same answer from the entity and from its write function', () => {
   // Every current state against every requested one (abandoned and unknown targets included),
-  // with dates set and unset: the statement changes exactly the rows findTaskAction allows,
-  // and those exactly as applyTaskAction does.
+  // with dates set and unset: the function (src/tasks/change-task-state.ts, run as the write
+  // path runs it) changes exactly the rows `Task.changeState` allows, and those exactly as it
+  // does; where the entity refuses, the function refuses with the same code and pointer.
   const requests = TASK_STATES.flatMap((from) =>
     [...TASK_STATES, 'unknown'].flatMap((to) => [true, false].map((datesSet) => [from, to, datesSet] as const)),
   );
 
-  it.each(requests)('%s → %s (dates set: %s)', async (from, to, datesSet) => {
-    const expected = taskIn(from, datesSet);
-    const action = findTaskAction(from, to);
-    if (action) applyTaskAction(expected, action, NOW);
+  /** The entity's answer: the task after the change, or the refusal's code and pointer. */
+  function entityAnswer(from: TaskState, to: string, datesSet: boolean): TaskDates | { refused: string; pointer?: string } {
+    const task = Object.assign(new Task(), taskIn(from, datesSet));
+    try {
+      task.changeState({ state: to }, NOW);
+    } catch (error) {
+      const [first] = (error as DomainError).errors;
+      return { refused: first!.code, pointer: first!.source?.pointer };
+    }
+    return { state: task.state, plannedCount: task.plannedCount, ...Object.fromEntries(DATES.map((d) => [d, task[d] ?? null])) } as TaskDates;
+  }
 
+  it.each(requests)('%s → %s (dates set: %s)', async (from, to, datesSet) => {
     const id = await insert(taskIn(from, datesSet));
-    const transition = taskTransitionSql(to, NOW);
-    expect(transition === null).toBe(!TASK_ACTIONS.some((a) => a.to === to));
-    const changed = transition
-      ? await app.orm.em.fork().execute<unknown[]>(
-          `update tasks set ${transition.set} where id = ? and state in (${transition.from.map((s) => `'${s}'`).join(', ')}) returning id`,
-          [...transition.params, id],
-        )
-      : [];
-    expect(changed.length).toBe(action ? 1 : 0);
-    expect(await read(id)).toEqual(expected);
+    const input = JSON.stringify({ id, task: { state: to } });
+    const called = await app.orm.em
+      .fork()
+      .execute(`select ${writes.schema}.tasks_change_state(?, ?, '{}'::json, ?::json, null)`, [userId, NOW, input])
+      .then(() => null, (error: unknown) => refusalOf(error));
+    const expected = entityAnswer(from, to, datesSet);
+    if ('refused' in expected) {
+      expect(called).toMatchObject({ code: expected.refused, pointer: expected.pointer });
+      expect(await read(id)).toEqual(taskIn(from, datesSet));
+    } else {
+      expect(called).toBeNull();
+      expect(await read(id)).toEqual(expected);
+    }
   });
 });

@@ -1,0 +1,210 @@
+/**
+ * The write functions (docs/design/writes.md): every write of a user's projects and tasks is
+ * one call of `apply`, a PL/pgSQL function that takes the user's lock, runs the operations'
+ * functions in order, appends their events, keeps the Idempotency-Key's record and answers,
+ * all in one statement's transaction. Each operation's function is made by its feature from
+ * its rule tables (`WriteOperation`); this file makes `apply` around them and installs the set.
+ *
+ * The set is installed under a schema named by the hash of its text (`w_<hash>`), once, under
+ * the migration lock: a service of another version finds its own schema, so two versions can
+ * run against one database during a deploy, and nothing is replaced under a running one.
+ */
+import { createHash } from 'node:crypto';
+
+/** The arguments every operation's function takes, in this order. */
+export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]';
+
+/**
+ * One write operation (a procedure of §8 that writes), as its function: `body` is the PL/pgSQL
+ * from `declare` (or `begin`) to `end`, over OPERATION_ARGUMENTS: `p_day` the user's day in
+ * their time zone (`{"next": <the first instant of tomorrow>, "end": <the last of today>}`,
+ * src/core/user-day.ts, as the rules of "today" read it), `p_input` the procedure's
+ * input as zod parsed it, `p_if_match` the strong tags of If-Match (`{*}` for `*`, null when
+ * absent). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
+ * "events": [{"type", "data"}, …]}` and raises a refusal (`refusalSql`) when a rule says no.
+ */
+export interface WriteOperation {
+  /** The procedure's path (`tasks.changeState`). */
+  op: string;
+  /** The function's name in the set's schema. */
+  fn: string;
+  body: string;
+}
+
+/** The SQLSTATE of a refusal raised by an operation; its message is the refusal as JSON. */
+export const REFUSAL_STATE = 'PX000';
+
+/** What a refusal says: a code of the catalogue (src/core/errors.ts) and where; or several (`errors`), reported together. */
+export interface Refusal {
+  errors?: Refusal[];
+  code?: string;
+  /** Where one code answers with several statuses (`record_not_found` on a body member is 422). */
+  status?: number;
+  pointer?: string;
+  parameter?: string;
+  detail?: string;
+}
+
+/**
+ * The statement that raises a refusal. Each member is a SQL expression of text (a quoted
+ * constant or an expression over the function's variables).
+ */
+export function refusalSql(refusal: RefusalSql): string {
+  return `raise exception using errcode = '${REFUSAL_STATE}', message = ${refusalJsonSql(refusal)}::text;`;
+}
+
+export interface RefusalSql {
+  code: string;
+  status?: number;
+  pointer?: string;
+  parameter?: string;
+  detail?: string;
+}
+
+/** A refusal as a SQL json expression (for `refusalSql`, or gathered with others: `refusalsSql`). */
+export function refusalJsonSql(refusal: RefusalSql): string {
+  const members = Object.entries(refusal).map(([name, expression]) => `'${name}', ${name === 'code' ? `'${expression}'` : String(expression)}`);
+  return `json_build_object(${members.join(', ')})`;
+}
+
+/** Raises the refusals gathered in `errors` (a json[] variable) together, when there is one. */
+export function refusalsSql(errors: string): string {
+  return `if cardinality(${errors}) > 0 then
+    raise exception using errcode = '${REFUSAL_STATE}', message = json_build_object('errors', array_to_json(${errors}))::text;
+  end if;`;
+}
+
+/** A quoted SQL constant of text, for `refusalSql` (constants of the code, never a request's values). */
+export const text = (value: string): string => `'${value.replace(/'/g, "''")}'`;
+
+export interface WriteFunctions {
+  schema: string;
+  /** Every statement that creates the set, in order. */
+  statements: string[];
+  /** The function that takes the user's id (`create_distributed_function` on Citus). */
+  apply: string;
+}
+
+/**
+ * `apply(p_user, p_now, p_day, p_ops, p_key, p_key_lock, p_fingerprint, p_key_since, p_batch)`:
+ * - `p_ops`: `[{"op", "input", "if_match", "status"}]`, the operations in order (a single
+ *   request is one); `status` is its success status, for the batch's answer and the key's record.
+ * - `p_key`…`p_key_since`: the Idempotency-Key, the 64-bit lock of its user and key, the
+ *   request's fingerprint, and the instant before which a record is expired; all null without one.
+ * - `p_batch`: the answer is the batch's (`{"data": [{"status", "body"}, …]}`), else the one
+ *   operation's.
+ *
+ * Returns json, one of: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
+ * `{"refusal": {…}, "index": n}` (nothing kept but the key's record of it);
+ * `{"body", "etag", "last", "events": [{"type", "data"}, …]}`, `last` the number of the last
+ * event appended (the first is `last - count + 1`).
+ */
+function applySql(schema: string, operations: readonly WriteOperation[]): string {
+  const dispatch = operations
+    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)`)
+    .join('\n        ');
+  return `create function ${schema}.apply(
+  p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
+) returns json language plpgsql volatile as $$
+declare
+  v_record json;
+  v_op json;
+  v_result json;
+  v_answers json[] := '{}';
+  v_statuses int[] := '{}';
+  v_events json[] := '{}';
+  v_etag text;
+  v_index int := 0;
+  v_refusal json;
+  v_last bigint;
+  v_body json;
+begin
+  -- The key first, never waited for: a request with the same key running is 409 at once.
+  if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
+    return json_build_object('refusal', json_build_object('code', 'request_in_progress'), 'index', 0);
+  end if;
+  -- The user's lock, taken first by every write of the user, held until the commit.
+  perform set_config('lock_timeout', '5000ms', true);
+  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
+  if p_key is not null then
+    select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
+      from idempotency_keys k
+     where k.user_id = p_user and k.key = p_key and k.created_at > p_key_since;
+    if v_record is not null then
+      return json_build_object('replay', v_record);
+    end if;
+  end if;
+  begin
+    for v_op in select value from json_array_elements(p_ops) loop
+      v_result := case v_op->>'op'
+        ${dispatch}
+      end;
+      if v_result is null then
+        raise exception 'unknown operation %', v_op->>'op';
+      end if;
+      v_answers := v_answers || (v_result->'answer');
+      v_statuses := v_statuses || (v_op->>'status')::int;
+      v_events := v_events || array(select json_array_elements(v_result->'events'));
+      v_etag := v_result->>'etag';
+      v_index := v_index + 1;
+    end loop;
+  exception when sqlstate '${REFUSAL_STATE}' then
+    -- Everything the operations did is undone with this block; a refusal of work that ran is
+    -- kept under the key (API-CONTRACT.md §11).
+    v_refusal := sqlerrm::json;
+    if p_key is not null then
+      insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
+      values (p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now)
+      on conflict (user_id, key) do update
+        set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+    end if;
+    return json_build_object('refusal', v_refusal, 'index', v_index);
+  end;
+  if cardinality(v_events) > 0 then
+    update users u set last_event_seq = u.last_event_seq + cardinality(v_events) where u.id = p_user returning u.last_event_seq into v_last;
+    insert into events (user_id, seq, type, data, at)
+    select p_user, v_last - cardinality(v_events) + e.n, e.event->>'type', e.event->'data', p_now
+      from unnest(v_events) with ordinality as e(event, n);
+  end if;
+  v_body := case when p_batch
+    then json_build_object('data', (select coalesce(json_agg(json_build_object('status', v_statuses[a.n], 'body', a.answer) order by a.n), '[]'::json)
+                                      from unnest(v_answers) with ordinality as a(answer, n)))
+    else v_answers[1] end;
+  if p_key is not null then
+    insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
+    values (p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now)
+    on conflict (user_id, key) do update
+      set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+  end if;
+  return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events', array_to_json(v_events));
+end
+$$`;
+}
+
+/** The whole set for these operations: its schema, the statements that create it, and `apply`. */
+export function writeFunctions(operations: readonly WriteOperation[]): WriteFunctions {
+  const body = (schema: string) => [
+    ...operations.map((o) => `create function ${schema}.${o.fn}(${OPERATION_ARGUMENTS}) returns json language plpgsql volatile as $$\n${o.body}\n$$`),
+    applySql(schema, operations),
+  ];
+  // The name is the hash of the text with a placeholder for itself.
+  const schema = `w_${createHash('sha256').update(body('w').join(';\n')).digest('hex').slice(0, 16)}`;
+  return { schema, statements: [`create schema ${schema}`, ...body(schema)], apply: `${schema}.apply` };
+}
+
+/**
+ * Installs the set unless its schema exists, through `run` (a connection holding the migration
+ * lock, in a transaction: the schema and its functions appear together). On Citus, `apply` is
+ * then distributed by the user's id, co-located with `users`, so a call is delegated whole to
+ * the user's node (designed for; not run in CI, which has no Citus).
+ */
+export async function installWriteFunctions(run: (sql: string) => Promise<Array<Record<string, unknown>>>, functions: WriteFunctions): Promise<boolean> {
+  const found = await run(`select 1 from pg_namespace where nspname = '${functions.schema}'`);
+  if (found.length > 0) return false;
+  for (const statement of functions.statements) await run(statement);
+  const citus = await run(`select 1 from pg_extension where extname = 'citus'`);
+  if (citus.length > 0) {
+    await run(`select create_distributed_function('${functions.apply}(bigint, timestamptz, json, json, text, bigint, text, timestamptz, boolean)', '$1', colocate_with := 'users')`);
+  }
+  return true;
+}

@@ -1,0 +1,171 @@
+/**
+ * The write path's TypeScript side (docs/design/writes.md): `write(ctx, op, input)` checks the
+ * request's Idempotency-Key, waits for the user's turn in this process, makes the one call of
+ * `apply` (src/writes/write-functions.ts) that does the whole write in the database, and turns
+ * its answer into the procedure's: the output and its ETag, a replay, or a refusal. The NOTIFY
+ * of the write's events follows the commit, outside the user's lock.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { run, sql } from '../db/sql-builder.js';
+import { toSeconds } from '../core/clock.js';
+import { endOfDay, userDay } from '../core/user-day.js';
+import { ifMatchTags, sendEtag } from '../core/conditional.js';
+import type { AuthedContext } from '../core/context.js';
+import { DomainError, type ErrorCode } from '../core/errors.js';
+import { EVENTS_CHANNEL } from './event-append.js';
+import { IdempotencyKey, keyLock, pruneNowAndThen, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
+import { retried } from './owner-lock.js';
+import { turns } from './turns.js';
+import { openWriteOf, settleStep } from './user-write.js';
+import { REFUSAL_STATE, type Refusal } from './write-functions.js';
+
+/** One operation of a call of `apply`. */
+interface Operation {
+  op: string;
+  input: unknown;
+  if_match: string[] | null;
+  status: number;
+}
+
+interface Applied {
+  replay?: { fingerprint: string; status: number; body: unknown; etag: string | null };
+  refusal?: Refusal;
+  index?: number;
+  body?: unknown;
+  etag?: string | null;
+  last?: number;
+  events?: Array<{ type: string; data: unknown }>;
+}
+
+/** A NOTIFY payload carries the events themselves when they fit in this many bytes. */
+const PAYLOAD_BYTES = 7_000;
+
+/**
+ * Runs one write operation of the user (a procedure's call): `op` is the procedure's path. In a
+ * batch still made of steps (src/batch/), it is a step of the batch's open transaction instead.
+ */
+export async function write<T>(ctx: AuthedContext, op: string, input: unknown): Promise<T> {
+  const operation: Operation = { op, input, if_match: ifMatchTags(ctx.header('If-Match')), status: ctx.call.meta?.successStatus ?? 200 };
+  const open = openWriteOf(ctx.em);
+  if (open) return runStep<T>(ctx, open.em, operation);
+  const key = await IdempotencyKey.of(ctx);
+  const release = await turns.acquire(ctx.user.id);
+  try {
+    const now = ctx.clock.now();
+    const applied = await retried(ctx.log, () => callApply(ctx, [operation], key, now));
+    if (key) pruneNowAndThen(ctx.em, now);
+    return await answer<T>(ctx, applied, key, now);
+  } finally {
+    release();
+  }
+}
+
+/** The user's day as the write functions read it (`p_day`): its next midnight and its last instant, in the user's zone. */
+function dayOf(ctx: AuthedContext, now: Date): string {
+  const day = userDay(now, ctx.user.timeZone);
+  return JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
+}
+
+async function callApply(ctx: AuthedContext, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
+  const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
+  const rows = await run(ctx.em.fork(), sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
+      ${ctx.user.id}::bigint, ${now}::timestamptz, ${dayOf(ctx, now)}::json, ${jsonText(operations)}::json,
+      ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
+      ${key ? since : null}::timestamptz, false) as applied`);
+  return rows[0]!.applied;
+}
+
+async function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, now: Date): Promise<T> {
+  if (applied.replay) {
+    const record = key!.replayOf({ ...applied.replay });
+    ctx.setHeader('Idempotent-Replayed', 'true');
+    const stored = record.body as { refusal?: Refusal; errors?: DomainError['errors']; meta?: Record<string, unknown> } | null;
+    if (stored?.refusal) throw refusalError(stored.refusal);
+    if (record.status >= 400 && stored?.errors) {
+      const error = new DomainError(stored.errors);
+      throw stored.meta ? error.withMeta(stored.meta) : error;
+    }
+    if (record.etag) sendEtag(ctx, record.etag);
+    return (record.body ?? undefined) as T;
+  }
+  if (applied.refusal) throw refusalError(applied.refusal);
+  await notifyAfterCommit(ctx.em, ctx.user.id, applied.last!, applied.events ?? [], now);
+  if (applied.etag) sendEtag(ctx, applied.etag);
+  return (applied.body ?? undefined) as T;
+}
+
+/** A refusal of the database's rules as the service's error (its status from the catalogue). */
+export function refusalError(refusal: Refusal): DomainError {
+  if (refusal.errors) return new DomainError(refusal.errors.flatMap((r) => refusalError(r).errors));
+  return DomainError.of(refusal.code as ErrorCode, { status: refusal.status, pointer: refusal.pointer, parameter: refusal.parameter, detail: refusal.detail });
+}
+
+/** The refusal an operation's function raised, if this error is one. */
+export function refusalOf(error: unknown): Refusal | undefined {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (code === REFUSAL_STATE && typeof message === 'string') return JSON.parse(message.slice(message.indexOf('{'))) as Refusal;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/**
+ * An operation inside a batch's open transaction (which holds the user's lock): its function
+ * alone, its events settled into the batch's (appended by the batch, in order).
+ */
+async function runStep<T>(ctx: AuthedContext, em: SqlEntityManager, operation: Operation): Promise<T> {
+  let result: { answer: unknown; etag: string | null; events: Array<{ type: string; data: unknown }> };
+  try {
+    const rows = await run(em, sql<{ result: typeof result }>`select ${sql.raw(`${ctx.writes.schema}.${functionOf(operation.op)}`)}(
+        ${ctx.user.id}::bigint, ${ctx.clock.now()}::timestamptz, ${dayOf(ctx, ctx.clock.now())}::json, ${jsonText(operation.input)}::json,
+        ${operation.if_match}::text[]) as result`);
+    result = rows[0]!.result;
+  } catch (error) {
+    const refusal = refusalOf(error);
+    throw refusal ? settleStep.refused(refusalError(refusal)) : error;
+  }
+  settleStep.done(em, result.events.map((e) => ({ ...e, at: toSeconds(ctx.clock.now()) })));
+  return (result.answer ?? undefined) as T;
+}
+
+/** `tasks.changeState` → `tasks_change_state`: the function of an operation, by its path. */
+const functionOf = (op: string) => op.replace('.', '_').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/**
+ * The input as JSON for the database. Values a schema let through unread (members a state
+ * change refuses by name, a state no move reaches) may be anything superjson brings: a BigInt
+ * is written as its digits, and an object met a second time (a cycle) as null. PostgreSQL's
+ * text holds no NUL and no lone surrogate: in such a text they become U+FFFD (the schemas
+ * refuse them in every text that is stored, so only what a refusal quotes can hold one).
+ */
+function jsonText(value: unknown): string {
+  const met = new WeakSet<object>();
+  const clean = (text: string) => text.toWellFormed().replaceAll('\0', '\uFFFD');
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (typeof v === 'string') return clean(v);
+    if (typeof v === 'bigint') return v.toString();
+    if (v !== null && typeof v === 'object') {
+      if (met.has(v)) return null;
+      met.add(v);
+      if (!Array.isArray(v) && !(v instanceof Date)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [clean(k), x]));
+    }
+    return v;
+  });
+}
+
+/**
+ * Wakes the listeners of the user's change log once the write committed: `<user>:<first>:<last>`,
+ * with the events themselves when they fit (src/changes/event-hub.ts reads either). Outside the
+ * user's lock; a failure is not the write's (it committed): a lost wake-up is made up by the
+ * listeners' own rounds, which read the log.
+ */
+async function notifyAfterCommit(em: SqlEntityManager, userId: number, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): Promise<void> {
+  if (events.length === 0) return;
+  const first = last - events.length + 1;
+  const head = `${userId}:${first}:${last}`;
+  const at = toSeconds(now);
+  const body = JSON.stringify(events.map((e, i) => ({ id: String(first + i), type: e.type, data: e.data, at })));
+  const payload = Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head;
+  await run(em.fork(), sql`select pg_notify(${EVENTS_CHANNEL}, ${payload})`).catch(() => undefined);
+}

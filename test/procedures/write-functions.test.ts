@@ -1,0 +1,33 @@
+/**
+ * The write functions (docs/design/writes.md), committed as text under
+ * test/procedures/write-sql/functions/, one file each (as Immich commits its queries): a change
+ * of a rule table or of a write shows in review as a diff of the SQL it makes. Also: the set
+ * is installed with the migrations, once, under the schema its text names.
+ *
+ * After a deliberate change: `npx vitest run test/procedures/write-functions.test.ts -u`.
+ */
+import { describe, expect, it } from 'vitest';
+import { writeFunctionSet, writeOperations } from '../../src/app/write-functions.js';
+import { useProcedures } from '../helpers/procedures.js';
+
+const app = useProcedures();
+
+describe('the write functions', () => {
+  it.each(writeOperations.map((o) => [o.op, o] as const))('%s: its function, as installed', async (_op, operation) => {
+    const text = writeFunctionSet.statements.find((s) => s.includes(`.${operation.fn}(`))!;
+    await expect(`-- ${operation.op}\n\n${text.replaceAll(writeFunctionSet.schema, 'w')}\n`).toMatchFileSnapshot(`./write-sql/functions/${operation.fn}.sql`);
+  });
+
+  it('apply: the one call every write makes', async () => {
+    const text = writeFunctionSet.statements.find((s) => s.includes('.apply('))!;
+    await expect(`-- apply\n\n${text.replaceAll(writeFunctionSet.schema, 'w')}\n`).toMatchFileSnapshot('./write-sql/functions/apply.sql');
+  });
+
+  it('are installed under the schema their text names, with every function', async () => {
+    const rows = await app.orm.em.fork().execute<Array<{ name: string }>>(
+      `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = ? order by 1`,
+      [writeFunctionSet.schema],
+    );
+    expect(rows.map((r) => r.name)).toEqual(['apply', ...writeOperations.map((o) => o.fn)].sort());
+  });
+});
