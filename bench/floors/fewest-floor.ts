@@ -150,9 +150,11 @@ const SQL = {
       order by p.id`,
   getTask: `select t.version, ${taskDoc('t')} as doc from tasks t where t.id = $1 and t.user_id = $2`,
   lock: 'select id from users where id = $1 for no key update',
-  createTask: `with ins as (
+  createTask: `with next_order as (
+       update users set next_task_order = next_task_order + 1 where id = $1 returning next_task_order - 1 as next
+     ), ins as (
        insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
-       values ($1, null, $2, (select coalesce(max("order"), 0) + 1 from tasks where user_id = $1), 0, 'started', $3, null, null, null, $3)
+       values ($1, null, $2, (select next from next_order), 0, 'started', $3, null, null, null, $3)
        returning *
      ), doc as (
        select ins.id, ins.version, ${taskDoc('ins')} as data from ins
@@ -167,9 +169,11 @@ const SQL = {
   // tasks plus the new one: last, since its order is the user's highest.
   createTaskInProject: `with p as (
        select * from projects where id = $5 and user_id = $1
+     ), next_order as (
+       update users set next_task_order = next_task_order + 1 where id = $1 and exists (select 1 from p) returning next_task_order - 1 as next
      ), ins as (
        insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
-       select $1::int, p.id, $2::text, (select coalesce(max("order"), 0) + 1 from tasks where user_id = $1), 0,
+       select $1::int, p.id, $2::text, (select next from next_order), 0,
               case when p.state = 'started' then 'started' else 'newed' end,
               case when p.state = 'started' then $3::timestamptz end, null, null, null, $3::timestamptz
          from p

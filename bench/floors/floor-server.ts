@@ -45,9 +45,10 @@ const SQL = {
        ) as t on true
       order by t."order", t.id`,
   lock: 'select id from users where id = $1 for no key update',
-  // src/tasks/task.store.ts insertTask: the order computed by the insert.
-  insert: `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, created_at)
-     values ($1, $2, $3, (select coalesce(max("order"), 0) + 1 from tasks where user_id = $4), $5, $6, $7, $8, $9)
+  // The order from the counter on the user's row, as the service's create takes it.
+  insert: `with next_order as (update users set next_task_order = next_task_order + 1 where id = $4 returning next_task_order - 1 as next)
+     insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, created_at)
+     values ($1, $2, $3, (select next from next_order), $5, $6, $7, $8, $9)
      returning id, "order"`,
 };
 

@@ -116,6 +116,8 @@ export async function seedListUser(client: pg.Client, username: string, label: s
       today0, now, PLANNED_TODAY, project50, `{${WORDS.join(',')}}`, RARE_EVERY, RARE_WORD,
     ],
   );
+  // The order the user's next task takes, as a write moves it (docs/design/writes.md).
+  await client.query('update users set next_task_order = $2 where id = $1', [user.id, size + 1]);
   return { ...user, tasks: size, projects: projects.map((p) => p.id), label, project50, projectCount: projectCount + 1 };
 }
 

@@ -82,6 +82,8 @@ export async function seedUser(
      from generate_series(1, $2::int) g`,
     [id, taskCount, `{${projectIds.join(',')}}`, planned, finishedTo, abandonedTo],
   );
+  // The order the user's next task takes, as a write moves it (docs/design/writes.md).
+  await client.query('update users set next_task_order = $2 where id = $1', [id, taskCount + 1]);
   const token = knownToken(id, username);
   await client.query(
     `insert into access_tokens (user_id, token_hash, created_at, expires_at)

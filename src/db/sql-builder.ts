@@ -11,7 +11,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
 
-export { sql, type RawBuilder } from 'kysely';
+export { sql, type Kysely, type RawBuilder } from 'kysely';
 
 /** A Kysely that only compiles (PostgreSQL's dialect, no connection). */
 export function compileOnly<DB>(): Kysely<DB> {
@@ -34,7 +34,6 @@ export function v<T = unknown>(name: string): RawBuilder<T> {
 /** A statement's text, for a function body: refused if it would bind any value. */
 export function compileStatement(
   query: Compilable<unknown> | RawBuilder<unknown>,
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   compiler: Kysely<any>): string {
   // A query builder compiles itself; a raw builder needs the instance (an argument the other ignores).
   const compiled = (query as RawBuilder<unknown>).compile(compiler);
@@ -46,11 +45,11 @@ export function compileStatement(
 
 /**
  * Runs a query composed with Kysely on the entity manager's connection (its transaction, when
- * one is open), its values bound as parameters, and logs it as MikroORM logs its own
+ * one is open) or on `on` (one connection held for several queries), its values bound as parameters, and logs it as MikroORM logs its own
  * statements (the text with its placeholders), so every statement of a request is seen in one log.
  */
-export async function run<R>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R>): Promise<R[]> {
-  const kysely = em.getKysely();
+export async function run<R>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R>, on?: Kysely<any>): Promise<R[]> {
+  const kysely = on ?? em.getKysely();
   const compiled = (query as RawBuilder<R>).compile(kysely);
   const started = Date.now();
   try {

@@ -6,7 +6,7 @@
  * of the write's events follows the commit, outside the user's lock.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { run, sql } from '../db/sql-builder.js';
+import { run, sql, type Kysely } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, sendEtag } from '../core/conditional.js';
@@ -52,9 +52,15 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
   const release = await turns.acquire(ctx.user.id);
   try {
     const now = ctx.clock.now();
-    const applied = await retried(ctx.log, () => callApply(ctx, [operation], key, now));
+    const em = ctx.em.fork();
+    // One connection for the call and the NOTIFY after it: one wait for the pool, not two.
+    const applied = await em.getKysely().connection().execute(async (db) => {
+      const result = await retried(ctx.log, () => callApply(ctx, em, db, [operation], key, now));
+      if (!result.replay && !result.refusal) await notifyAfterCommit(em, db, ctx.user.id, result.last!, result.events ?? [], now);
+      return result;
+    });
     if (key) pruneNowAndThen(ctx.em, now);
-    return await answer<T>(ctx, applied, key, now);
+    return answer<T>(ctx, applied, key);
   } finally {
     release();
   }
@@ -66,16 +72,16 @@ function dayOf(ctx: AuthedContext, now: Date): string {
   return JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
 }
 
-async function callApply(ctx: AuthedContext, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
+async function callApply(ctx: AuthedContext, em: SqlEntityManager, db: Kysely<any>, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
-  const rows = await run(ctx.em.fork(), sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
+  const rows = await run(em, sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
       ${ctx.user.id}::bigint, ${now}::timestamptz, ${dayOf(ctx, now)}::json, ${jsonText(operations)}::json,
       ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
-      ${key ? since : null}::timestamptz, false) as applied`);
+      ${key ? since : null}::timestamptz, false) as applied`, db);
   return rows[0]!.applied;
 }
 
-async function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, now: Date): Promise<T> {
+function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined): T {
   if (applied.replay) {
     const record = key!.replayOf({ ...applied.replay });
     ctx.setHeader('Idempotent-Replayed', 'true');
@@ -89,7 +95,6 @@ async function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyK
     return (record.body ?? undefined) as T;
   }
   if (applied.refusal) throw refusalError(applied.refusal);
-  await notifyAfterCommit(ctx.em, ctx.user.id, applied.last!, applied.events ?? [], now);
   if (applied.etag) sendEtag(ctx, applied.etag);
   return (applied.body ?? undefined) as T;
 }
@@ -160,12 +165,19 @@ function jsonText(value: unknown): string {
  * user's lock; a failure is not the write's (it committed): a lost wake-up is made up by the
  * listeners' own rounds, which read the log.
  */
-async function notifyAfterCommit(em: SqlEntityManager, userId: number, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): Promise<void> {
+async function notifyAfterCommit(
+  em: SqlEntityManager,
+  db: Kysely<any>,
+  userId: number,
+  last: number,
+  events: ReadonlyArray<{ type: string; data: unknown }>,
+  now: Date,
+): Promise<void> {
   if (events.length === 0) return;
   const first = last - events.length + 1;
   const head = `${userId}:${first}:${last}`;
   const at = toSeconds(now);
   const body = JSON.stringify(events.map((e, i) => ({ id: String(first + i), type: e.type, data: e.data, at })));
   const payload = Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head;
-  await run(em.fork(), sql`select pg_notify(${EVENTS_CHANNEL}, ${payload})`).catch(() => undefined);
+  await run(em, sql`select pg_notify(${EVENTS_CHANNEL}, ${payload})`, db).catch(() => undefined);
 }

@@ -30,15 +30,15 @@ const EXPECTED = {
   authorize: 5, // the name's user id in the directory; the user by id; begin, insert token, commit
   me: 1, // token lookup
   revoke: 2, // token lookup; delete token
-  projectCreate: 6, // token; begin, the owner's lock, one statement: lock owner, insert (nothing when the name is taken), event; its NOTIFY; commit
+  projectCreate: 3, // token; the write function's call: the user's lock, the name checked, insert, event; its NOTIFY
   projectList: 2, // token; the page with its total and each project's task ids
   projectGet: 2, // token; the project with its task ids
-  projectUpdate: 6, // token; begin, the owner's lock, one statement: lock owner, the project, the update under the rules, event, NOTIFY
-  projectRename: 6, // begin, the owner's lock, the same statement, the name checked in it
-  projectStart: 6, // token; begin, the owner's lock, one statement: lock owner, the project, its move (started limit, dates), its tasks' effect, the events of both, NOTIFY
-  projectPause: 6, // begin, the owner's lock, the same statement, without the started limit
-  projectFinish: 6, // begin, the owner's lock, the same statement, with no tasks' effect
-  projectDelete: 6, // token; begin, the owner's lock, one statement: lock owner, the project, release its tasks, delete, events, NOTIFY
+  projectUpdate: 3, // token; the call: the project, every edit rule, update, event; NOTIFY
+  projectRename: 3, // the same, the name checked
+  projectStart: 3, // token; the call: the project, its transition from the table, the started limit, the tasks' effect, events; NOTIFY
+  projectPause: 3, // the same, without the started limit
+  projectFinish: 3, // the same, with no effect on tasks
+  projectDelete: 3, // token; the call: release its tasks, delete, events; NOTIFY
   taskCreate: 3, // token; the write function's call (docs/design/writes.md): the user's lock, insert at the end of the order, event; its NOTIFY after the commit
   taskCreateInProject: 3, // token; NOTIFY; the call: the user's lock, the project, insert in its state, both events (the task's, the project's with its task ids)
   taskList: 2, // token; the page with its total
@@ -68,7 +68,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   authorize: 4, // the name's id; the user; begin + insert token; commit
   me: 1,
   revoke: 2,
-  projectCreate: 3, // token; begin + the one statement; NOTIFY + commit
+  projectCreate: 3,
   projectList: 2,
   projectGet: 2,
   projectUpdate: 3,

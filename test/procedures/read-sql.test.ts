@@ -81,7 +81,9 @@ function caller(token?: string, options: { rateLimited?: boolean } = {}) {
 }
 
 /** A statement as logged, without the log's prefix and timing, its white space folded. */
-const statementOf = (line: string) => line.replace(/^\[query\] /, '').replace(/ \[took \d+ ms(, [^\]]*)?\]$/, '').replace(/\s+/g, ' ').trim();
+/** A statement as logged: without the log's prefix and timing, its white space folded, the write functions' schema (named by their hash) as `w`. */
+const statementOf = (line: string) =>
+  line.replace(/^\[query\] /, '').replace(/ \[took \d+ ms(, [^\]]*)?\]$/, '').replace(/\s+/g, ' ').replace(/\bw_[0-9a-f]{16}\./g, 'w.').trim();
 
 /**
  * Runs `call` and returns the statements it sent. A call that is `refused` must fail (its

@@ -6,8 +6,8 @@ begin
 
 /* batched */ select set_config('lock_timeout', '5000ms', true), id from users where id = ? for no key update
 
-select w_03787162e4cfbf88.tasks_update( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text[]) as result
+select w.tasks_update( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text[]) as result
 
-select w_03787162e4cfbf88.tasks_change_state( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text[]) as result
+select w.tasks_change_state( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text[]) as result
 
 rollback
