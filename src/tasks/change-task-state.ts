@@ -8,10 +8,10 @@
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql, v } from '../db/sql-builder.js';
-import { answerSql, ifMatchSql, notFoundSql, pointerSegmentSql } from '../writes/operation-sql.js';
+import { answerSql, pointerSegmentSql } from '../writes/operation-sql.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
 import { requestedActionSql, taskEffectsSql } from './task.lifecycle.js';
-import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { READ_TASK, listedIdsInFunction, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 /** How a project's document is written in SQL (src/projects/project.view.ts), handed in by the composition root. */
@@ -35,11 +35,7 @@ export function changeTaskStateOperation(projectDocument: ProjectDocumentSql): W
   v_member text;
   v_events json[];
 begin
-  select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
-  if not found then
-    ${notFoundSql('task')}
-  end if;
-  ${ifMatchSql(taskEtagSql('v_task'))}
+  ${READ_TASK}
   v_action := ${requestedActionSql('v_task.state', 'v_to')};
   if v_action is null then
     ${refusalSql({ code: 'invalid_transition', pointer: text('/task/state'), detail: `'A ' || v_task.state || ' task cannot become ' || v_to || '.'` })}

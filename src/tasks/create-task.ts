@@ -9,10 +9,10 @@
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql } from '../db/sql-builder.js';
 import { answerSql } from '../writes/operation-sql.js';
-import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
+import type { WriteOperation } from '../writes/write-functions.js';
 import type { ProjectDocumentSql } from './change-task-state.js';
 import { newTaskActionSql, taskEffectsSql } from './task.lifecycle.js';
-import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { listedIdsInFunction, readLinkedProjectSql, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 /** A task before any action: newed, nothing set (the columns the effects read). */
@@ -42,12 +42,7 @@ export function createTaskOperation(projectDocument: ProjectDocumentSql): WriteO
   v_order bigint;
   v_events json[];
 begin
-  if v_project_id is not null then
-    select p.* into v_project from projects p where p.user_id = p_user and p.id = v_project_id;
-    if not found then
-      ${refusalSql({ code: 'record_not_found', status: 422, pointer: text('/task/project_id'), detail: text('No project with this id exists for the current user.') })}
-    end if;
-  end if;
+  ${readLinkedProjectSql('v_project_id', 'v_project')}
   v_action := ${newTaskActionSql('v_planned_at', "(v_project.state = 'started')")};
   update users u set next_task_order = u.next_task_order + 1 where u.id = p_user returning u.next_task_order - 1 into v_order;
   ${compileStatement(insert, taskSql)} into v_task;

@@ -6,12 +6,11 @@
  * task of a project, that project (it lists its tasks by order). Answers with every task whose
  * order changed, by order (just the task when it did not move).
  */
-import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql, v } from '../db/sql-builder.js';
-import { STABILITY_META_SQL, ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
+import { STABILITY_META_SQL } from '../writes/operation-sql.js';
 import type { WriteOperation } from '../writes/write-functions.js';
 import type { ProjectDocumentSql } from './change-task-state.js';
-import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { READ_TASK, listedIdsInFunction, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 /** A task as the order answer shows it. */
@@ -36,11 +35,7 @@ export function reorderTaskOperation(projectDocument: ProjectDocumentSql): Write
   v_events json[];
   v_answer json;
 begin
-  select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
-  if not found then
-    ${notFoundSql('task')}
-  end if;
-  ${ifMatchSql(taskEtagSql('v_task'))}
+  ${READ_TASK}
   select least((p_input->'task'->>'order')::bigint, u.next_task_order - 1) into v_to from users u where u.id = p_user;
   if v_to = v_task."order" then
     return json_build_object('answer', json_build_object('data', json_build_array(${orderItem('v_task')}), 'meta', ${STABILITY_META_SQL}),

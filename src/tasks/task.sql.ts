@@ -7,6 +7,9 @@
 import type { InferKyselyDB } from '@mikro-orm/postgresql';
 import { compileOnly } from '../db/sql-builder.js';
 import { secondsOf } from '../db/sql-fragments.js';
+import { taskEtagSql } from '../core/conditional.js';
+import { ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
+import { refusalSql, text } from '../writes/write-functions.js';
 import type { TaskSchema } from './task.entity.js';
 import { USER } from '../db/user-param.js';
 
@@ -38,3 +41,18 @@ export const taskSql = compileOnly<InferKyselyDB<typeof TaskSchema>>();
 /** The ids of the tasks project `p` lists, by order, in a write function (its user is `p_user`). */
 export const listedIdsInFunction = (p: string) =>
   `array(select t.id from tasks t where t.user_id = p_user and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
+
+/** In a write function: reads the task of the input's id into `v_task` (declared `tasks%rowtype`): 404, then If-Match. */
+export const READ_TASK = `select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
+  if not found then
+    ${notFoundSql('task')}
+  end if;
+  ${ifMatchSql(taskEtagSql('v_task'))}`;
+
+/** In a write function: reads the project `id` names into `into` (a `projects%rowtype`): 422 `record_not_found` on `/task/project_id` when the user has none. */
+export const readLinkedProjectSql = (id: string, into: string) => `if ${id} is not null then
+    select p.* into ${into} from projects p where p.user_id = p_user and p.id = ${id};
+    if not found then
+      ${refusalSql({ code: 'record_not_found', status: 422, pointer: text('/task/project_id'), detail: text('No project with this id exists for the current user.') })}
+    end if;
+  end if;`;

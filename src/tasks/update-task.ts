@@ -8,11 +8,11 @@
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql, v } from '../db/sql-builder.js';
-import { answerSql, ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
-import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
+import { answerSql } from '../writes/operation-sql.js';
+import type { WriteOperation } from '../writes/write-functions.js';
 import type { ProjectDocumentSql } from './change-task-state.js';
 import { projectSyncActionSql, taskEffectsSql } from './task.lifecycle.js';
-import { listedIdsInFunction, taskSql } from './task.sql.js';
+import { READ_TASK, listedIdsInFunction, readLinkedProjectSql, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 export function updateTaskOperation(projectDocument: ProjectDocumentSql): WriteOperation {
@@ -43,17 +43,8 @@ export function updateTaskOperation(projectDocument: ProjectDocumentSql): WriteO
   v_action text;
   v_events json[] := '{}';
 begin
-  select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
-  if not found then
-    ${notFoundSql('task')}
-  end if;
-  ${ifMatchSql(taskEtagSql('v_task'))}
-  if v_target is not null then
-    select p.* into v_joined from projects p where p.user_id = p_user and p.id = v_target;
-    if not found then
-      ${refusalSql({ code: 'record_not_found', status: 422, pointer: text('/task/project_id'), detail: text('No project with this id exists for the current user.') })}
-    end if;
-  end if;
+  ${READ_TASK}
+  ${readLinkedProjectSql('v_target', 'v_joined')}
   v_left := v_task.project_id;
   if v_moving then
     v_action := ${projectSyncActionSql('v_task.state', "v_target is null or v_joined.state = 'started'")};
