@@ -41,6 +41,13 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import pg from 'pg';
 
+// Ids are bigint (int8): read as numbers, as the service's pool reads them (src/db/orm-config.ts).
+pg.types.setTypeParser(20, (value) => Number(value));
+/** int8[] (PostgreSQL's type 1016, not in pg's list of builtins): a project's task ids. */
+const INT8_ARRAY = 1016 as Parameters<typeof pg.types.getTypeParser>[0];
+const parseInt8Array = pg.types.getTypeParser(INT8_ARRAY);
+pg.types.setTypeParser(INT8_ARRAY, (value: string) => (parseInt8Array(value) as string[]).map(Number));
+
 const pool = new pg.Pool({
   connectionString: process.env.DATABASE_URL,
   max: Number(process.env.POOL_SIZE ?? 10),
@@ -150,11 +157,14 @@ const SQL = {
       order by p.id`,
   getTask: `select t.version, ${taskDoc('t')} as doc from tasks t where t.id = $1 and t.user_id = $2`,
   lock: 'select id from users where id = $1 for no key update',
-  createTask: `with next_order as (
-       update users set next_task_order = next_task_order + 1 where id = $1 returning next_task_order - 1 as next
-     ), ins as (
+  // A create's lock moves the order counter on the user's row (the service's, src/tasks/create-task.ts):
+  // the insert, a statement after it, reads the order it took.
+  lockForCreate: 'update users set next_task_order = next_task_order + 1 where id = $1 returning id',
+  lockForCreateIn: `update users set next_task_order = next_task_order + (exists (select 1 from projects p where p.user_id = $1 and p.id = $2))::int
+                     where id = $1 returning id`,
+  createTask: `with ins as (
        insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
-       values ($1, null, $2, (select next from next_order), 0, 'started', $3, null, null, null, $3)
+       values ($1, null, $2, (select next_task_order - 1 from users where id = $1), 0, 'started', $3, null, null, null, $3)
        returning *
      ), doc as (
        select ins.id, ins.version, ${taskDoc('ins')} as data from ins
@@ -169,11 +179,9 @@ const SQL = {
   // tasks plus the new one: last, since its order is the user's highest.
   createTaskInProject: `with p as (
        select * from projects where id = $5 and user_id = $1
-     ), next_order as (
-       update users set next_task_order = next_task_order + 1 where id = $1 and exists (select 1 from p) returning next_task_order - 1 as next
      ), ins as (
        insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, abandoned_at, created_at)
-       select $1::int, p.id, $2::text, (select next from next_order), 0,
+       select $1::int, p.id, $2::text, (select next_task_order - 1 from users where id = $1), 0,
               case when p.state = 'started' then 'started' else 'newed' end,
               case when p.state = 'started' then $3::timestamptz end, null, null, null, $3::timestamptz
          from p
@@ -384,14 +392,20 @@ async function readJson(req: IncomingMessage): Promise<any> {
 }
 
 /** begin; lock the owner; the write; commit — sent together (pipeline mode), one round trip. */
-async function lockedWrite<R extends pg.QueryResultRow>(userId: number, name: string, text: string, values: unknown[]): Promise<R[]> {
+async function lockedWrite<R extends pg.QueryResultRow>(
+  userId: number,
+  name: string,
+  text: string,
+  values: unknown[],
+  lock: { name: string; text: string; values: unknown[] } = { name: 'lock', text: SQL.lock, values: [userId] },
+): Promise<R[]> {
   const client = await pool.connect();
   try {
     const begin = client.query('begin');
-    const lock = client.query(prepared('lock', SQL.lock, [userId]));
+    const locked = client.query(prepared(lock.name, lock.text, lock.values));
     const write = client.query<R>(prepared(name, text, values));
     const commit = client.query('commit');
-    const settled = await Promise.allSettled([begin, lock, write, commit]);
+    const settled = await Promise.allSettled([begin, locked, write, commit]);
     const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failure) throw failure.reason;
     return (settled[2] as PromiseFulfilledResult<pg.QueryResult<R>>).value.rows;
@@ -496,8 +510,10 @@ async function createTask(res: ServerResponse, user: User, body: any) {
   if (projectId !== null && !(Number.isSafeInteger(projectId) && projectId >= 1)) return fail(res, 'invalid', 'This value is not valid.', '/task/project_id');
   const at = now();
   const [row] = projectId === null
-    ? await lockedWrite<{ id: number; version: number; data: string }>(user.id, 'create_task', SQL.createTask, [user.id, label, at, toSeconds(at)])
-    : await lockedWrite<{ id: number; version: number; data: string }>(user.id, 'create_task_in_project', SQL.createTaskInProject, [user.id, label, at, toSeconds(at), projectId]);
+    ? await lockedWrite<{ id: number; version: number; data: string }>(user.id, 'create_task', SQL.createTask, [user.id, label, at, toSeconds(at)],
+      { name: 'lock_create', text: SQL.lockForCreate, values: [user.id] })
+    : await lockedWrite<{ id: number; version: number; data: string }>(user.id, 'create_task_in_project', SQL.createTaskInProject, [user.id, label, at, toSeconds(at), projectId],
+      { name: 'lock_create_in', text: SQL.lockForCreateIn, values: [user.id, projectId] });
   if (!row) {
     // No such project of the user: nothing inserted, no number taken (the service's 422 on the field).
     return send(res, 422, { errors: [{ status: '422', code: 'record_not_found', title: 'Record not found', detail: 'No project with this id exists for the current user.', source: { pointer: '/task/project_id' } }] });

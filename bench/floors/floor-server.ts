@@ -19,6 +19,13 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import pg from 'pg';
 
+// Ids are bigint (int8): read as numbers, as the service's pool reads them (src/db/orm-config.ts).
+pg.types.setTypeParser(20, (value) => Number(value));
+/** int8[] (PostgreSQL's type 1016, not in pg's list of builtins): a project's task ids. */
+const INT8_ARRAY = 1016 as Parameters<typeof pg.types.getTypeParser>[0];
+const parseInt8Array = pg.types.getTypeParser(INT8_ARRAY);
+pg.types.setTypeParser(INT8_ARRAY, (value: string) => (parseInt8Array(value) as string[]).map(Number));
+
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_SIZE ?? 10) });
 const PAGE = 50;
 const DAY_MS = 86_400_000;

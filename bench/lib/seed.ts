@@ -55,14 +55,15 @@ export async function seedUser(
      select id from u`,
     [username, await passwordHash],
   );
-  const id = users[0]!.id;
+  // ids are bigint: pg hands them over as text, and the API takes numbers.
+  const id = Number(users[0]!.id);
   const { rows: projects } = await client.query<{ id: number }>(
     `insert into projects (user_id, name, slug, created_at)
      select $1, 'Project-' || g, 'project-' || g, now() from generate_series(1, $2::int) g
      returning id`,
     [id, projectCount],
   );
-  const projectIds = projects.map((p) => p.id).sort((a, b) => a - b);
+  const projectIds = projects.map((p) => Number(p.id)).sort((a, b) => a - b);
   const planned = mix.planned ?? 0;
   const finishedTo = planned + (mix.finishedOld ?? 0);
   const abandonedTo = finishedTo + (mix.abandoned ?? 0);

@@ -89,6 +89,7 @@ export async function seedWorld(admin: pg.Client): Promise<World> {
     inProject,
     resetInProject: async () => {
       await admin.query('delete from tasks where user_id = $1 and "order" > $2', [inProjectUser.id, inProjectUser.tasks]);
+      await admin.query('update users set next_task_order = $2 where id = $1', [inProjectUser.id, inProjectUser.tasks + 1]);
     },
     users: 2 + others.length + growth.length,
     totalTasks,
