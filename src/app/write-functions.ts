@@ -29,4 +29,7 @@ export const writeOperations: readonly WriteOperation[] = [
 
 export const writeFunctionSet = writeFunctions(writeOperations);
 
-export const writes: WriteFunctionNames = { apply: writeFunctionSet.apply, schema: writeFunctionSet.schema };
+export const writes: WriteFunctionNames = {
+  apply: writeFunctionSet.apply,
+  operations: Object.fromEntries(writeOperations.map((o) => [o.op, `${writeFunctionSet.schema}.${o.fn}`])),
+};

@@ -72,10 +72,10 @@ export interface Context {
   refusal?: DomainError;
 }
 
-/** Where the write functions are: `apply`'s name, and the schema the operations' functions are in. */
+/** Where the write functions are: `apply`, and each operation's function by its procedure's path. */
 export interface WriteFunctionNames {
   apply: string;
-  schema: string;
+  operations: Readonly<Record<string, string>>;
 }
 
 /** What the webhooks' procedures need of the process (API-CONTRACT.md §14). */

@@ -122,7 +122,7 @@ export function refusalOf(error: unknown): Refusal | undefined {
 async function runStep<T>(ctx: AuthedContext, em: SqlEntityManager, operation: Operation): Promise<T> {
   let result: { answer: unknown; etag: string | null; events: Array<{ type: string; data: unknown }> };
   try {
-    const rows = await run(em, sql<{ result: typeof result }>`select ${sql.raw(`${ctx.writes.schema}.${functionOf(operation.op)}`)}(
+    const rows = await run(em, sql<{ result: typeof result }>`select ${sql.raw(ctx.writes.operations[operation.op]!)}(
         ${ctx.user.id}::bigint, ${ctx.clock.now()}::timestamptz, ${dayOf(ctx, ctx.clock.now())}::json, ${jsonText(operation.input)}::json,
         ${operation.if_match}::text[]) as result`);
     result = rows[0]!.result;
@@ -134,8 +134,6 @@ async function runStep<T>(ctx: AuthedContext, em: SqlEntityManager, operation: O
   return (result.answer ?? undefined) as T;
 }
 
-/** `tasks.changeState` → `tasks_change_state`: the function of an operation, by its path. */
-const functionOf = (op: string) => op.replace('.', '_').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 /**
  * The input as JSON for the database. Values a schema let through unread (members a state
