@@ -10,10 +10,11 @@
  * under `/operations/<index>`, are the batch's, and the transaction rolls back.
  */
 import { TRPCError } from '@trpc/server';
-import type { AuthedContext, Authentication, Context } from '../core/context.js';
+import type { AppMeta, AuthedContext, Authentication, Context } from '../core/context.js';
 import { DomainError, type ApiError } from '../core/errors.js';
 import { countFurtherRequests } from '../core/procedures.js';
 import type { Resource } from '../core/resource.js';
+import { allows, insufficientScope, type Scope } from '../core/scopes.js';
 import { createCallerFactory, router } from '../core/trpc.js';
 import { projectsRouter } from '../projects/projects.router.js';
 import { tasksRouter } from '../tasks/tasks.router.js';
@@ -25,8 +26,26 @@ const writes = router({ projects: projectsRouter, tasks: tasksRouter });
 const callerOf = createCallerFactory(writes);
 type Procedure = (input: unknown) => Promise<unknown>;
 
-const successStatusOf = (op: BatchOperationName): number =>
-  (writes._def.procedures as unknown as Record<string, { _def: { meta?: { successStatus?: number } } }>)[op]!._def.meta?.successStatus ?? 200;
+const procedures = writes._def.procedures as unknown as Record<string, { _def: { meta?: AppMeta } }>;
+const successStatusOf = (op: BatchOperationName): number => procedures[op]!._def.meta?.successStatus ?? 200;
+
+/**
+ * The scope the first operation of a batch needs and its token lacks (API-CONTRACT.md §16),
+ * read from the operations as sent, before the batch is parsed or anything of it runs; an
+ * operation whose name is no write is left to the batch's validation.
+ */
+export function missingScope(ctx: Pick<AuthedContext, 'token'>, raw: unknown): DomainError | undefined {
+  const operations = typeof raw === 'object' && raw !== null ? (raw as { operations?: unknown }).operations : undefined;
+  if (!Array.isArray(operations)) return undefined;
+  for (const operation of operations) {
+    const op = typeof operation === 'object' && operation !== null ? (operation as { op?: unknown }).op : undefined;
+    if (typeof op !== 'string' || !Object.hasOwn(BATCH_OPERATIONS, op)) continue;
+    const access = procedures[op]!._def.meta?.access;
+    if (access === undefined) throw new Error(`${op} has no access`);
+    if (!allows(ctx.token.scopes, access)) return insufficientScope(access as Scope);
+  }
+  return undefined;
+}
 
 export async function applyBatch(ctx: AuthedContext, input: BatchInput): Promise<BatchAnswer> {
   // Each operation is a request for the rate limit: the batch's own call counted one.
@@ -64,7 +83,7 @@ function operationsOf(ctx: AuthedContext): UseCase<BatchInput, BatchAnswer> {
  * both doors, as on /trpc.
  */
 function stepContext(ctx: AuthedContext, em: AuthedContext['em'], ifMatch: string | undefined): Context {
-  const authentication: Authentication = { user: ctx.user, tokenHash: ctx.tokenHash, lastEventSeq: ctx.lastEventSeq };
+  const authentication: Authentication = { user: ctx.user, tokenHash: ctx.tokenHash, token: ctx.token, lastEventSeq: ctx.lastEventSeq };
   return {
     ...ctx,
     em,

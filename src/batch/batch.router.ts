@@ -10,16 +10,18 @@
  */
 import { authedProcedure } from '../core/procedures.js';
 import { t, toTRPCError } from '../core/trpc.js';
-import { applyBatch } from './apply-batch.js';
+import type { AuthedContext } from '../core/context.js';
+import { applyBatch, missingScope } from './apply-batch.js';
 import { BatchAnswer, BatchInput, MAX_OPERATIONS, conditionalHeader, tooManyOperations } from './batch.schema.js';
 
 /**
  * Refused before its input is parsed, and so before anything runs or is kept under its
- * Idempotency-Key: a batch sent with If-Match or If-None-Match (each operation carries its
+ * Idempotency-Key: an operation whose scope the token lacks (API-CONTRACT.md §16), a batch sent with If-Match or If-None-Match (each operation carries its
  * own `if_match`), then a list over the limit (batch.schema.ts).
  */
 const boundedBatch = t.middleware(async ({ ctx, getRawInput, next }) => {
-  const refusal = conditionalHeader(ctx.header) ?? tooManyOperations(await getRawInput());
+  const raw = await getRawInput();
+  const refusal = missingScope(ctx as AuthedContext, raw) ?? conditionalHeader(ctx.header) ?? tooManyOperations(raw);
   if (refusal) throw toTRPCError(refusal);
   return next();
 });

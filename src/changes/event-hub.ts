@@ -29,6 +29,7 @@ import type { Logger } from '../core/logger.js';
 import type { LiveEvents, LiveSubscription, LogEvent } from '../core/context.js';
 import { noteRateLimitRefusal } from '../core/request-scope.js';
 import { EVENTS_CHANNEL } from '../writes/event-append.js';
+import { TOKEN_REVOCATIONS_CHANNEL, revokedHashes } from '../users/revocation.js';
 import { parseNotification, type Notification } from './event.store.js';
 import type { Lease, StreamLeases } from './stream-leases.js';
 
@@ -254,7 +255,10 @@ export class EventHub implements LiveEvents {
     return unwatch;
   }
 
-  /** Ends every stream of a token in this process (it was revoked); other processes notice at their next check. */
+  /**
+   * Ends every stream of a token in this process (it was revoked): called by the revocation
+   * itself, and by every process on hearing it announced (src/users/revocation.ts).
+   */
   closeToken(tokenHash: string): void {
     const revoked = DomainError.unauthorized('The access token was revoked.');
     for (const set of [...this.#byUser.values()]) for (const s of [...set]) if (s.tokenHash === tokenHash) s.close(revoked);
@@ -359,6 +363,10 @@ export class EventHub implements LiveEvents {
     this.#connecting ??= (async () => {
       const client = new pg.Client({ connectionString: this.options.databaseUrl, connectionTimeoutMillis: 5_000 });
       client.on('notification', (message) => {
+        if (message.channel === TOKEN_REVOCATIONS_CHANNEL) {
+          for (const hash of revokedHashes(message.payload)) this.closeToken(hash);
+          return;
+        }
         const notification = parseNotification(message.payload, (userId) => this.#byUser.has(userId));
         if (notification) this.#notify(notification);
       });
@@ -369,7 +377,7 @@ export class EventHub implements LiveEvents {
       client.on('end', () => this.#reconnectSoon(client));
       try {
         await client.connect();
-        await client.query(`listen ${EVENTS_CHANNEL}`);
+        await client.query(`listen ${EVENTS_CHANNEL}; listen ${TOKEN_REVOCATIONS_CHANNEL}`);
       } catch (error) {
         await client.end().catch(() => undefined);
         throw error;

@@ -12,6 +12,7 @@ import type { Clock } from './clock.js';
 import type { DomainError, ErrorCode } from './errors.js';
 import type { Logger } from './logger.js';
 import type { PathResource, ResourceReaders } from './resource.js';
+import type { Access } from './scopes.js';
 
 export interface AppMeta extends OpenApiMeta {
   /** REST success status when not 200. */
@@ -22,6 +23,11 @@ export interface AppMeta extends OpenApiMeta {
   queryParameters?: string[];
   /** Request-specific codes the operation can answer with (documented in openapi.json). */
   errorCodes?: ErrorCode[];
+  /**
+   * What a token needs for this operation (API-CONTRACT.md §16), set from the one table of
+   * src/app/scopes.ts when the router is made; never written beside a procedure.
+   */
+  access?: Access;
 }
 
 /** What a procedure may use; built without HTTP for tests (`createCaller`). */
@@ -127,10 +133,19 @@ export interface AuthedUser {
   timeZone: string;
 }
 
+/** The access token a request used (API-CONTRACT.md §16). */
+export interface UsedToken {
+  id: number;
+  kind: 'session' | 'personal';
+  /** A personal token's scopes; null for a session, which has every scope. */
+  scopes: readonly string[] | null;
+}
+
 export interface Authentication {
   user: AuthedUser;
   /** Hash of the access token used: the key of the per-token rate limit. */
   tokenHash: string;
+  token: UsedToken;
   /**
    * The user's newest change-log number (`users.last_event_seq`) as the token was read:
    * the version of the user's lists. Read in the token's statement, so it costs nothing.

@@ -35,6 +35,7 @@ export const ERROR_CATALOGUE = {
   invalid_transition: { status: 422, title: STATE, detail: 'The resource cannot reach the given state.' },
   record_not_found: { status: 404, title: 'Record not found', detail: 'No record with this id exists for the current user.' },
   unauthorized: { status: 401, title: 'Unauthorized', detail: 'A valid access token is required in the Authorization header.' },
+  insufficient_scope: { status: 403, title: 'Insufficient scope', detail: 'This token does not have the scope this operation needs.' },
   login_failed: { status: 401, title: 'Login failed', detail: 'The username or the password is wrong.' },
   missing_endpoint: { status: 404, title: 'Endpoint not found', detail: 'No endpoint answers this method and path.' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', detail: 'Send the request body as UTF-8 application/json.' },
@@ -99,8 +100,10 @@ export class DomainError extends Error {
   override readonly name = 'DomainError';
   /** Seconds after which a retry may succeed (429, 503). */
   retryAfter?: number;
-  /** A top-level `meta` beside `errors`, where the contract gives one (410 cursor_expired). */
+  /** A top-level `meta` beside `errors`, where the contract gives one (410 cursor_expired, 403 insufficient_scope). */
   meta?: Record<string, unknown>;
+  /** Response headers the refusal carries besides Retry-After (WWW-Authenticate on a 403). */
+  headers?: Record<string, string>;
   /**
    * The request (or a batch's operation) was refused before anything of it ran: its input did
    * not parse. Its outcome is not kept under an Idempotency-Key (API-CONTRACT.md §11).
@@ -125,7 +128,7 @@ export class DomainError extends Error {
     return DomainError.of(code, { status: 422, pointer, detail });
   }
 
-  static notFound(resource: 'project' | 'task' | 'user' | 'webhook'): DomainError {
+  static notFound(resource: 'project' | 'task' | 'user' | 'webhook' | 'token'): DomainError {
     return DomainError.of('record_not_found', {
       detail: `No ${resource} with this id exists for the current user.`,
       pointer: `/${resource}`,
@@ -143,6 +146,11 @@ export class DomainError extends Error {
 
   refusedBeforeRun(): this {
     this.beforeRun = true;
+    return this;
+  }
+
+  withHeader(name: string, value: string): this {
+    this.headers = { ...this.headers, [name]: value };
     return this;
   }
 
@@ -176,7 +184,7 @@ export class ValidationErrors {
 export const EVENT_ID = /^(0|[1-9][0-9]{0,17})$/;
 
 /** The members that wrap a request body's fields (`{"project": {...}}`): refused as parameter_missing when not an object. */
-export const BODY_WRAPPERS = ['project', 'task', 'user', 'webhook', 'replay'] as const;
+export const BODY_WRAPPERS = ['project', 'task', 'user', 'webhook', 'replay', 'token'] as const;
 
 /** Marker message for a required attribute whose absence is `must_be_set`, not `parameter_missing`. */
 export const MUST_BE_SET = ERROR_CATALOGUE.must_be_set.detail;
@@ -185,7 +193,7 @@ export interface ZodConversionOptions {
   /** Raw input the schema saw; tells a missing member from one of the wrong type. */
   rawInput: unknown;
   /** Resource whose path id this procedure takes (`id` issues become 404 record_not_found). */
-  resource?: 'project' | 'task' | 'webhook';
+  resource?: 'project' | 'task' | 'webhook' | 'token';
   /** Members that come from the query string (issues become 400 with `source.parameter`). */
   queryParameters?: readonly string[];
   /** The error of a bad query parameter (src/core/list-query.ts `invalidQueryParameter`). */

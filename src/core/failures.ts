@@ -15,6 +15,8 @@ export interface ErrorResponse {
   /** Seconds to wait before retrying (429, 503). */
   retryAfter?: number;
   meta?: Record<string, unknown>;
+  /** Headers the refusal carries besides Retry-After (WWW-Authenticate on a 403). */
+  headers?: Record<string, string>;
 }
 
 /** The body of every error answer (API-CONTRACT.md §2; §10 adds `meta` to a 410). */
@@ -88,6 +90,7 @@ export function toErrorResponse(error: unknown): ErrorResponse {
       errors: cause.errors,
       ...(cause.retryAfter ? { retryAfter: cause.retryAfter } : {}),
       ...(cause.meta ? { meta: cause.meta } : {}),
+      ...(cause.headers ? { headers: cause.headers } : {}),
     };
   }
   if (isDatabaseUnavailable(cause)) return toErrorResponse(unavailable());

@@ -15,6 +15,7 @@ import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
 import { invalidQueryParameter } from './list-query.js';
 import { admitRequests, enforceRateLimit } from './rate-limit.js';
 import type { RateLimitKind } from './request-scope.js';
+import { allows, insufficientScope, type Scope } from './scopes.js';
 import { TRPCError } from '@trpc/server';
 import { t, toTRPCError } from './trpc.js';
 
@@ -45,7 +46,7 @@ const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
       failure = converted;
       throw converted;
     } finally {
-      retryAfterHeader(ctx, failure);
+      refusalHeaders(ctx, failure);
     }
   } finally {
     leave?.();
@@ -53,13 +54,15 @@ const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
 });
 
 /**
- * A refusal that says when to retry (429, 503) says it in a Retry-After header on /trpc too,
+ * A refusal that says when to retry (429, 503), or which scope it needs (403), says it in its headers on /trpc too,
  * as REST does (src/http/rest.ts), while the answer has not started: also on a subscription
  * refused before its stream (src/changes/events.router.ts).
  */
-function retryAfterHeader(ctx: Context, error: unknown): void {
+function refusalHeaders(ctx: Context, error: unknown): void {
   const cause = error instanceof TRPCError ? error.cause : error;
-  if (cause instanceof DomainError && cause.retryAfter !== undefined) ctx.setHeader('Retry-After', String(cause.retryAfter));
+  if (!(cause instanceof DomainError)) return;
+  if (cause.retryAfter !== undefined) ctx.setHeader('Retry-After', String(cause.retryAfter));
+  for (const [name, value] of Object.entries(cause.headers ?? {})) ctx.setHeader(name, value);
 }
 
 type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middleware>[0]>[0]['next']>>;
@@ -189,7 +192,8 @@ export function keepDroppedMembers(wrapper: string) {
 /**
  * A procedure of the token's user (API-CONTRACT.md §3), as one middleware: the token must name
  * a user (an unknown one counts against the client address's limit, like a login); the request
- * counts against the token's limit; a refusal of the door comes only then; a tRPC batch may not carry conditional headers; the call's
+ * counts against the token's limit; the token must have the operation's scope (§16); a refusal
+ * of the door comes only then; a tRPC batch may not carry conditional headers; the call's
  * path and meta go into the context for the write path (idempotency, If-Match).
  */
 export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, meta, getRawInput }) => {
@@ -201,6 +205,10 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
     throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
   }
   if (ctx.rateLimits.perMinute > 0) await enforce(ctx, [`token:${authentication.tokenHash}`], ctx.rateLimits.perMinute, 'token');
+  // Then the token's scope (API-CONTRACT.md §16), before anything of the input is read.
+  const access = meta?.access;
+  if (access === undefined) throw new Error(`${path} has no access in src/app/scopes.ts`);
+  if (!allows(authentication.token.scopes, access)) throw toTRPCError(insufficientScope(access as Scope));
   // Then what the door found wrong with the request (its path id, query, media type, body).
   if (ctx.refusal) throw toTRPCError(ctx.refusal);
   refuseConditionalBatch(ctx);

@@ -8,8 +8,8 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 
 export type Resource = 'project' | 'task';
 
-/** What a path id may name: a resource of the change log, or a webhook (API-CONTRACT.md §14). */
-export type PathResource = Resource | 'webhook';
+/** What a path id may name: a resource of the change log, a webhook (API-CONTRACT.md §14) or a token (§16). */
+export type PathResource = Resource | 'webhook' | 'token';
 
 export interface ResourceReader {
   /** The `data` documents of these of the user's resources, by id (a missing one is absent). */

@@ -15,6 +15,7 @@ import type { AppMeta, Context } from './context.js';
 const STATUS_TO_TRPC: Record<number, TRPC_ERROR_CODE_KEY> = {
   400: 'BAD_REQUEST',
   401: 'UNAUTHORIZED',
+  403: 'FORBIDDEN',
   404: 'NOT_FOUND',
   408: 'TIMEOUT',
   409: 'CONFLICT',
@@ -58,8 +59,9 @@ export const t = initTRPC
           httpStatus: response.status,
           path: shape.data.path,
           errors: response.errors,
-          // 410 cursor_expired: the id to restart from, as REST gives it in `meta`.
-          ...(response.meta ? { meta: response.meta, last_event_id: response.meta.last_event_id } : {}),
+          // REST's `meta`: 410 cursor_expired's id to restart from (also as `last_event_id`), 403's required scope.
+          ...(response.meta ? { meta: response.meta } : {}),
+          ...(response.meta?.last_event_id !== undefined ? { last_event_id: response.meta.last_event_id } : {}),
         },
       };
     },

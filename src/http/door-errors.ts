@@ -62,7 +62,7 @@ export interface DoorAnswer {
  */
 export function doorAnswer(door: Door, error: unknown, path: string): DoorAnswer {
   const response = toErrorResponse(error);
-  const retryAfter: Record<string, string> = response.retryAfter === undefined ? {} : { 'Retry-After': String(response.retryAfter) };
+  const retryAfter: Record<string, string> = { ...(response.retryAfter === undefined ? {} : { 'Retry-After': String(response.retryAfter) }), ...response.headers };
   if (door === 'rest') {
     return { status: response.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...retryAfter }, body: errorBody(response) };
   }

@@ -33,6 +33,8 @@ import { followEvents, startCursor } from '../changes/event-feed.js';
 import { hashTicket } from '../changes/events.router.js';
 import { redeemStreamTicket, userOfStreamTicket } from '../changes/event.store.js';
 import { isTokenValid } from '../users/authentication.js';
+import { ACCESS } from '../app/scopes.js';
+import { allows, insufficientScope } from '../core/scopes.js';
 import { carriesBody } from './request-body.js';
 import { ignoredBodyRefusal, sendErrorResponse } from './rest.js';
 
@@ -78,7 +80,8 @@ function drained(res: Response, ms: number): Promise<boolean> {
 export function eventStreamHandler(options: EventStreamOptions): RequestHandler {
   const { orm, clock, live, logFailure, rateLimits } = options;
 
-  async function who(req: Request): Promise<{ userId: number; tokenHash: string } | null> {
+  /** Who the request is, and (from an Authorization header) the scopes of its token; a ticket was made with the stream's scope. */
+  async function who(req: Request): Promise<{ userId: number; tokenHash: string; scopes?: readonly string[] | null } | null> {
     const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
     if (ticket !== undefined && !req.headers.authorization) {
       // A ticket names its user; a string that names none is refused without a query.
@@ -86,7 +89,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
       return userId === null ? null : redeemStreamTicket(orm.em.fork(), userId, hashTicket(ticket), clock.now());
     }
     const authentication = await options.authenticate(req.headers.authorization);
-    return authentication && { userId: authentication.user.id, tokenHash: authentication.tokenHash };
+    return authentication && { userId: authentication.user.id, tokenHash: authentication.tokenHash, scopes: authentication.token.scopes };
   }
 
   return (req, res, next) => {
@@ -114,6 +117,9 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
       if (rateLimits.perMinute > 0) {
         await enforceRateLimit(orm.em.fork(), [`token:${client.tokenHash}`], rateLimits.perMinute, clock.now(), 'token', setHeader);
       }
+      // The stream is the change log's page in another form: its scope (API-CONTRACT.md §16).
+      const access = ACCESS['events.list'];
+      if (!allows(client.scopes ?? null, access)) throw insufficientScope(access);
       // A body sent along is held to the rules of any body, as on the JSON form of this path.
       if (carriesBody(req)) {
         const refusal = await ignoredBodyRefusal(req);

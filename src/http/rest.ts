@@ -29,6 +29,7 @@ export function sendErrorResponse(res: Response, response: ErrorResponse): void 
   res.status(response.status);
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   if (response.retryAfter !== undefined) res.setHeader('Retry-After', String(response.retryAfter));
+  for (const [name, value] of Object.entries(response.headers ?? {})) res.setHeader(name, value);
   res.end(errorBody(response));
 }
 

@@ -10,6 +10,7 @@ import { generateOpenApiDocument, type OpenApiMeta } from 'trpc-to-openapi';
 import { DomainError, ERROR_CODES, apiError, type ApiError, type ErrorCode } from '../core/errors.js';
 import { QUERY_PARAMETERS, invalidQueryParameter } from '../core/list-query.js';
 import type { AppMeta } from '../core/context.js';
+import { SCOPES, insufficientScope, type Access, type Scope } from '../core/scopes.js';
 import { BODY_LIMIT_BYTES, MAX_BATCH_CALLS, MAX_JSON_DEPTH } from '../core/limits.js';
 import { appRouter } from '../app/router.js';
 import { conditionalHeader } from '../batch/batch.schema.js';
@@ -40,6 +41,10 @@ export const ErrorEnvelopeSchema = z.object({ errors: z.array(ApiErrorSchema).mi
 /** API-CONTRACT.md §10: a 410 cursor_expired also gives the id to restart from. */
 export const CursorExpiredSchema = z
   .object({ errors: z.array(ApiErrorSchema).min(1), meta: z.object({ last_event_id: z.string() }).strict() })
+  .strict();
+/** API-CONTRACT.md §16: a 403 insufficient_scope also names the scope in `meta`. */
+export const InsufficientScopeSchema = z
+  .object({ errors: z.array(ApiErrorSchema).min(1), meta: z.object({ required_scope: z.enum(SCOPES) }).strict() })
   .strict();
 
 type Json = Record<string, unknown>;
@@ -89,13 +94,17 @@ function errorResponses(meta: AppMeta, hasBody: boolean, docs: OperationDocs): E
   const domain = meta.errorCodes ?? [];
   const conditional = conditionalOf(meta);
   const specs: ErrorResponseSpec[] = [];
-  const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found' && c !== 'cursor_expired' && c !== 'precondition_failed');
+  const requestCodes = domain.filter((c) => c !== 'login_failed' && c !== 'record_not_found' && c !== 'cursor_expired' && c !== 'precondition_failed' && c !== 'insufficient_scope');
   const bodyNote = hasBody ? undefined : BODY_NOT_TAKEN;
   specs.push({ status: 400, codes: ['invalid_json'], note: bodyNote && `\`invalid_json\` ${bodyNote}` });
   if (meta.queryParameters?.length) specs.push({ status: 400, codes: ['invalid'] });
   const batch = (meta.openapi?.tags ?? []).includes('batch');
   if (batch) specs.push({ status: 400, codes: ['invalid'], note: '`invalid`: an If-Match or If-None-Match header, named by `source.header`; each operation gives its own `if_match`' });
-  if (meta.openapi?.protect !== false) specs.push({ status: 401, codes: ['unauthorized'] });
+  if (meta.access !== 'public') specs.push({ status: 401, codes: ['unauthorized'] });
+  // A scope of its own (a batch: those of its operations; a minting personal token: those it would give).
+  if ((meta.access !== 'public' && meta.access !== 'token') || batch || domain.includes('insufficient_scope')) {
+    specs.push({ status: 403, codes: ['insufficient_scope'] });
+  }
   if (domain.includes('login_failed')) specs.push({ status: 401, codes: ['login_failed'] });
   // A batch answers with the status of the operation that failed: 404 for an unknown id, 412 for its stale if_match.
   if (meta.resource || batch) specs.push({ status: 404, codes: ['record_not_found'] });
@@ -185,6 +194,17 @@ function task(id: number, attributes: Partial<Record<string, unknown>>, projectI
 
 const HOOK_URL = 'https://hooks.example.com/planning';
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw2W3k1Tc9Z2Y=';
+
+function token(attributes: Partial<Record<string, unknown>>, id = 7) {
+  return {
+    type: 'token', id,
+    attributes: {
+      name: 'Calendar sync', kind: 'personal', scopes: ['tasks:read'], createdAt: NOW, expiresAt: NOW + 180 * DAY, lastUsedAt: 0, current: false,
+      ...attributes,
+    },
+  };
+}
+const sessionToken = token({ name: null, kind: 'session', scopes: [...SCOPES], expiresAt: NOW + 30 * DAY, lastUsedAt: NOW + 3600, current: true }, 3);
 
 function webhook(attributes: Partial<Record<string, unknown>>, id = 1) {
   return {
@@ -432,6 +452,27 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
       ['invalid', '/task/order', 'Expected an integer.'],
     ],
   },
+  'tokens-create': {
+    request: {
+      readOnly: { summary: 'A read-only token for a calendar app', value: { token: { name: 'Calendar sync', scopes: ['tasks:read'], expires_at: NOW + 180 * DAY } } },
+      script: { summary: 'A script that files tasks', value: { token: { name: 'Inbox script', scopes: ['tasks:write', 'projects:read'], expires_at: NOW + 30 * DAY } } },
+    },
+    response: { data: token({}), meta: { secret: 'plnr_AAAAAAAAAAFfV3mJk2aQ8pR1sT4uW7xZ0bC3eF6hI9kL2nO5qR8tU1' } },
+    unprocessable: [
+      ['parameter_missing', '/token/name', 'This attribute is required.'],
+      ['invalid', '/token/expires_at', 'The expiry must be in the future and at most 366 days ahead.'],
+      ['too_long', '/token/name', 'Name is too long (at most 100 characters).'],
+      ['limit_reached', '/token', 'A user may have at most 50 live personal access tokens: revoke one first.'],
+    ],
+  },
+  'tokens-list': {
+    response: {
+      data: [token({ lastUsedAt: NOW + 7200 }), sessionToken],
+      links: { first: `${ORIGIN}/api/users/me/tokens?page=1`, last: `${ORIGIN}/api/users/me/tokens?page=1` },
+    },
+  },
+  'tokens-current': { response: { data: sessionToken } },
+  'tokens-get': { response: { data: token({ lastUsedAt: NOW + 7200 }) } },
   'webhooks-create': {
     request: {
       tasks: { summary: 'Task events to a URL of yours', value: { webhook: { url: HOOK_URL, events: ['task.*'], description: 'Team board' } } },
@@ -502,6 +543,11 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
   },
 };
 
+/** The scope a 403 example names: the operation's own, or (a batch, a token's making) one it may need. */
+function scopeExample(meta: AppMeta): Scope {
+  return meta.access && meta.access !== 'token' && meta.access !== 'public' ? meta.access : 'tasks:write';
+}
+
 /** Example errors of the statuses every operation shares, by code. */
 function commonErrorExample(code: ErrorCode, meta: AppMeta, docs: OperationDocs): ApiError {
   if ((meta.openapi?.tags ?? []).includes('batch')) {
@@ -517,6 +563,7 @@ function commonErrorExample(code: ErrorCode, meta: AppMeta, docs: OperationDocs)
     case 'cursor_expired': return docs.gone ? apiError(code, { pointer: docs.gone.pointer, detail: docs.gone.detail }) : apiError(code);
     case 'request_in_progress': return apiError(code, { parameter: 'Idempotency-Key' });
     case 'precondition_failed': return apiError(code, { parameter: 'If-Match' });
+    case 'insufficient_scope': return insufficientScope(scopeExample(meta)).errors[0]!;
     default: return apiError(code);
   }
 }
@@ -540,7 +587,10 @@ function errorExamples(operationId: string, meta: AppMeta, status: number, codes
     } else {
       error = commonErrorExample(code, meta, OPERATION_DOCS[operationId] ?? {});
     }
-    const value = code === 'cursor_expired' ? { errors: [error], meta: { last_event_id: '1042' } } : { errors: [error] };
+    const value =
+      code === 'cursor_expired' ? { errors: [error], meta: { last_event_id: '1042' } }
+      : code === 'insufficient_scope' ? { errors: [error], meta: { required_scope: scopeExample(meta) } }
+      : { errors: [error] };
     const on = error.source?.pointer ?? (error.source?.header === undefined ? undefined : `the header ${error.source.header}`);
     examples[code] = { summary: `${code}${on ? ` on ${on}` : ''}`, value };
   }
@@ -566,6 +616,12 @@ const HEADERS = {
     description: 'Identifies the request in the server logs. A well-formed incoming `X-Request-Id` is echoed.',
     required: true,
     schema: { type: 'string' },
+  },
+  'WWW-Authenticate': {
+    description: 'The scope the token lacks (RFC 6750 §3.1): `Bearer error="insufficient_scope", scope="<scope>"`; also in the body\'s `meta.required_scope`.',
+    required: true,
+    schema: { type: 'string' },
+    example: 'Bearer error="insufficient_scope", scope="tasks:write"',
   },
   'Retry-After': {
     description: 'Seconds to wait before retrying.',
@@ -599,6 +655,7 @@ function responseHeaders(status: number, conditional?: Conditional): Json {
   const headers: Json = { 'X-Request-Id': headerRef('X-Request-Id') };
   for (const name of RATE_LIMIT_HEADERS) headers[name] = headerRef(name);
   if (status === 429 || status === 503) headers['Retry-After'] = headerRef('Retry-After');
+  if (status === 403) headers['WWW-Authenticate'] = headerRef('WWW-Authenticate');
   if (conditional?.etag && (status < 300 || status === 304)) headers.ETag = headerRef('ETag');
   // Outcomes a retry with the same key can replay: successes and errors of the work that ran.
   if (conditional?.keyed && (status < 300 || status === 404 || status === 422)) headers['Idempotent-Replayed'] = headerRef('Idempotent-Replayed');
@@ -634,6 +691,7 @@ function describeEventStream(operation: Json): void {
 
 const TAGS = [
   { name: 'users', description: 'Registration, login (access tokens) and the current user. Registering and logging in need no token.' },
+  { name: 'tokens', description: 'Your access tokens: personal access tokens limited to scopes, for scripts, apps and automations, and every live token listed, with when each was last used.' },
   { name: 'projects', description: `The current user's projects and their lifecycle: newed, started, paused, finished. At most ${MAX_STARTED_PROJECTS} started at once.` },
   { name: 'tasks', description: "The current user's tasks: their order, their lifecycle (newed, started, planned, finished, abandoned) and their project." },
   { name: 'batch', description: 'Several writes of projects and tasks in one request and one transaction: all of them, or none.' },
@@ -656,6 +714,13 @@ const DESCRIPTION = [
   '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition). On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',
 ].join('\n');
 
+/** An operation's `security` (API-CONTRACT.md §16): `{"token": ["tasks:write"]}`, `{"token": []}` for any token, none for no token. */
+function securityOf(access: Access | undefined): Json[] {
+  if (access === undefined) throw new Error('An operation has no access in src/app/scopes.ts');
+  if (access === 'public') return [];
+  return [{ token: access === 'token' ? [] : [access] }];
+}
+
 export function buildOpenApiDocument(): Json {
   const doc = generateOpenApiDocument(appRouter, {
     title: 'Planning service',
@@ -668,7 +733,7 @@ export function buildOpenApiDocument(): Json {
         type: 'apiKey',
         in: 'header',
         name: 'Authorization',
-        description: 'The access token from registration or login, as `Authorization: <token>` (`Bearer <token>` is accepted too).',
+        description: 'An access token, as `Authorization: <token>` (`Bearer <token>` is accepted too): a session token from registration or login (every scope), or a personal access token (`plnr_…`) with the scopes it was made with. An operation lists the scope it needs; a token without it is 403 `insufficient_scope`.',
       },
     },
   }) as unknown as Json;
@@ -726,8 +791,9 @@ export function buildOpenApiDocument(): Json {
       }
     }
 
-    // Registration and login need no token: they say so, rather than inherit nothing.
-    if (openapi.protect === false) operation.security = [];
+    // What the token needs, from the one table (src/app/scopes.ts): a scope, any token, or
+    // none (registration and login say so, rather than inherit nothing).
+    operation.security = securityOf(meta.access);
 
     const conditional = conditionalOf(meta);
     // No examples on these: the docs page's "Try it out" would send them.
@@ -784,7 +850,7 @@ export function buildOpenApiDocument(): Json {
         'x-error-codes': codes,
         content: {
           'application/json': {
-            schema: { $ref: `#/components/schemas/${status === 410 ? 'CursorExpired' : 'ErrorEnvelope'}` },
+            schema: { $ref: `#/components/schemas/${status === 410 ? 'CursorExpired' : status === 403 ? 'InsufficientScope' : 'ErrorEnvelope'}` },
             examples: errorExamples(operationId, meta, status, codes),
           },
         },
@@ -798,6 +864,8 @@ export function buildOpenApiDocument(): Json {
   delete (schemas.ErrorEnvelope as Json).$schema;
   schemas.CursorExpired = z.toJSONSchema(CursorExpiredSchema, { target: 'draft-2020-12' });
   delete (schemas.CursorExpired as Json).$schema;
+  schemas.InsufficientScope = z.toJSONSchema(InsufficientScopeSchema, { target: 'draft-2020-12' });
+  delete (schemas.InsufficientScope as Json).$schema;
   components.schemas = schemas;
   components.headers = HEADERS;
   describeBatchOperations(doc, '/api/batch');

@@ -8,14 +8,25 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Authentication } from '../core/context.js';
 import { execute } from '../db/prepared.js';
-import { hashAccessToken, isOldFormAccessToken, tokenFromHeader, userOfSecret } from './credentials.js';
+import { hashAccessToken, isOldFormAccessToken, tokenFromHeader, userOfAccessToken } from './credentials.js';
 
 interface TokenUserRow {
   id: number;
   username: string;
   time_zone: string;
   seq: string;
+  token_id: number;
+  kind: 'session' | 'personal';
+  scopes: string[] | null;
+  /** Whether `last_used_at` is older than LAST_USED_STEP_SECONDS (or unset): this use is written. */
+  stale: boolean;
 }
+
+/** `lastUsedAt` moves at most once a minute per token: a write a minute, not one per request (API-CONTRACT.md §16). */
+export const LAST_USED_STEP_SECONDS = 60;
+
+const COLUMNS = `u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes,
+  (t.last_used_at is null or t.last_used_at <= ?::timestamptz - interval '${LAST_USED_STEP_SECONDS} seconds') as stale`;
 
 export async function authenticate(em: SqlEntityManager, authorization: string | undefined, now: Date): Promise<Authentication | null> {
   const token = tokenFromHeader(authorization);
@@ -28,21 +39,41 @@ export async function authenticate(em: SqlEntityManager, authorization: string |
     // longest token lifetime (TOKEN_LIFETIME_SECONDS) has passed since tokens named their user.
     [user] = await execute<TokenUserRow>(
       em,
-      `select u.id, u.username, u.time_zone, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id
+      `select ${COLUMNS} from access_tokens t join users u on u.id = t.user_id
         where t.token_hash = ? and t.expires_at > ?`,
-      [tokenHash, now],
+      [now, tokenHash, now],
     );
   } else {
-    const userId = userOfSecret(token);
+    const userId = userOfAccessToken(token);
     if (userId === null) return null;
     [user] = await execute<TokenUserRow>(
       em,
-      `select u.id, u.username, u.time_zone, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id
+      `select ${COLUMNS} from access_tokens t join users u on u.id = t.user_id
         where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?`,
-      [userId, tokenHash, userId, now],
+      [now, userId, tokenHash, userId, now],
     );
   }
-  return user ? { user: { id: user.id, username: user.username, timeZone: user.time_zone }, tokenHash, lastEventSeq: user.seq } : null;
+  if (!user) return null;
+  if (user.stale) await noteUse(em, user.id, tokenHash, now);
+  return {
+    user: { id: user.id, username: user.username, timeZone: user.time_zone },
+    tokenHash,
+    token: { id: Number(user.token_id), kind: user.kind, scopes: user.scopes },
+    lastEventSeq: user.seq,
+  };
+}
+
+/**
+ * Writes that the token was used now, unless another request wrote it within the step since it
+ * was read (two requests of one token at once write it once).
+ */
+async function noteUse(em: SqlEntityManager, userId: number, tokenHash: string, now: Date): Promise<void> {
+  await execute(
+    em,
+    `update access_tokens set last_used_at = ? where user_id = ? and token_hash = ?
+      and (last_used_at is null or last_used_at <= ?::timestamptz - interval '${LAST_USED_STEP_SECONDS} seconds')`,
+    [now, userId, tokenHash, now],
+  );
 }
 
 /**

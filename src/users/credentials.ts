@@ -75,6 +75,22 @@ export function newAccessToken(userId: number): string {
 }
 
 /**
+ * What begins every personal access token (API-CONTRACT.md §16), so that secret scanners find a
+ * leaked one; the rest is a secret of `newUserSecret`'s form.
+ */
+export const PERSONAL_TOKEN_PREFIX = 'plnr_';
+
+/** A new personal access token of the user `userId`. */
+export function newPersonalToken(userId: number): string {
+  return PERSONAL_TOKEN_PREFIX + newUserSecret(userId);
+}
+
+/** The user an access token of either form names (see `userOfSecret`). */
+export function userOfAccessToken(token: string): number | null {
+  return userOfSecret(token.startsWith(PERSONAL_TOKEN_PREFIX) ? token.slice(PERSONAL_TOKEN_PREFIX.length) : token);
+}
+
+/**
  * Whether a token is of the form issued before tokens named their user: 32 random bytes as 43
  * characters of base64url. No token of the current form (54 characters) is of this one.
  */

@@ -2,22 +2,30 @@
  * openapi.json as a contract, read on its own (what the service answers against it is
  * test/http/contract.test.ts): every operation has an id, tag and summary; its examples are
  * accepted by its own schemas, with one example per documented error code; its parameters
- * have their types and defaults, and security is on all but register and login.
+ * have their types and defaults, and its security is its row of the one table of scopes
+ * (src/app/scopes.ts, API-CONTRACT.md §16).
  */
 import { describe, expect, it } from 'vitest';
 import { doc, operations, schemaErrors, type Json } from '../helpers/openapi-document.js';
 import { QUERY_PARAMETERS } from '../../src/core/list-query.js';
+import { ACCESS } from '../../src/app/scopes.js';
+import { SCOPES } from '../../src/core/scopes.js';
+
+/** The procedure an operation id names: `tasks-changeState` is `tasks.changeState`. */
+const procedureOf = (id: string) => id.replace('-', '.') as keyof typeof ACCESS;
+/** REST's operations: every row of the table but the tRPC subscription (its REST form is `events.list` with Accept: text/event-stream). */
+const REST_OPERATIONS = Object.keys(ACCESS).filter((path) => path !== 'events.onChange');
 
 describe('openapi.json describes itself', () => {
-  it('documents 29 operations, each with an operationId, tag and summary', () => {
-    expect(operations).toHaveLength(29);
+  it('documents every operation of the table of scopes, each with an operationId, tag and summary', () => {
+    expect(operations.map(({ id }) => procedureOf(id)).sort()).toEqual([...REST_OPERATIONS].sort());
     for (const { id, op } of operations) {
-      expect(id).toMatch(/^(users|projects|tasks|batch|events|webhooks)-[a-zA-Z]+$/);
+      expect(id).toMatch(/^(users|tokens|projects|tasks|batch|events|webhooks)-[a-zA-Z]+$/);
       expect(op.tags, id).toEqual([id.split('-')[0]]);
       expect(op.summary, id).toBeTruthy();
       expect(op.description, id).toBeTruthy();
     }
-    expect(doc.tags.map((t: Json) => t.name)).toEqual(['users', 'projects', 'tasks', 'batch', 'events', 'webhooks']);
+    expect(doc.tags.map((t: Json) => t.name)).toEqual(['users', 'tokens', 'projects', 'tasks', 'batch', 'events', 'webhooks']);
     for (const tag of doc.tags) expect(tag.description, tag.name).toBeTruthy();
   });
 
@@ -50,7 +58,7 @@ describe('openapi.json describes itself', () => {
     }
   });
 
-  it('documents parameters with their types and defaults, and security on all but register and login', () => {
+  it('documents parameters with their types and defaults, and the security of its row of the table of scopes', () => {
     for (const { id, path, op } of operations) {
       const parameters = (op.parameters ?? []) as Json[];
       const pathParams = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
@@ -72,13 +80,20 @@ describe('openapi.json describes itself', () => {
       }
       const page = parameters.find((p) => p.name === 'page');
       // The paged lists: projects and tasks (API-CONTRACT.md §7), a webhook's deliveries (§14).
-      if (id === 'projects-list' || id === 'tasks-list' || id === 'webhooks-deliveries') {
+      if (id === 'projects-list' || id === 'tasks-list' || id === 'webhooks-deliveries' || id === 'tokens-list') {
         expect(page).toMatchObject({ in: 'query', required: false, schema: { type: 'integer', minimum: 1, default: 1 } });
       } else {
         expect(page, id).toBeUndefined();
       }
-      const isPublic = id === 'users-register' || id === 'users-authorize';
-      expect(op.security, id).toEqual(isPublic ? [] : [{ token: [] }]);
+      // API-CONTRACT.md §16: `{"token": ["tasks:write"]}`; any token: no scope named; no token (register, log in): none.
+      const access: string = ACCESS[procedureOf(id)];
+      expect(op.security, id).toEqual(access === 'public' ? [] : [{ token: access === 'token' ? [] : [access] }]);
+      for (const requirement of op.security) for (const scope of requirement.token) expect(SCOPES, id).toContain(scope);
+      // A scope of its own can be missing: 403 with the header that names it.
+      if (access !== 'public' && access !== 'token') {
+        expect(op.responses['403']?.['x-error-codes'], id).toEqual(['insufficient_scope']);
+        expect(op.responses['403'].headers['WWW-Authenticate'], id).toEqual({ $ref: '#/components/headers/WWW-Authenticate' });
+      }
     }
     expect(doc.components.securitySchemes.token).toMatchObject({ type: 'apiKey', in: 'header', name: 'Authorization' });
   });
