@@ -10,6 +10,7 @@ import type { AuthedContext } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
 import { SESSION_ONLY_SCOPES, allows, effectiveScopes, insufficientScope, type Scope } from '../core/scopes.js';
+import { textArray } from '../db/sql-fragments.js';
 import { hashAccessToken, newPersonalToken } from './credentials.js';
 import { announceRevoked } from './revocation.js';
 import {
@@ -82,7 +83,7 @@ export async function createToken(ctx: AuthedContext, input: CreateTokenInput) {
     const [inserted] = await em.execute<TokenRow[]>(
       `insert into access_tokens as t (token_hash, user_id, created_at, expires_at, kind, name, scopes)
          values (?, ?, ?, ?, 'personal', ?, ?::text[]) returning ${COLUMNS}`,
-      [hashAccessToken(secret), ctx.user.id, now, fromSeconds(expiresAt), name, scopes],
+      [hashAccessToken(secret), ctx.user.id, now, fromSeconds(expiresAt), name, textArray(scopes)],
     );
     return inserted!;
   });
