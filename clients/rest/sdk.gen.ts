@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { BatchApplyData, BatchApplyErrors, BatchApplyResponses, EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses, WebhooksCreateData, WebhooksCreateErrors, WebhooksCreateResponses, WebhooksDeleteData, WebhooksDeleteErrors, WebhooksDeleteResponses, WebhooksDeliveriesData, WebhooksDeliveriesErrors, WebhooksDeliveriesResponses, WebhooksGetData, WebhooksGetErrors, WebhooksGetResponses, WebhooksListData, WebhooksListErrors, WebhooksListResponses, WebhooksReplayData, WebhooksReplayErrors, WebhooksReplayResponses, WebhooksRotateSecretData, WebhooksRotateSecretErrors, WebhooksRotateSecretResponses, WebhooksTestData, WebhooksTestErrors, WebhooksTestResponses, WebhooksUpdateData, WebhooksUpdateErrors, WebhooksUpdateResponses } from './types.gen.js';
+import type { BatchApplyData, BatchApplyErrors, BatchApplyResponses, EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, TokensCreateData, TokensCreateErrors, TokensCreateResponses, TokensCurrentData, TokensCurrentErrors, TokensCurrentResponses, TokensGetData, TokensGetErrors, TokensGetResponses, TokensListData, TokensListErrors, TokensListResponses, TokensRevokeData, TokensRevokeErrors, TokensRevokeResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses, WebhooksCreateData, WebhooksCreateErrors, WebhooksCreateResponses, WebhooksDeleteData, WebhooksDeleteErrors, WebhooksDeleteResponses, WebhooksDeliveriesData, WebhooksDeliveriesErrors, WebhooksDeliveriesResponses, WebhooksGetData, WebhooksGetErrors, WebhooksGetResponses, WebhooksListData, WebhooksListErrors, WebhooksListResponses, WebhooksReplayData, WebhooksReplayErrors, WebhooksReplayResponses, WebhooksRotateSecretData, WebhooksRotateSecretErrors, WebhooksRotateSecretResponses, WebhooksTestData, WebhooksTestErrors, WebhooksTestResponses, WebhooksUpdateData, WebhooksUpdateErrors, WebhooksUpdateResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -80,6 +80,67 @@ export const usersUpdate = <ThrowOnError extends boolean = false>(options: Optio
 export const usersRevoke = <ThrowOnError extends boolean = false>(options?: Options<UsersRevokeData, ThrowOnError>): RequestResult<UsersRevokeResponses, UsersRevokeErrors, ThrowOnError> => (options?.client ?? client).delete<UsersRevokeResponses, UsersRevokeErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
     url: '/api/users/me/authorizations/current',
+    ...options
+});
+
+/**
+ * Your tokens
+ *
+ * Every live token of yours, session tokens included, newest first, 50 a page; `current` marks the one making this request.
+ */
+export const tokensList = <ThrowOnError extends boolean = false>(options?: Options<TokensListData, ThrowOnError>): RequestResult<TokensListResponses, TokensListErrors, ThrowOnError> => (options?.client ?? client).get<TokensListResponses, TokensListErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/tokens',
+    ...options
+});
+
+/**
+ * Make a personal access token
+ *
+ * A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most 366 days ahead). `meta.secret` is the token, shown this once: it begins with `plnr_`, and only its hash is kept.
+ *
+ * At most 50 live personal tokens per user (422 `limit_reached`). `tokens:manage` and `account` only from a session token; a personal token gives no scope it does not have (403 `insufficient_scope`).
+ */
+export const tokensCreate = <ThrowOnError extends boolean = false>(options: Options<TokensCreateData, ThrowOnError>): RequestResult<TokensCreateResponses, TokensCreateErrors, ThrowOnError> => (options.client ?? client).post<TokensCreateResponses, TokensCreateErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/tokens',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * The token in use
+ *
+ * The token that made this request; any token may read itself.
+ */
+export const tokensCurrent = <ThrowOnError extends boolean = false>(options?: Options<TokensCurrentData, ThrowOnError>): RequestResult<TokensCurrentResponses, TokensCurrentErrors, ThrowOnError> => (options?.client ?? client).get<TokensCurrentResponses, TokensCurrentErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/tokens/current',
+    ...options
+});
+
+/**
+ * Revoke a token
+ *
+ * The token stops working at once, on every instance; its open event streams end within seconds.
+ */
+export const tokensRevoke = <ThrowOnError extends boolean = false>(options: Options<TokensRevokeData, ThrowOnError>): RequestResult<TokensRevokeResponses, TokensRevokeErrors, ThrowOnError> => (options.client ?? client).delete<TokensRevokeResponses, TokensRevokeErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/tokens/{id}',
+    ...options
+});
+
+/**
+ * A token
+ *
+ * One of your live tokens. An id that is unknown, malformed, expired, revoked or another user's is 404 `record_not_found`.
+ */
+export const tokensGet = <ThrowOnError extends boolean = false>(options: Options<TokensGetData, ThrowOnError>): RequestResult<TokensGetResponses, TokensGetErrors, ThrowOnError> => (options.client ?? client).get<TokensGetResponses, TokensGetErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/tokens/{id}',
     ...options
 });
 

@@ -16,6 +16,51 @@ export type User = {
     };
 };
 
+export type Token = {
+    type: 'token';
+    id: number;
+    attributes: {
+        /**
+         * What the user called a personal token; null for a session token.
+         */
+        name: string | null;
+        /**
+         * `session`: from registration or login, every scope, 30 days. `personal`: made by the user, with its scopes.
+         */
+        kind: 'session' | 'personal';
+        /**
+         * What the token may do (every scope for a session token).
+         */
+        scopes: Array<'projects:read' | 'projects:write' | 'tasks:read' | 'tasks:write' | 'events:read' | 'webhooks:manage' | 'tokens:manage' | 'account'>;
+        /**
+         * Unix seconds.
+         */
+        createdAt: number;
+        /**
+         * Unix seconds when it stops working.
+         */
+        expiresAt: number;
+        /**
+         * Unix seconds of its last use, to the minute (written at most once a minute); 0 until first used.
+         */
+        lastUsedAt: number;
+        /**
+         * Whether this is the token that made the request.
+         */
+        current: boolean;
+    };
+};
+
+/**
+ * Absolute URLs of this endpoint with a page parameter; prev and next only when they exist.
+ */
+export type PageLinks = {
+    first: string;
+    last: string;
+    prev?: string;
+    next?: string;
+};
+
 export type Project = {
     type: 'project';
     id: number;
@@ -64,16 +109,6 @@ export type Project = {
 export type StabilityMeta = {
     stability: 'unstable';
     notice: 'This output may change soon.';
-};
-
-/**
- * Absolute URLs of this endpoint with a page parameter; prev and next only when they exist.
- */
-export type PageLinks = {
-    first: string;
-    last: string;
-    prev?: string;
-    next?: string;
 };
 
 export type Task = {
@@ -215,7 +250,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -244,7 +279,7 @@ export type CursorExpired = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
         title: string;
         detail: string;
         source?: {
@@ -264,6 +299,38 @@ export type CursorExpired = {
     }>;
     meta: {
         last_event_id: string;
+    };
+};
+
+export type InsufficientScope = {
+    errors: Array<{
+        /**
+         * HTTP status, as a string.
+         */
+        status: string;
+        /**
+         * Stable snake_case code.
+         */
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        title: string;
+        detail: string;
+        source?: {
+            /**
+             * JSON Pointer into the request body.
+             */
+            pointer?: string;
+            /**
+             * Query parameter at fault; on a request of one resource, also its header Idempotency-Key or If-Match.
+             */
+            parameter?: string;
+            /**
+             * Request header at fault, where a parameter does not name it (If-Match on a batch).
+             */
+            header?: string;
+        };
+    }>;
+    meta: {
+        required_scope: 'projects:read' | 'projects:write' | 'tasks:read' | 'tasks:write' | 'events:read' | 'webhooks:manage' | 'tokens:manage' | 'account';
     };
 };
 
@@ -697,6 +764,10 @@ export type UsersUpdateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -784,6 +855,328 @@ export type UsersRevokeResponses = {
 
 export type UsersRevokeResponse = UsersRevokeResponses[keyof UsersRevokeResponses];
 
+export type TokensListData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page number, from 1.
+         */
+        page?: number;
+    };
+    url: '/api/users/me/tokens';
+};
+
+export type TokensListErrors = {
+    /**
+     * Bad request: `invalid_json`, `invalid` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type TokensListError = TokensListErrors[keyof TokensListErrors];
+
+export type TokensListResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Array<Token>;
+        links: PageLinks;
+    };
+};
+
+export type TokensListResponse = TokensListResponses[keyof TokensListResponses];
+
+export type TokensCreateData = {
+    body: {
+        token: {
+            /**
+             * 1 to 100 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            name: string;
+            /**
+             * What the token may do: a non-empty list of `projects:read`, `projects:write`, `tasks:read`, `tasks:write`, `events:read`, `webhooks:manage`, `tokens:manage`, `account`, each at most once (`:write` includes `:read` of the same resource). `tokens:manage` and `account` only from a session token; a personal token gives no scope it does not have (403 `insufficient_scope`).
+             */
+            scopes: Array<'projects:read' | 'projects:write' | 'tasks:read' | 'tasks:write' | 'events:read' | 'webhooks:manage' | 'tokens:manage' | 'account'>;
+            /**
+             * Unix seconds when the token stops working: in the future, at most 366 days ahead (otherwise 422 `invalid`).
+             */
+            expires_at: number;
+        };
+    };
+    path?: never;
+    query?: never;
+    url: '/api/users/me/tokens';
+};
+
+export type TokensCreateErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `limit_reached`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type TokensCreateError = TokensCreateErrors[keyof TokensCreateErrors];
+
+export type TokensCreateResponses = {
+    /**
+     * Created
+     */
+    201: {
+        data: Token;
+        meta: {
+            /**
+             * The token, `plnr_` and 54 characters: send it as `Authorization: <secret>`. Shown this once; only its hash is kept.
+             */
+            secret: string;
+        };
+    };
+};
+
+export type TokensCreateResponse = TokensCreateResponses[keyof TokensCreateResponses];
+
+export type TokensCurrentData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/users/me/tokens/current';
+};
+
+export type TokensCurrentErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type TokensCurrentError = TokensCurrentErrors[keyof TokensCurrentErrors];
+
+export type TokensCurrentResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Token;
+    };
+};
+
+export type TokensCurrentResponse = TokensCurrentResponses[keyof TokensCurrentResponses];
+
+export type TokensRevokeData = {
+    body?: never;
+    path: {
+        /**
+         * Id of one of the current user's tokens, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/tokens/{id}';
+};
+
+export type TokensRevokeErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type TokensRevokeError = TokensRevokeErrors[keyof TokensRevokeErrors];
+
+export type TokensRevokeResponses = {
+    /**
+     * Done; no content.
+     */
+    204: void;
+};
+
+export type TokensRevokeResponse = TokensRevokeResponses[keyof TokensRevokeResponses];
+
+export type TokensGetData = {
+    body?: never;
+    path: {
+        /**
+         * Id of one of the current user's tokens, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/tokens/{id}';
+};
+
+export type TokensGetErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
+     * Not found: `record_not_found`
+     */
+    404: ErrorEnvelope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type TokensGetError = TokensGetErrors[keyof TokensGetErrors];
+
+export type TokensGetResponses = {
+    /**
+     * OK
+     */
+    200: {
+        data: Token;
+    };
+};
+
+export type TokensGetResponse = TokensGetResponses[keyof TokensGetResponses];
+
 export type ProjectsListData = {
     body?: never;
     headers?: {
@@ -835,6 +1228,10 @@ export type ProjectsListErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
@@ -901,6 +1298,10 @@ export type ProjectsCreateErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Conflict: `request_in_progress`
      */
@@ -977,6 +1378,10 @@ export type ProjectsDeleteErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
@@ -1052,6 +1457,10 @@ export type ProjectsGetErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -1138,6 +1547,10 @@ export type ProjectsUpdateErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -1233,6 +1646,10 @@ export type ProjectsChangeStateErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -1345,6 +1762,10 @@ export type TasksListErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -1416,6 +1837,10 @@ export type TasksCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Conflict: `request_in_progress`
      */
     409: ErrorEnvelope;
@@ -1486,6 +1911,10 @@ export type TasksGetErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -1568,6 +1997,10 @@ export type TasksUpdateErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -1655,6 +2088,10 @@ export type TasksChangeStateErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -1746,6 +2183,10 @@ export type TasksReorderErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
@@ -1821,6 +2262,10 @@ export type BatchApplyErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -1926,6 +2371,10 @@ export type EventsListErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor)
      */
     410: CursorExpired;
@@ -1990,6 +2439,10 @@ export type EventsTicketErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -2049,6 +2502,10 @@ export type WebhooksListErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
@@ -2121,6 +2578,10 @@ export type WebhooksCreateErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Conflict: `request_in_progress`
      */
@@ -2198,6 +2659,10 @@ export type WebhooksDeleteErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
@@ -2263,6 +2728,10 @@ export type WebhooksGetErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -2346,6 +2815,10 @@ export type WebhooksUpdateErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
@@ -2423,6 +2896,10 @@ export type WebhooksDeliveriesErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
@@ -2496,6 +2973,10 @@ export type WebhooksReplayErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */
@@ -2575,6 +3056,10 @@ export type WebhooksTestErrors = {
      */
     401: ErrorEnvelope;
     /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
      * Not found: `record_not_found`
      */
     404: ErrorEnvelope;
@@ -2648,6 +3133,10 @@ export type WebhooksRotateSecretErrors = {
      * Unauthorized: `unauthorized`
      */
     401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
     /**
      * Not found: `record_not_found`
      */

@@ -116,6 +116,23 @@ describe('README', () => {
     ]);
   });
 
+  it('runs the tokens block: a read-only token reads, and its write is 403 insufficient_scope', async () => {
+    const app = await startTestApp();
+    onTestFinished(() => app.close());
+    const { token } = await registerUser(app.baseUrl, 'alice');
+    const script = codeBlockAfter(readme, '## Tokens for scripts and apps', 'sh');
+    const prelude = `json='Content-Type: application/json'\nauth="Authorization: ${token}"\n`;
+    const { stdout } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', prelude + script], { env: { ...process.env, BASE: app.baseUrl } });
+    expect(stdout).toContain('{"data":[],"links":');
+    expect(stdout).toContain('"code":"insufficient_scope"');
+    expect(stdout).toContain('"meta":{"required_scope":"tasks:write"}');
+    expect(stdout).toContain(' -> 403');
+    expect(stdout).toContain('"name":"Calendar sync","kind":"personal","scopes":["tasks:read"]');
+    expect(stdout).toContain('"kind":"session"');
+    // Nothing was written by the refused request.
+    expect((await app.request('GET', '/api/users/me/tasks', { token })).body.data).toEqual([]);
+  });
+
   it('runs the TypeScript client example', async () => {
     const app = await startTestApp(); // a database of its own, where alice has nothing yet
     onTestFinished(() => app.close());
@@ -124,17 +141,23 @@ describe('README', () => {
     const url = app.baseUrl;
     const anonymous = createClient({ url });
     const { meta } = await anonymous.users.authorize.mutate({ username: 'alice', password: 'correct horse' });
-    const api = createClient({ url, token: meta.token });
+    const session = createClient({ url, token: meta.token });
+    await session.users.update.mutate({ user: { time_zone: 'America/New_York' } });
+    // A script gets a token of its own: projects and tasks only, for 30 days.
+    const expires_at = Math.floor(Date.now() / 1000) + 30 * 86_400;
+    const { meta: made } = await session.tokens.create.mutate({ token: { name: 'Tea script', scopes: ['projects:write', 'tasks:write'], expires_at } });
+    const api = createClient({ url, token: made.secret });
     const { data: project } = await api.projects.create.mutate({ project: { name: 'Tea' } });
     await api.tasks.create.mutate({ task: { label: 'Boil water', project_id: project.id } });
     const { data: tasks } = await api.tasks.list.query({ page: 1 });
-    await api.users.update.mutate({ user: { time_zone: 'America/New_York' } });
     const { data: open } = await api.tasks.list.query({ project_id: [project.id], state: ['newed', 'started'], sort: '-order', page_size: 100 });
     expect(tasks.map((t) => [t.attributes.label, t.attributes.state, t.relationships.project.data])).toEqual([
       ['Boil water', 'newed', { type: 'project', id: project.id }],
     ]);
     expect(open).toEqual(tasks);
     expect((await api.users.me.query()).data.attributes.timeZone).toBe('America/New_York');
+    // The script's token is limited to its scopes.
+    await expect(api.users.update.mutate({ user: { time_zone: 'UTC' } })).rejects.toMatchObject({ data: { httpStatus: 403, code: 'insufficient_scope' } });
     expectCopiedHere(readme, '## Using it from TypeScript', "const url = 'http://localhost:3000';");
   });
 
