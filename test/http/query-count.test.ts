@@ -29,7 +29,7 @@ const EXPECTED = {
   register: 6, // username check; begin, insert user, its name in the directory, insert token, commit
   authorize: 5, // the name's user id in the directory; the user by id; begin, insert token, commit
   me: 1, // token lookup
-  revoke: 2, // token lookup; delete token
+  revoke: 3, // token lookup; delete token; its revocation announced to every instance (src/users/revocation.ts)
   projectCreate: 3, // token; the write function's call: the user's lock, the name checked, insert, event; its NOTIFY
   projectList: 2, // token; the page with its total and each project's task ids
   projectGet: 2, // token; the project with its task ids
@@ -67,7 +67,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   register: 5, // username check; begin + insert user, its name, insert token, commit
   authorize: 4, // the name's id; the user; begin + insert token; commit
   me: 1,
-  revoke: 2,
+  revoke: 3,
   projectCreate: 3,
   projectList: 2,
   projectGet: 2,

@@ -284,7 +284,9 @@ describe('the statements name the user', () => {
       });
     });
     const { statements } = await sqlOf(() => caller.users.revoke());
-    expect(statements.at(-1)).toMatch(/^delete from "access_tokens" where "user_id" = \? and "token_hash" = \?$/);
+    // Then the revocation is announced to every instance's streams (src/users/revocation.ts).
+    expect(statements.at(-2)).toMatch(/^delete from "access_tokens" where "user_id" = \? and "token_hash" = \?$/);
+    expect(statements.at(-1)).toBe('select pg_notify(?, ?)');
   });
 
   it('redeeming a ticket names the user on each table it reads, and returns plain columns', async () => {

@@ -14,7 +14,7 @@ import { seconds, useTestAppWithSql } from '../helpers/test-app.js';
 const { app, db } = useTestAppWithSql({ resetClock: true });
 const TOKENS = '/api/users/me/tokens';
 const DAY = 86_400;
-const now = () => seconds(app.clock.now());
+const now = () => seconds(app.clock.now().getTime());
 
 async function makeToken(token: string, scopes: string[], extra: Record<string, unknown> = {}) {
   const res = await app.request('POST', TOKENS, { token, body: { token: { name: `token of ${scopes.length} scopes`, scopes, expires_at: now() + 30 * DAY, ...extra } } });
@@ -61,7 +61,7 @@ describe('making a personal access token', () => {
   it('refuses a bad name, scope list or expiry with every error of the request, on both doors', async () => {
     const u = await app.register();
     const send = (token: unknown) => app.request('POST', TOKENS, { token: u.token, body: { token } });
-    const good = { name: 'ok', scopes: ['tasks:read'], expires_at: now() + DAY };
+    const good = { name: 'ok', scopes: ['tasks:read' as const], expires_at: now() + DAY };
     expectError(await app.request('POST', TOKENS, { token: u.token, body: {} }), 422, 'parameter_missing', { pointer: '/token' });
     expectError(await send({ ...good, name: undefined }), 422, 'parameter_missing', { pointer: '/token/name' });
     expectError(await send({ ...good, name: '' }), 422, 'invalid', { pointer: '/token/name' });
