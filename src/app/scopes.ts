@@ -18,6 +18,8 @@ export const ACCESS = {
   'users.me': 'token',
   'users.update': 'account',
   'users.revoke': 'token',
+  'users.changePassword': 'account',
+  'users.delete': 'account',
 
   'tokens.create': 'tokens:manage',
   'tokens.list': 'tokens:manage',

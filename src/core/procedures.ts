@@ -212,5 +212,19 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
   // Then what the door found wrong with the request (its path id, query, media type, body).
   if (ctx.refusal) throw toTRPCError(ctx.refusal);
   refuseConditionalBatch(ctx);
-  return next({ ctx: { ...authentication, call: { path, meta, rawInput: getRawInput } satisfies Call } });
+  const result = await next({ ctx: { ...authentication, call: { path, meta, rawInput: getRawInput } satisfies Call } });
+  // The user was deleted (API-CONTRACT.md §16) after its token was read, and a row of the
+  // request's refers to it: refused as the token now is, not a 500.
+  if (!result.ok && refersToNoUser(result.error)) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  return result;
 });
+
+/** A foreign-key violation on a reference to `users` (SQLSTATE 23503, PostgreSQL's detail names the table). */
+function refersToNoUser(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const { code, detail } = e as { code?: unknown; detail?: unknown };
+    if (code === '23503') return typeof detail === 'string' && detail.includes('is not present in table "users"');
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}

@@ -274,6 +274,22 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
       ['invalid', '/user/time_zone', 'time_zone must be an IANA time zone name, such as Europe/Paris or UTC.'],
     ],
   },
+  'users-changePassword': {
+    request: { change: { summary: 'The current password and a new one', value: { user: { current_password: 'correct horse battery staple', password: 'battery staple horse correct' } } } },
+    unprocessable: [
+      ['parameter_missing', '/user', 'The request body needs a "user" object.'],
+      ['invalid', '/user/current_password', 'The password is wrong.'],
+      ['too_short', '/user/password', 'Password is too short (at least 8 characters).'],
+      ['too_long', '/user/password', 'Password is too long (at most 200 characters).'],
+    ],
+  },
+  'users-delete': {
+    request: { delete: { summary: 'The password, once more', value: { user: { password: 'correct horse battery staple' } } } },
+    unprocessable: [
+      ['parameter_missing', '/user/password', 'This attribute is required.'],
+      ['invalid', '/user/password', 'The password is wrong.'],
+    ],
+  },
   'users-revoke': {},
   'projects-create': {
     request: { create: { summary: 'A project name', value: { project: { name: 'Coffee' } } } },

@@ -3,6 +3,7 @@
  * access token. An unknown username and a wrong password are the same `login_failed`, and
  * take the same time (a decoy hash is checked when there is no user).
  */
+import { ForeignKeyConstraintViolationException } from '@mikro-orm/core';
 import type { z } from 'zod';
 import type { Context } from '../core/context.js';
 import { DomainError } from '../core/errors.js';
@@ -21,6 +22,12 @@ export async function logIn(ctx: Context, input: z.infer<typeof AuthorizeInput>)
   const valid = await verifyPassword(input.password, user?.passwordHash ?? (await decoyHash));
   if (!user || !valid) throw toTRPCError(DomainError.of('login_failed'));
   const token = issueToken(ctx.em, ctx.clock.now(), user);
-  await ctx.em.flush();
+  try {
+    await ctx.em.flush();
+  } catch (error) {
+    // The user was deleted (API-CONTRACT.md §16) while the password was checked.
+    if (error instanceof ForeignKeyConstraintViolationException) throw toTRPCError(DomainError.of('login_failed'));
+    throw error;
+  }
   return userWithToken(user, token);
 }

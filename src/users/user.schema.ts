@@ -40,6 +40,23 @@ export const UpdateUserInput = inputObject({
   user: z.object({ time_zone: timeZoneField.optional() }),
 });
 
+/**
+ * PUT /api/users/me/password (API-CONTRACT.md §16): the current password as any text a
+ * registration could have stored (a wrong one is 422 `invalid` on `/user/current_password`),
+ * the new one as registration takes it (§3).
+ */
+export const ChangePasswordInput = inputObject({
+  user: z.object({
+    current_password: text({ max: 1000, what: 'Current password' }).meta({ example: 'correct horse battery staple' }),
+    password: passwordField,
+  }),
+});
+
+/** POST /api/users/me/deletion (API-CONTRACT.md §16): the password, in the body, never in a URL. */
+export const DeleteUserInput = inputObject({
+  user: z.object({ password: text({ max: 1000, what: 'Password' }).meta({ example: 'correct horse battery staple' }) }),
+});
+
 // Login takes any text a registration could have stored (no NUL, no lone surrogate);
 // a well-formed but wrong pair is 401 login_failed.
 export const AuthorizeInput = inputObject({

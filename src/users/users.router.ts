@@ -5,11 +5,13 @@
 import { z } from 'zod';
 import { authedProcedure } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
+import { changePassword } from './change-password.js';
 import { credentialsProcedure } from './credentials-procedure.js';
+import { deleteUser } from './delete-user.js';
 import { logIn } from './log-in.js';
 import { registerUser } from './register-user.js';
 import { revokeToken } from './revoke-token.js';
-import { AuthorizeInput, RegisterInput, UpdateUserInput, UserDocument, UserWithTokenDocument, presentUser } from './user.schema.js';
+import { AuthorizeInput, ChangePasswordInput, DeleteUserInput, RegisterInput, UpdateUserInput, UserDocument, UserWithTokenDocument, presentUser } from './user.schema.js';
 import { updateUser } from './update-user.js';
 
 const TAGS = ['users'];
@@ -61,6 +63,34 @@ export const usersRouter = router({
     .input(UpdateUserInput)
     .output(UserDocument)
     .mutation(({ ctx, input }) => updateUser(ctx, input)),
+
+  changePassword: authedProcedure
+    .meta({
+      openapi: {
+        method: 'PUT', path: '/api/users/me/password', tags: TAGS,
+        summary: 'Change the password',
+        description: 'Takes the current password and a new one (8 to 200 characters). A wrong current password is 422 `invalid` on `/user/current_password`; each attempt counts against the login rate limit of the user and of the client address. Every other session token of the user is revoked (their event streams end); the token of this request and the personal access tokens stay valid.',
+      },
+      successStatus: 204,
+      errorCodes: ['parameter_missing', 'invalid', 'too_short', 'too_long'],
+    })
+    .input(ChangePasswordInput)
+    .output(z.void())
+    .mutation(({ ctx, input }) => changePassword(ctx, input)),
+
+  delete: authedProcedure
+    .meta({
+      openapi: {
+        method: 'POST', path: '/api/users/me/deletion', tags: TAGS,
+        summary: 'Delete the account',
+        description: 'Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user\'s event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address.',
+      },
+      successStatus: 204,
+      errorCodes: ['parameter_missing', 'invalid'],
+    })
+    .input(DeleteUserInput)
+    .output(z.void())
+    .mutation(({ ctx, input }) => deleteUser(ctx, input)),
 
   revoke: authedProcedure
     .meta({

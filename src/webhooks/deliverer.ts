@@ -22,7 +22,7 @@ import type { WebhookConfig } from '../config.js';
 import type { Logger } from '../core/logger.js';
 import { isDatabaseUnavailable } from '../core/failures.js';
 import type { Resolve } from './address-guard.js';
-import { claimDue, recordStep, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
+import { claimDue, markSending, recordStep, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
 import { postOnce, type OutboundResult } from './outbound.js';
 import { matchesPatterns } from './webhook.schema.js';
 import { signedHeaders, stillSigning } from './signature.js';
@@ -62,6 +62,8 @@ export interface DelivererOptions {
 
 /** The longest a Retry-After is honoured: an hour. */
 const MAX_RETRY_AFTER_SECONDS = 3600;
+/** What a webhook's mark of a request under way lasts beyond the request's time limit (`markSending`). */
+const SENDING_MARGIN_MS = 5_000;
 /** Retries planned further than this are left to the rounds over every user. */
 const MAX_TIMER_MS = 60 * 60 * 1000;
 
@@ -223,7 +225,7 @@ export class WebhookDeliverer {
       if (this.#stopped) return;
       const body = JSON.stringify({ id: test.id, type: 'webhook.test', data: { type: 'webhook', id: webhook.id }, at: test.at });
       const attempt = await this.#attempt(webhook, secrets, test.id, 'webhook.test', body, 1);
-      if (this.#cutOff(attempt)) return;
+      if (!attempt || this.#cutOff(attempt)) return;
       // A test is attempted once, whatever its outcome: it shows the receiver works, and plans nothing.
       const { retryAfterSeconds: _unused, ...logged } = attempt;
       const recorded = await this.#record({ ...base, attempt: { ...logged, nextAttemptAt: null }, testId: test.id, leaseUntil: lease() });
@@ -262,7 +264,7 @@ export class WebhookDeliverer {
       const heardAt = this.#takeHeard(webhook.user_id, BigInt(next.id));
       if (heardAt !== undefined) this.#options.observer?.firstAttempt(Math.max(0, this.#now() - heardAt) / 1000);
       const attempt = await this.#attempt(webhook, secrets, next.id, next.type, body, attempts + 1);
-      if (this.#cutOff(attempt)) return;
+      if (!attempt || this.#cutOff(attempt)) return;
       if (attempt.outcome === 'delivered') {
         const rest = pending.slice(pending.indexOf(next) + 1);
         const { retryAfterSeconds: _unused, ...logged } = attempt;
@@ -360,9 +362,21 @@ export class WebhookDeliverer {
     return entry.at;
   }
 
+  /**
+   * One request, or null when it is not sent: the webhook, or its user, is gone (a deletion of
+   * the account: src/users/delete-user.ts), or its lease is another claim's. Before it is
+   * sent, the webhook is marked as sending until the request's time limit is over, plus
+   * SENDING_MARGIN_MS (`markSending`); the record of the attempt clears the mark. A mark that
+   * took longer than the margin to make is not relied on: the request is not sent, and the
+   * event is attempted again once the lease expires.
+   */
   async #attempt(
     webhook: ClaimedWebhook, secrets: (at: Date) => string[], eventId: string, eventType: string, body: string, number: number,
-  ): Promise<Attempt & { retryAfterSeconds: number | null }> {
+  ): Promise<(Attempt & { retryAfterSeconds: number | null }) | null> {
+    const marking = performance.now();
+    const until = new Date(this.#now() + this.#options.config.timeoutMs + SENDING_MARGIN_MS);
+    const marked = await markSending(this.#options.em(), webhook.user_id, webhook.id, webhook.lease_owner, until);
+    if (!marked || performance.now() - marking > SENDING_MARGIN_MS) return null;
     const at = new Date(this.#now());
     const headers = signedHeaders(eventId, Math.floor(at.getTime() / 1000), body, secrets(at));
     const result: OutboundResult = await postOnce(webhook.url, headers, body, {

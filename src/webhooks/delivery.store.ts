@@ -177,7 +177,9 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
                                             where t->>'id' is distinct from p.test_id), '[]'::jsonb)
                             else w.test_events end,
          lease_owner = case when w.generation = p.gen and p.lease_until is not null then w.lease_owner else null end,
-         lease_until = case when w.generation = p.gen then p.lease_until else null end
+         lease_until = case when w.generation = p.gen then p.lease_until else null end,
+         /* The request of this step has ended (src/users/delete-user.ts waits for it). */
+         sending_until = null
         from p
         where w.user_id = ? and w.id = p.id and w.lease_owner = p.owner
         returning w.cursor, w.state, w.generation
@@ -204,6 +206,26 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
     ],
   );
   return { held: row?.held ?? false, moved: row?.moved ?? false, more: row?.more ?? false, enabled: row?.enabled ?? false };
+}
+
+/**
+ * Marks a leased webhook as sending a request until `until` (the end of the request's time
+ * limit), just before the request: one statement that also takes a key-share lock on the
+ * user's row. A deletion of the user holds that row's lock (`for update`) from before it looks
+ * for marks until its commit (src/users/delete-user.ts), so a mark is either made before that
+ * look (and waited for), or waits for the deletion and then finds no row: no request is sent.
+ * False when nothing was marked (the user or the webhook is gone, or the lease is another
+ * claim's): then the request is not sent.
+ */
+export async function markSending(em: SqlEntityManager, userId: number, id: number, owner: string, until: Date): Promise<boolean> {
+  const rows = await em.execute<Array<{ id: number }>>(
+    `with u as (select id from users where id = ? for key share)
+     update webhooks w set sending_until = ?
+       from u where w.user_id = ? and u.id = ? and w.id = ? and w.lease_owner = ?
+     returning w.id`,
+    [userId, until, userId, userId, id, owner],
+  );
+  return rows.length > 0;
 }
 
 /**

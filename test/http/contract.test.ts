@@ -178,6 +178,28 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     await expectStatus('users-revoke', 401, { token: revokedToken }, ['unauthorized']);
   });
 
+  it('users-changePassword: 204, then the new password logs in; 401 and 422 with its codes', async () => {
+    const own = await app.register();
+    const res = await expectStatus('users-changePassword', 204, { token: own.token, body: { user: { current_password: 'correct horse', password: 'correct horse battery' } } });
+    expect(res.text).toBe('');
+    await expectStatus('users-authorize', 201, { body: { username: own.username, password: 'correct horse battery' } }, undefined, 'users-authorize with the new password');
+    await expectStatus('users-changePassword', 401, { body: { user: { current_password: 'correct horse battery', password: 'correct horse' } } }, ['unauthorized']);
+    await expectStatus('users-changePassword', 422, { token: own.token, body: { user: { current_password: 'wrong horse', password: 'correct horse' } } }, ['invalid']);
+    await expectStatus('users-changePassword', 422, { token: own.token, body: { user: { current_password: 'correct horse battery', password: 'short' } } }, ['too_short']);
+    await expectStatus('users-changePassword', 422, { token: own.token, body: { user: { current_password: 'correct horse battery', password: 'p'.repeat(201) } } }, ['too_long']);
+    await expectStatus('users-changePassword', 422, { token: own.token, body: { password: 'correct horse' } }, ['parameter_missing']);
+  });
+
+  it('users-delete: 204, then the token is 401; 422 with its codes', async () => {
+    const own = await app.register();
+    await expectStatus('users-delete', 422, { token: own.token, body: { user: { password: 'wrong horse' } } }, ['invalid']);
+    await expectStatus('users-delete', 422, { token: own.token, body: { user: {} } }, ['parameter_missing']);
+    const res = await expectStatus('users-delete', 204, { token: own.token, body: { user: { password: 'correct horse' } } });
+    expect(res.text).toBe('');
+    await expectStatus('users-me', 401, { token: own.token }, ['unauthorized'], 'users-me after the deletion');
+    await expectStatus('users-delete', 401, { token: own.token, body: { user: { password: 'correct horse' } } }, ['unauthorized']);
+  });
+
   it('projects-create: 201 and 422', async () => {
     const res = await expectStatus('projects-create', 201, { token, body: { project: { name: 'Coffee' } } });
     expect(res.body.data.attributes).toMatchObject({ name: 'Coffee', slug: 'coffee', state: 'newed', description: '' });
@@ -519,7 +541,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
 
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
     const secured = operations.filter((o) => o.op.security?.length);
-    expect(secured).toHaveLength(27);
+    expect(secured).toHaveLength(29);
     for (const operation of secured) {
       for (const bad of [undefined, 'not-a-token', revokedToken]) {
         await expectStatus(
@@ -555,7 +577,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
   });
 
   it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {
-    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(14);
+    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(16);
     for (const operation of operations) {
       if (operation.id === 'users-revoke') continue; // its success would end the session; covered below
       // The webhook a delete with an ignored body removes is a spare one; the others stay.

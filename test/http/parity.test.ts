@@ -27,7 +27,7 @@ for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
 }
 
 const PROCEDURES = [
-  'users.register', 'users.authorize', 'users.me', 'users.update', 'users.revoke',
+  'users.register', 'users.authorize', 'users.me', 'users.update', 'users.revoke', 'users.changePassword', 'users.delete',
   'projects.create', 'projects.list', 'projects.get', 'projects.update', 'projects.changeState', 'projects.delete',
   'tasks.create', 'tasks.list', 'tasks.get', 'tasks.update', 'tasks.changeState', 'tasks.reorder',
   'batch.apply',
@@ -217,6 +217,14 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'delete a webhook', procedure: 'webhooks.delete', input: (s) => ({ id: s.refs.spare }) },
     { name: 'delete it again', procedure: 'webhooks.delete', input: (s) => ({ id: s.refs.spare }), fails: ['record_not_found'] },
     { name: 'webhooks at the end', procedure: 'webhooks.list' },
+
+    { name: 'change the password, the current one wrong', procedure: 'users.changePassword', input: () => ({ user: { current_password: 'wrong password', password: 'a new password' } }), fails: ['invalid'] },
+    { name: 'change the password to a short one', procedure: 'users.changePassword', input: () => ({ user: { current_password: password, password: 'short' } }), fails: ['too_short'] },
+    { name: 'change the password', procedure: 'users.changePassword', input: () => ({ user: { current_password: password, password: 'a new password' } }) },
+    { name: 'delete the account with the old password', procedure: 'users.delete', input: () => ({ user: { password } }), fails: ['invalid'] },
+    { name: 'delete the account without a password', procedure: 'users.delete', input: () => ({ user: {} }), fails: ['parameter_missing'] },
+    { name: 'delete the account', procedure: 'users.delete', input: () => ({ user: { password: 'a new password' } }) },
+    { name: 'me after the deletion', procedure: 'users.me', fails: ['unauthorized'] },
   ];
 
   function tokenFor(step: Step, s: DoorState & { second?: string }): string | undefined {

@@ -34,7 +34,7 @@ import { pruneRateLimits } from '../../src/core/rate-limit.js';
 import { pruneIdempotencyKeys } from '../../src/writes/idempotency.js';
 import { authenticate, isTokenValid, pruneExpiredTokens } from '../../src/users/authentication.js';
 import { hashAccessToken } from '../../src/users/credentials.js';
-import { claimDue, recordStep, releaseLeases, waitingEvents } from '../../src/webhooks/delivery.store.js';
+import { claimDue, markSending, recordStep, releaseLeases, waitingEvents } from '../../src/webhooks/delivery.store.js';
 import { pruneDeliveries } from '../../src/webhooks/webhook.store.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
 import { testResolver } from '../helpers/test-resolver.js';
@@ -147,6 +147,17 @@ describe('the SQL of every read, stream and housekeeping job', () => {
     await snapshot('users.authorize-rate-limited', () => caller(undefined, { rateLimited: true }).users.authorize({ username: 'reader1', password: 'correct horse' }));
   });
 
+  it('the account: a password changed, a user deleted with rows of every kind, with rate limits', async () => {
+    const { username, token } = await user();
+    await caller().users.authorize({ username, password: 'correct horse' });
+    await snapshot('users.changePassword', () =>
+      caller(token, { rateLimited: true }).users.changePassword({ user: { current_password: 'correct horse', password: 'battery staple' } }));
+    const { api, token: doomed } = await userWithTasks();
+    await api.webhooks.create({ webhook: { url: 'https://hooks.example.com/gone' } });
+    await api.events.ticket();
+    await snapshot('users.delete', () => caller(doomed, { rateLimited: true }).users.delete({ user: { password: 'correct horse' } }));
+  });
+
   it('tasks: get, list by default, paged, with every filter and sort', async () => {
     const { api, project, taskIds } = await userWithTasks();
     await snapshot('tasks.get', () => api.tasks.get({ id: taskIds[0]! }));
@@ -225,6 +236,7 @@ describe('the SQL of every read, stream and housekeeping job', () => {
     expect(claimed).toHaveLength(1);
     const webhook = claimed[0]!;
     const event = webhook.pending[0]!;
+    await snapshot('deliverer.mark-sending', () => markSending(em(), webhook.user_id, webhook.id, webhook.lease_owner, leaseUntil));
     await snapshot('deliverer.record-step', () =>
       recordStep(em(), {
         userId: webhook.user_id, id: webhook.id, owner: webhook.lease_owner, generation: webhook.generation,

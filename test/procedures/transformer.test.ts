@@ -69,7 +69,10 @@ describe('every procedure output, serialised for /trpc', () => {
     await note('webhooks.delete', api.webhooks.delete({ id: hook.id }));
     await note('events.ticket', api.events.ticket());
     await note('projects.delete', api.projects.delete({ id: project.id }));
+    await note('users.changePassword', api.users.changePassword({ user: { current_password: 'correct horse', password: 'battery staple' } }));
     await note('users.revoke', api.users.revoke());
+    const leaving = await procedures.register();
+    await note('users.delete', leaving.api.users.delete({ user: { password: 'correct horse' } }));
 
     const procedurePaths = Object.entries(appRouter._def.procedures)
       .filter(([, procedure]) => (procedure as unknown as { _def: { type: string } })._def.type !== 'subscription')

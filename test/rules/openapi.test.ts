@@ -35,10 +35,12 @@ describe('openapi.json', () => {
       expect(success, `${method} ${path}`).toHaveLength(1);
       if (method === 'delete') expect(success).toEqual(['204']);
       // A POST creates (201), but for the batch, which answers its operations' statuses inside a 200 (API-CONTRACT.md §15),
-      // and a webhook's replay and test, which are accepted (202) and delivered afterwards (§14).
+      // a webhook's replay and test, which are accepted (202) and delivered afterwards (§14), and the account's deletion.
       if (method === 'post') {
         const accepted = path === '/api/webhooks/{id}/replay' || path === '/api/webhooks/{id}/test';
-        expect(success, `${method} ${path}`).toEqual([path === '/api/batch' ? '200' : accepted ? '202' : '201']);
+        // The account's deletion is a POST so that the password travels in the body (§16): it creates nothing, 204.
+        const expected = path === '/api/batch' ? '200' : accepted ? '202' : path === '/api/users/me/deletion' ? '204' : '201';
+        expect(success, `${method} ${path}`).toEqual([expected]);
       }
       for (const status of statuses.filter((s) => !s.startsWith('2') && s !== '304')) {
         // A 410 cursor_expired also gives the id to restart from (API-CONTRACT.md §10), a 403 the scope it needs (§16).

@@ -19,6 +19,7 @@ import { Migration20261129000000_citus_ready } from './Migration20261129000000_c
 import { Migration20261130000000_retired_secrets } from './Migration20261130000000_retired_secrets.js';
 import { Migration20261130100000_user_counters } from './Migration20261130100000_user_counters.js';
 import { Migration20261201000000_personal_tokens } from './Migration20261201000000_personal_tokens.js';
+import { Migration20261202000000_webhook_sending } from './Migration20261202000000_webhook_sending.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -37,4 +38,5 @@ export const migrationsList = [
   { name: 'Migration20261130000000_retired_secrets', class: Migration20261130000000_retired_secrets },
   { name: 'Migration20261130100000_user_counters', class: Migration20261130100000_user_counters },
   { name: 'Migration20261201000000_personal_tokens', class: Migration20261201000000_personal_tokens },
+  { name: 'Migration20261202000000_webhook_sending', class: Migration20261202000000_webhook_sending },
 ];

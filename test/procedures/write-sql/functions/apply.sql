@@ -23,6 +23,11 @@ begin
   -- The user's lock, taken first by every write of the user, held until the commit.
   perform set_config('lock_timeout', '5000ms', true);
   select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
+  -- No user: deleted since its token was read (a deletion holds this lock while it runs, and
+  -- a write that waited for it finds no row): refused as its token now is.
+  if not found then
+    return json_build_object('refusal', json_build_object('code', 'unauthorized'), 'index', 0);
+  end if;
   if p_key is not null then
     select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
       from idempotency_keys k

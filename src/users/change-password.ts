@@ -1,0 +1,30 @@
+/**
+ * PUT /api/users/me/password (API-CONTRACT.md §16): the current password again (each attempt
+ * counted as a login is: src/users/password-check.ts), then the new one, hashed as at
+ * registration. In the same transaction every other session token of the user is revoked;
+ * the token of this request and the personal tokens stay. The revoked tokens' open event
+ * streams end now in this process, and in the others at their next check of the token.
+ */
+import type { z } from 'zod';
+import type { AuthedContext } from '../core/context.js';
+import { DomainError } from '../core/errors.js';
+import { hashPassword } from './credentials.js';
+import { checkPassword } from './password-check.js';
+import type { ChangePasswordInput } from './user.schema.js';
+
+export async function changePassword(ctx: AuthedContext, input: z.infer<typeof ChangePasswordInput>): Promise<void> {
+  await checkPassword(ctx, input.user.current_password, '/user/current_password');
+  const passwordHash = await hashPassword(input.user.password, ctx.passwordHashCost);
+  const revoked = await ctx.em.fork().transactional(async (em) => {
+    // The user's row first, as every write of the user locks it first (src/writes/owner-lock.ts).
+    const changed = await em.execute<Array<{ id: number }>>('update users set password_hash = ? where id = ? returning id', [passwordHash, ctx.user.id]);
+    if (changed.length === 0) throw DomainError.unauthorized('The access token is unknown, revoked or expired.');
+    // By the user: on a database split by user, one node.
+    const rows = await em.execute<Array<{ token_hash: string }>>(
+      `delete from access_tokens where user_id = ? and kind = 'session' and token_hash <> ? returning token_hash`,
+      [ctx.user.id, ctx.tokenHash],
+    );
+    return rows.map((r) => r.token_hash);
+  });
+  for (const hash of revoked) ctx.live?.closeToken(hash);
+}

@@ -1,0 +1,19 @@
+-- users.changePassword
+
+select u.id, u.username, u.time_zone, u.last_event_seq::text as seq from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+
+with counted as ( insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, ?) on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + excluded."hits" returning "hits") select (select "hits" from counted) as hits, coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as previous
+
+with counted as ( insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, ?) on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + excluded."hits" returning "hits") select (select "hits" from counted) as hits, coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as previous
+
+with counted as ( insert into rate_limit_hits ("key", "window_start", "hits") values (?, ?, ?) on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + excluded."hits" returning "hits") select (select "hits" from counted) as hits, coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as previous
+
+select password_hash from users where id = ?
+
+begin
+
+update users set password_hash = ? where id = ? returning id
+
+delete from access_tokens where user_id = ? and kind = 'session' and token_hash <> ? returning token_hash
+
+commit
