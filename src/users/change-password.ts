@@ -11,6 +11,7 @@ import { DomainError } from '../core/errors.js';
 import { hashPassword } from './credentials.js';
 import { checkPassword } from './password-check.js';
 import type { ChangePasswordInput } from './user.schema.js';
+import { announceRevoked } from './revocation.js';
 
 export async function changePassword(ctx: AuthedContext, input: z.infer<typeof ChangePasswordInput>): Promise<void> {
   await checkPassword(ctx, input.user.current_password, '/user/current_password');
@@ -26,5 +27,6 @@ export async function changePassword(ctx: AuthedContext, input: z.infer<typeof C
     );
     return rows.map((r) => r.token_hash);
   });
-  for (const hash of revoked) ctx.live?.closeToken(hash);
+  // Their streams end here and on every other instance (src/users/revocation.ts).
+  await announceRevoked(ctx.em, ctx.live, ctx.user.id, revoked);
 }

@@ -39,6 +39,7 @@ import type { AuthedContext } from '../core/context.js';
 import { DomainError } from '../core/errors.js';
 import { checkPassword } from './password-check.js';
 import type { DeleteUserInput } from './user.schema.js';
+import { announceRevoked } from './revocation.js';
 
 /** The user's rows, children before parents; every table with a `user_id` but `usernames`. */
 const USER_TABLES = [
@@ -71,7 +72,8 @@ export async function deleteUser(ctx: AuthedContext, input: z.infer<typeof Delet
     await em.execute('delete from users where id = ?', [userId], 'run');
     return tokens.map((t) => t.token_hash);
   });
-  for (const hash of tokenHashes) ctx.live?.closeToken(hash);
+  // Their streams end here and on every other instance (src/users/revocation.ts).
+  await announceRevoked(ctx.em, ctx.live, ctx.user.id, tokenHashes);
 }
 
 /**
