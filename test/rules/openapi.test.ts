@@ -26,7 +26,7 @@ describe('openapi.json', () => {
     const operations = Object.entries(doc.paths).flatMap(([path, methods]: [string, any]) =>
       Object.entries(methods).map(([method, op]: [string, any]) => ({ path, method, op })),
     );
-    expect(operations).toHaveLength(29);
+    expect(operations).toHaveLength(30);
     for (const { method, path, op } of operations) {
       const statuses = Object.keys(op.responses);
       const success = statuses.filter((s) => s.startsWith('2'));
