@@ -519,7 +519,7 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
 
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
     const secured = operations.filter((o) => o.op.security?.length);
-    expect(secured).toHaveLength(27);
+    expect(secured).toHaveLength(28);
     for (const operation of secured) {
       for (const bad of [undefined, 'not-a-token', revokedToken]) {
         await expectStatus(
