@@ -1,4 +1,5 @@
 /** The whole API: one router, served at /trpc and, through trpc-to-openapi, under /api. */
+import { accountSections } from './account-export.js';
 import { batchProcedures } from '../batch/batch.router.js';
 import { eventsRouter } from '../changes/events.router.js';
 import { applyOutputChecks, outputChecksFor } from '../core/output-checks.js';
@@ -11,7 +12,7 @@ import { usersRouter } from '../users/users.router.js';
 import { webhooksRouter } from '../webhooks/webhooks.router.js';
 
 export const appRouter = router({
-  users: usersRouter,
+  users: usersRouter(accountSections),
   tokens: tokensRouter,
   projects: projectsRouter,
   tasks: tasksRouter,

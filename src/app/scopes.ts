@@ -20,6 +20,7 @@ export const ACCESS = {
   'users.revoke': 'token',
   'users.changePassword': 'account',
   'users.delete': 'account',
+  'users.export': 'account',
 
   'tokens.create': 'tokens:manage',
   'tokens.list': 'tokens:manage',

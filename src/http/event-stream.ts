@@ -19,7 +19,7 @@
  *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that. A
  *   client that is gone ends its stream at once, whatever the stream was doing when it went.
  */
-import type { Request, RequestHandler, Response } from 'express';
+import type { Request, RequestHandler } from 'express';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../core/clock.js';
 import { DomainError, EVENT_ID } from '../core/errors.js';
@@ -37,6 +37,7 @@ import { ACCESS } from '../app/scopes.js';
 import { allows, insufficientScope } from '../core/scopes.js';
 import { carriesBody } from './request-body.js';
 import { ignoredBodyRefusal, sendErrorResponse } from './rest.js';
+import { drained } from './drained.js';
 
 export interface EventStreamOptions {
   orm: MikroORM;
@@ -53,28 +54,6 @@ export interface EventStreamOptions {
 
 function wantsEventStream(req: Request): boolean {
   return (req.headers.accept ?? '').toLowerCase().includes('text/event-stream');
-}
-
-/**
- * Whether the socket drained within `ms`. A response whose client is gone answers false at
- * once: its 'close' has been emitted already and would never come again, so the stream (and
- * its lease among the token's streams) would otherwise stay until `ms` ran out.
- */
-function drained(res: Response, ms: number): Promise<boolean> {
-  if (res.destroyed) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      resolve(ok);
-    };
-    const onDrain = () => done(true);
-    const onClose = () => done(false);
-    const timer = setTimeout(() => done(false), ms);
-    res.on('drain', onDrain);
-    res.on('close', onClose);
-  });
 }
 
 export function eventStreamHandler(options: EventStreamOptions): RequestHandler {

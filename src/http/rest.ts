@@ -24,6 +24,8 @@ import type { AppRouter } from '../app/router.js';
 import { isUtf8 } from 'node:buffer';
 import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
 import { noteRestMatch, readsBody, restRoutes, type RestMatch } from '../core/rest-routes.js';
+import { StreamedAnswer } from '../core/streamed-answer.js';
+import { drained } from './drained.js';
 
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
   res.status(response.status);
@@ -137,6 +139,49 @@ export async function ignoredBodyRefusal(req: Request): Promise<DomainError | un
   }
 }
 
+/** How long a streamed answer waits for a client that does not read, holding its database connection. */
+export const STREAM_DRAIN_MS = 30_000;
+
+/**
+ * Writes a StreamedAnswer (src/core/streamed-answer.ts). Its first chunk is read before the
+ * status is sent: a failure there throws, and the caller answers with the error envelope.
+ * Then each chunk is written once the previous ones drained; a client that goes away, or that
+ * reads nothing for STREAM_DRAIN_MS, ends the body's iterator (which releases what it holds)
+ * and its connection. A failure after the answer started cannot become an envelope: the
+ * response is cut short (no final chunk), which the client sees as an incomplete body.
+ */
+async function sendStreamed(res: Response, answer: StreamedAnswer, logFailure: FailureLog): Promise<void> {
+  const chunks = answer.body[Symbol.asyncIterator]();
+  let done = false;
+  try {
+    let next = await chunks.next();
+    if (res.destroyed) return;
+    res.statusCode = 200;
+    res.setHeader('Content-Type', answer.contentType);
+    for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+    try {
+      while (!next.done) {
+        if (!res.write(next.value) && !(await drained(res, STREAM_DRAIN_MS))) {
+          res.destroy();
+          return;
+        }
+        if (res.destroyed) return;
+        next = await chunks.next();
+      }
+      done = true;
+      res.end();
+    } catch (error) {
+      done = true;
+      const response = toErrorResponse(error);
+      logFailure(error, response.status, { reqId: res.getHeader('x-request-id'), stream: 'ended' });
+      res.destroy();
+    }
+  } finally {
+    // Stopped early (the client gone, or too slow): what the body holds is released now.
+    if (!done) await chunks.return?.();
+  }
+}
+
 export function restHandlers({ router, createContext, logFailure }: RestOptions): RequestHandler {
   const routeOf = restRoutes(router);
 
@@ -172,6 +217,16 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       const ctx: Context = { ...(await createContext(req, res)), door: 'rest', refusal };
       // As tRPC's own caller calls a procedure (router.createCaller), without its proxy.
       const data: unknown = await procedure.procedure({ path: procedure.path, getRawInput: async () => input, ctx, type: procedure.type, signal: undefined, batchIndex: 0 });
+      if (data instanceof StreamedAnswer) {
+        // Counted as a running procedure while it reads, also after its client has gone.
+        const leave = ctx.enterProcedure?.();
+        try {
+          await sendStreamed(res, data, logFailure);
+        } finally {
+          leave?.();
+        }
+        return;
+      }
       // 304 has no body: Node drops the body written after this status (RFC 9110 §15.4.5).
       const status = ctx.response.notModified ? 304 : (procedure.meta?.successStatus ?? 200);
       res.statusCode = status;

@@ -18,6 +18,7 @@ import { describeBatchOperations } from './batch-operations.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 import { MAX_WEBHOOKS_PER_USER } from '../webhooks/webhook.schema.js';
 import { MAX_URL_LENGTH } from '../webhooks/address-guard.js';
+import { NDJSON } from '../users/export-account.js';
 
 export const API_VERSION = '1.0.0';
 
@@ -291,6 +292,18 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
     ],
   },
   'users-revoke': {},
+  'users-export': {
+    response: {
+      user,
+      projects: [project(1, { state: 'started', startedAt: NOW - 10 * DAY, isInProgress: true }, [1])],
+      tasks: [
+        task(1, {}),
+        task(2, { label: 'Old errand', order: 2, state: 'finished', plannedCount: 1, startedAt: NOW - 400 * DAY, plannedAt: NOW - 399 * DAY, finishedAt: NOW - 398 * DAY }, null),
+        task(3, { label: 'Dropped idea', order: 3, state: 'abandoned', startedAt: 0, abandonedAt: NOW - 30 * DAY }),
+      ],
+      webhooks: [webhook({})],
+    },
+  },
   'projects-create': {
     request: { create: { summary: 'A project name', value: { project: { name: 'Coffee' } } } },
     response: { data: project(1, {}), meta: STABILITY },
@@ -705,6 +718,32 @@ function describeEventStream(operation: Json): void {
   };
 }
 
+/** The export's other form, by `Accept`, and its attachment header (src/users/export-account.ts). */
+function describeExport(operation: Json, example: unknown): void {
+  operation.parameters ??= [];
+  (operation.parameters as Json[]).push({
+    name: 'Accept', in: 'header', required: false, schema: { type: 'string', enum: ['application/json', NDJSON] },
+    description: `\`${NDJSON}\` answers the same items as NDJSON, one JSON object a line; anything else is the JSON document.`,
+  });
+  const ok = (operation.responses as Record<string, Json>)['200']!;
+  ok.headers = {
+    ...(ok.headers as Json),
+    'Content-Disposition': {
+      description: '`attachment; filename="export.json"` (`export.ndjson` for NDJSON).',
+      required: true,
+      schema: { type: 'string' },
+    },
+  };
+  const { user: head, projects, tasks, webhooks } = example as Record<string, unknown[]> & { user: unknown };
+  (ok.content as Record<string, Json>)[NDJSON] = {
+    schema: {
+      type: 'string',
+      description: 'NDJSON: the user (as `user` in the JSON form), then each project, task and webhook (as in its arrays), one JSON object a line, each with its `type`.',
+    },
+    example: [head, ...projects!, ...tasks!, ...webhooks!].map((line) => JSON.stringify(line)).join('\n') + '\n',
+  };
+}
+
 const TAGS = [
   { name: 'users', description: 'Registration, login (access tokens) and the current user. Registering and logging in need no token.' },
   { name: 'tokens', description: 'Your access tokens: personal access tokens limited to scopes, for scripts, apps and automations, and every live token listed, with when each was last used.' },
@@ -856,6 +895,7 @@ export function buildOpenApiDocument(): Json {
       };
     }
     if (operationId === 'events-list') describeEventStream(operation);
+    if (operationId === 'users-export') describeExport(operation, docs.response);
     if (conditional.read) {
       responses['304'] = { description: 'Not modified: `If-None-Match` names the current ETag. No body.', headers: responseHeaders(304, conditional) };
     }

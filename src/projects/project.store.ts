@@ -125,6 +125,24 @@ export async function projectsByIds(
   return rows.map(fieldsOf);
 }
 
+/**
+ * At most `limit` of the user's projects whose id is above `after`, by id: a keyset page of
+ * the account's export (src/users/export-account.ts), through the primary key (user_id, id).
+ */
+export async function projectsAfter(
+  em: SqlEntityManager,
+  userId: number,
+  after: number,
+  limit: number,
+): Promise<Array<ProjectFields & { version: number }>> {
+  const statement = bindUser(
+    `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id > ? order by p.id limit ${pageLimit(limit)}`,
+    [userId, after],
+    userId,
+  );
+  return (await execute<ProjectRow>(em, statement.sql, statement.params)).map(fieldsOf);
+}
+
 /** How the write path reads a project back (src/core/resource.ts): its document, its ETag. */
 export const projectReader: ResourceReader = {
   async documents(em, userId, ids) {

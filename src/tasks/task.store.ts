@@ -28,6 +28,20 @@ export function presentedTaskOf(row: Record<string, unknown>): TaskFields & { ve
   return { ...taskFieldsOf(listed), version: listed.version };
 }
 
+/**
+ * At most `limit` of the user's tasks whose id is above `after`, by id, listed or not (abandoned,
+ * finished long ago): a keyset page of the account's export (src/users/export-account.ts),
+ * through the primary key (user_id, id).
+ */
+export async function tasksAfter(em: SqlEntityManager, userId: number, after: number, limit: number): Promise<TaskFields[]> {
+  const rows = await execute<ListedTaskRow>(
+    em,
+    `select ${TASK_COLUMNS('t')} from tasks t where t.user_id = ? and t.id > ? order by t.id limit ${pageLimit(limit)}`,
+    [userId, after],
+  );
+  return rows.map(taskFieldsOf);
+}
+
 interface ListedTaskRow {
   total?: number;
   id: number;

@@ -1,13 +1,17 @@
 /**
- * Users and access tokens (API-CONTRACT.md §3): a table of procedures, each served by the
- * use case beside this file; no logic lives here.
+ * Users and access tokens (API-CONTRACT.md §3) and the account (§16): a table of procedures,
+ * each served by the use case beside this file; no logic lives here. The router is made by
+ * the composition root (src/app/router.ts), which hands in what the account's export reads
+ * of the features above this folder (src/app/account-export.ts).
  */
 import { z } from 'zod';
 import { authedProcedure } from '../core/procedures.js';
+import type { AccountSections } from '../core/account-export.js';
 import { router } from '../core/trpc.js';
 import { changePassword } from './change-password.js';
 import { credentialsProcedure } from './credentials-procedure.js';
 import { deleteUser } from './delete-user.js';
+import { EXPORT_PAGE_SIZE, NDJSON, accountExportSchema, exportAccount } from './export-account.js';
 import { logIn } from './log-in.js';
 import { registerUser } from './register-user.js';
 import { revokeToken } from './revoke-token.js';
@@ -16,7 +20,7 @@ import { updateUser } from './update-user.js';
 
 const TAGS = ['users'];
 
-export const usersRouter = router({
+export const usersRouter = (sections: AccountSections) => router({
   register: credentialsProcedure
     .meta({
       openapi: {
@@ -104,4 +108,21 @@ export const usersRouter = router({
     .input(z.void())
     .output(z.void())
     .mutation(({ ctx }) => revokeToken(ctx)),
+
+  export: authedProcedure
+    .meta({
+      openapi: {
+        method: 'GET', path: '/api/users/me/export', tags: TAGS,
+        summary: 'Everything of the current user, as one document',
+        description: [
+          'The user, every project, every task (also abandoned ones and ones finished long ago, which the task list leaves out) and every webhook (without its secrets), each as its own GET shows it under `data`, in one snapshot of the account, in order of id.',
+          `Sent as an attachment (\`Content-Disposition: attachment; filename="export.json"\`) and streamed (read ${EXPORT_PAGE_SIZE} records at a time), whatever the size of the account.`,
+          `With \`Accept: ${NDJSON}\`: the same items as NDJSON (\`filename="export.ndjson"\`), one JSON object a line: the user first, then each project, task and webhook, each with its \`type\`.`,
+          'On /trpc (`users.export`) the same document comes whole.',
+        ].join('\n\n'),
+      },
+    })
+    .input(z.void())
+    .output(accountExportSchema(sections))
+    .query(({ ctx }) => exportAccount(ctx, sections)),
 });

@@ -8,7 +8,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { toSeconds } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
-import { textArray } from '../db/sql-fragments.js';
+import { pageLimit, textArray } from '../db/sql-fragments.js';
 import { stillSigning, type RetiredSecret } from './signature.js';
 import { MAX_WEBHOOKS_PER_USER, type WebhookResource } from './webhook.schema.js';
 
@@ -61,6 +61,11 @@ export async function findWebhook(em: SqlEntityManager, userId: number, id: numb
 
 export async function listWebhooks(em: SqlEntityManager, userId: number): Promise<WebhookRow[]> {
   return em.execute<WebhookRow[]>(`select ${COLUMNS} from webhooks w where w.user_id = ? order by w.id`, [userId]);
+}
+
+/** At most `limit` of the user's webhooks whose id is above `after`, by id: a keyset page of the account's export. */
+export async function webhooksAfter(em: SqlEntityManager, userId: number, after: number, limit: number): Promise<WebhookRow[]> {
+  return em.execute<WebhookRow[]>(`select ${COLUMNS} from webhooks w where w.user_id = ? and w.id > ? order by w.id limit ${pageLimit(limit)}`, [userId, after]);
 }
 
 export interface NewWebhook {

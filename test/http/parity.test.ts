@@ -27,7 +27,7 @@ for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
 }
 
 const PROCEDURES = [
-  'users.register', 'users.authorize', 'users.me', 'users.update', 'users.revoke', 'users.changePassword', 'users.delete',
+  'users.register', 'users.authorize', 'users.me', 'users.update', 'users.revoke', 'users.changePassword', 'users.delete', 'users.export',
   'projects.create', 'projects.list', 'projects.get', 'projects.update', 'projects.changeState', 'projects.delete',
   'tasks.create', 'tasks.list', 'tasks.get', 'tasks.update', 'tasks.changeState', 'tasks.reorder',
   'batch.apply',
@@ -214,6 +214,9 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'the attempts of a webhook', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook }) },
     { name: 'the attempts, page 2', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook, page: 2 }) },
     { name: 'the attempts, page 0', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook, page: 0 }), fails: ['invalid'] },
+    // Everything of the user, webhooks and tasks of every state included: the same document through both doors.
+    { name: 'export the account', procedure: 'users.export' },
+    { name: 'export without token', procedure: 'users.export', auth: 'none', fails: ['unauthorized'] },
     { name: 'delete a webhook', procedure: 'webhooks.delete', input: (s) => ({ id: s.refs.spare }) },
     { name: 'delete it again', procedure: 'webhooks.delete', input: (s) => ({ id: s.refs.spare }), fails: ['record_not_found'] },
     { name: 'webhooks at the end', procedure: 'webhooks.list' },

@@ -224,6 +224,12 @@ describe('the SQL of every read, stream and housekeeping job', () => {
     await snapshot('webhooks.delete', () => api.webhooks.delete({ id: webhook.id }));
   });
 
+  it('the account\'s export: each section in keyset pages, in one read-only snapshot', async () => {
+    const { api } = await userWithTasks();
+    await api.webhooks.create({ webhook: { url: 'https://hooks.example.com/export' } });
+    await snapshot('users.export', () => api.users.export());
+  });
+
   it('webhook delivery: claims, a recorded step, leases given back, the metrics', async () => {
     const { id, api } = await user();
     await api.webhooks.create({ webhook: { url: 'https://hooks.example.com/delivery' } });
