@@ -17,7 +17,7 @@ const two = useTestApp(() => ({ databaseUrl: one.databaseUrl, eventsIdleMs: IDLE
 async function personalToken(sessionToken: string, scopes: string[]): Promise<{ id: number; secret: string }> {
   const res = await one.request('POST', '/api/users/me/tokens', {
     token: sessionToken,
-    body: { token: { name: 'streams', scopes, expires_at: seconds(one.clock.now()) + 86_400 } },
+    body: { token: { name: 'streams', scopes, expires_at: seconds(one.clock.now().getTime()) + 86_400 } },
   });
   expect(res.status, res.text).toBe(201);
   return { id: res.body.data.id, secret: res.body.meta.secret };

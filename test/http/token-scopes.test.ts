@@ -37,7 +37,7 @@ const OPERATIONS: Operation[] = operations
 async function tokenWith(sessionToken: string, scopes: Scope[]): Promise<string> {
   const res = await app.request('POST', '/api/users/me/tokens', {
     token: sessionToken,
-    body: { token: { name: scopes.join(' '), scopes, expires_at: seconds(app.clock.now()) + 86_400 } },
+    body: { token: { name: scopes.join(' '), scopes, expires_at: seconds(app.clock.now().getTime()) + 86_400 } },
   });
   expect(res.status, res.text).toBe(201);
   return res.body.meta.secret;
