@@ -117,8 +117,17 @@ export async function getToken(ctx: AuthedContext, id: number) {
   return { data: presentToken(await findToken(ctx, id), ctx.tokenHash) };
 }
 
+/**
+ * The token in use. It was valid when the request was authenticated; revoked (or expired) since,
+ * by a request racing this one, it is no record the caller lost but a token that no longer works:
+ * 401, as the next request with it gets, not 404.
+ */
 export async function currentToken(ctx: AuthedContext) {
-  return { data: presentToken(await findToken(ctx, ctx.token.id), ctx.tokenHash) };
+  const [row] = await ctx.em.execute<TokenRow[]>(`select ${COLUMNS} from access_tokens t where t.user_id = ? and t.id = ? and t.expires_at > ?`, [
+    ctx.user.id, ctx.token.id, ctx.clock.now(),
+  ]);
+  if (!row) throw DomainError.unauthorized('The access token is unknown, revoked or expired.');
+  return { data: presentToken(row, ctx.tokenHash) };
 }
 
 /** Revokes one of the user's tokens by its id (the one in use too): it stops working at once, everywhere. */
