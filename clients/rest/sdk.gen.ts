@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { BatchApplyData, BatchApplyErrors, BatchApplyResponses, EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, TokensCreateData, TokensCreateErrors, TokensCreateResponses, TokensCurrentData, TokensCurrentErrors, TokensCurrentResponses, TokensGetData, TokensGetErrors, TokensGetResponses, TokensListData, TokensListErrors, TokensListResponses, TokensRevokeData, TokensRevokeErrors, TokensRevokeResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses, WebhooksCreateData, WebhooksCreateErrors, WebhooksCreateResponses, WebhooksDeleteData, WebhooksDeleteErrors, WebhooksDeleteResponses, WebhooksDeliveriesData, WebhooksDeliveriesErrors, WebhooksDeliveriesResponses, WebhooksGetData, WebhooksGetErrors, WebhooksGetResponses, WebhooksListData, WebhooksListErrors, WebhooksListResponses, WebhooksReplayData, WebhooksReplayErrors, WebhooksReplayResponses, WebhooksRotateSecretData, WebhooksRotateSecretErrors, WebhooksRotateSecretResponses, WebhooksTestData, WebhooksTestErrors, WebhooksTestResponses, WebhooksUpdateData, WebhooksUpdateErrors, WebhooksUpdateResponses } from './types.gen.js';
+import type { BatchApplyData, BatchApplyErrors, BatchApplyResponses, EventsListData, EventsListErrors, EventsListResponses, EventsTicketData, EventsTicketErrors, EventsTicketResponses, ProjectsChangeStateData, ProjectsChangeStateErrors, ProjectsChangeStateResponses, ProjectsCreateData, ProjectsCreateErrors, ProjectsCreateResponses, ProjectsDeleteData, ProjectsDeleteErrors, ProjectsDeleteResponses, ProjectsGetData, ProjectsGetErrors, ProjectsGetResponses, ProjectsListData, ProjectsListErrors, ProjectsListResponses, ProjectsUpdateData, ProjectsUpdateErrors, ProjectsUpdateResponses, TasksChangeStateData, TasksChangeStateErrors, TasksChangeStateResponses, TasksCreateData, TasksCreateErrors, TasksCreateResponses, TasksGetData, TasksGetErrors, TasksGetResponses, TasksListData, TasksListErrors, TasksListResponses, TasksReorderData, TasksReorderErrors, TasksReorderResponses, TasksUpdateData, TasksUpdateErrors, TasksUpdateResponses, TokensCreateData, TokensCreateErrors, TokensCreateResponses, TokensCurrentData, TokensCurrentErrors, TokensCurrentResponses, TokensGetData, TokensGetErrors, TokensGetResponses, TokensListData, TokensListErrors, TokensListResponses, TokensRevokeData, TokensRevokeErrors, TokensRevokeResponses, UsersAuthorizeData, UsersAuthorizeErrors, UsersAuthorizeResponses, UsersChangePasswordData, UsersChangePasswordErrors, UsersChangePasswordResponses, UsersDeleteData, UsersDeleteErrors, UsersDeleteResponses, UsersExportData, UsersExportErrors, UsersExportResponses, UsersMeData, UsersMeErrors, UsersMeResponses, UsersRegisterData, UsersRegisterErrors, UsersRegisterResponses, UsersRevokeData, UsersRevokeErrors, UsersRevokeResponses, UsersUpdateData, UsersUpdateErrors, UsersUpdateResponses, WebhooksCreateData, WebhooksCreateErrors, WebhooksCreateResponses, WebhooksDeleteData, WebhooksDeleteErrors, WebhooksDeleteResponses, WebhooksDeliveriesData, WebhooksDeliveriesErrors, WebhooksDeliveriesResponses, WebhooksGetData, WebhooksGetErrors, WebhooksGetResponses, WebhooksListData, WebhooksListErrors, WebhooksListResponses, WebhooksReplayData, WebhooksReplayErrors, WebhooksReplayResponses, WebhooksRotateSecretData, WebhooksRotateSecretErrors, WebhooksRotateSecretResponses, WebhooksTestData, WebhooksTestErrors, WebhooksTestResponses, WebhooksUpdateData, WebhooksUpdateErrors, WebhooksUpdateResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -73,6 +73,36 @@ export const usersUpdate = <ThrowOnError extends boolean = false>(options: Optio
 });
 
 /**
+ * Change the password
+ *
+ * Takes the current password and a new one (8 to 200 characters). A wrong current password is 422 `invalid` on `/user/current_password`; each attempt counts against the login rate limit of the user and of the client address. Every other session token of the user is revoked (their event streams end); the token of this request and the personal access tokens stay valid.
+ */
+export const usersChangePassword = <ThrowOnError extends boolean = false>(options: Options<UsersChangePasswordData, ThrowOnError>): RequestResult<UsersChangePasswordResponses, UsersChangePasswordErrors, ThrowOnError> => (options.client ?? client).put<UsersChangePasswordResponses, UsersChangePasswordErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/password',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete the account
+ *
+ * Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user's event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address.
+ */
+export const usersDelete = <ThrowOnError extends boolean = false>(options: Options<UsersDeleteData, ThrowOnError>): RequestResult<UsersDeleteResponses, UsersDeleteErrors, ThrowOnError> => (options.client ?? client).post<UsersDeleteResponses, UsersDeleteErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/deletion',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
  * Log out
  *
  * Revokes the access token used for this request. Other tokens of the user stay valid.
@@ -80,6 +110,23 @@ export const usersUpdate = <ThrowOnError extends boolean = false>(options: Optio
 export const usersRevoke = <ThrowOnError extends boolean = false>(options?: Options<UsersRevokeData, ThrowOnError>): RequestResult<UsersRevokeResponses, UsersRevokeErrors, ThrowOnError> => (options?.client ?? client).delete<UsersRevokeResponses, UsersRevokeErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
     url: '/api/users/me/authorizations/current',
+    ...options
+});
+
+/**
+ * Everything of the current user, as one document
+ *
+ * The user, every project, every task (also abandoned ones and ones finished long ago, which the task list leaves out) and every webhook (without its secrets), each as its own GET shows it under `data`, in one snapshot of the account, in order of id.
+ *
+ * Sent as an attachment (`Content-Disposition: attachment; filename="export.json"`) and streamed (read 1000 records at a time), whatever the size of the account.
+ *
+ * With `Accept: application/x-ndjson`: the same items as NDJSON (`filename="export.ndjson"`), one JSON object a line: the user first, then each project, task and webhook, each with its `type`.
+ *
+ * On /trpc (`users.export`) the same document comes whole.
+ */
+export const usersExport = <ThrowOnError extends boolean = false>(options?: Options<UsersExportData, ThrowOnError>): RequestResult<UsersExportResponses, UsersExportErrors, ThrowOnError> => (options?.client ?? client).get<UsersExportResponses, UsersExportErrors, ThrowOnError>({
+    security: [{ name: 'Authorization', type: 'apiKey' }],
+    url: '/api/users/me/export',
     ...options
 });
 

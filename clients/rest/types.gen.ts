@@ -16,6 +16,112 @@ export type User = {
     };
 };
 
+export type Project = {
+    type: 'project';
+    id: number;
+    attributes: {
+        name: string;
+        slug: string;
+        description: string;
+        state: 'newed' | 'started' | 'paused' | 'finished';
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        startedAt: number;
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        dueAt: number;
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        pausedAt: number;
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        finishedAt: number;
+        isInProgress: boolean;
+    };
+    relationships: {
+        user: {
+            data: {
+                type: 'user';
+                id: number;
+            };
+        };
+        tasks: {
+            data: Array<{
+                type: 'task';
+                id: number;
+            }>;
+        };
+    };
+};
+
+export type Task = {
+    type: 'task';
+    id: number;
+    attributes: {
+        label: string;
+        order: number;
+        plannedCount: number;
+        state: 'newed' | 'started' | 'planned' | 'finished' | 'abandoned';
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        startedAt: number;
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        plannedAt: number;
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        finishedAt: number;
+        /**
+         * Unix time in whole seconds; 0 when unset.
+         */
+        abandonedAt: number;
+    };
+    relationships: {
+        user: {
+            data: {
+                type: 'user';
+                id: number;
+            };
+        };
+        project: {
+            data: {
+                type: 'project';
+                id: number;
+            } | null;
+        };
+    };
+};
+
+export type Webhook = {
+    type: 'webhook';
+    id: number;
+    attributes: {
+        url: string;
+        events: Array<'*' | 'project.*' | 'task.*' | 'project.created' | 'project.updated' | 'project.deleted' | 'task.created' | 'task.updated'>;
+        description: string;
+        state: 'enabled' | 'disabled';
+        /**
+         * Why delivery stopped, when the service disabled the webhook; null otherwise.
+         */
+        disabledReason: string | null;
+        /**
+         * Unix seconds.
+         */
+        createdAt: number;
+        /**
+         * The newest event of your change log this webhook is done with (delivered, or not matching its events); the next delivery is of a later one.
+         */
+        lastEventId: string;
+    };
+};
+
 export type Token = {
     type: 'token';
     id: number;
@@ -61,95 +167,12 @@ export type PageLinks = {
     next?: string;
 };
 
-export type Project = {
-    type: 'project';
-    id: number;
-    attributes: {
-        name: string;
-        slug: string;
-        description: string;
-        state: 'newed' | 'started' | 'paused' | 'finished';
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        startedAt: number;
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        dueAt: number;
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        pausedAt: number;
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        finishedAt: number;
-        isInProgress: boolean;
-    };
-    relationships: {
-        user: {
-            data: {
-                type: 'user';
-                id: number;
-            };
-        };
-        tasks: {
-            data: Array<{
-                type: 'task';
-                id: number;
-            }>;
-        };
-    };
-};
-
 /**
  * Every project and task response is announced as liable to change soon.
  */
 export type StabilityMeta = {
     stability: 'unstable';
     notice: 'This output may change soon.';
-};
-
-export type Task = {
-    type: 'task';
-    id: number;
-    attributes: {
-        label: string;
-        order: number;
-        plannedCount: number;
-        state: 'newed' | 'started' | 'planned' | 'finished' | 'abandoned';
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        startedAt: number;
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        plannedAt: number;
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        finishedAt: number;
-        /**
-         * Unix time in whole seconds; 0 when unset.
-         */
-        abandonedAt: number;
-    };
-    relationships: {
-        user: {
-            data: {
-                type: 'user';
-                id: number;
-            };
-        };
-        project: {
-            data: {
-                type: 'project';
-                id: number;
-            } | null;
-        };
-    };
 };
 
 export type TaskOrder = {
@@ -179,29 +202,6 @@ export type ChangeEvent = {
 export type DeletedResource = {
     type: 'project' | 'task';
     id: number;
-};
-
-export type Webhook = {
-    type: 'webhook';
-    id: number;
-    attributes: {
-        url: string;
-        events: Array<'*' | 'project.*' | 'task.*' | 'project.created' | 'project.updated' | 'project.deleted' | 'task.created' | 'task.updated'>;
-        description: string;
-        state: 'enabled' | 'disabled';
-        /**
-         * Why delivery stopped, when the service disabled the webhook; null otherwise.
-         */
-        disabledReason: string | null;
-        /**
-         * Unix seconds.
-         */
-        createdAt: number;
-        /**
-         * The newest event of your change log this webhook is done with (delivered, or not matching its events); the next delivery is of a later one.
-         */
-        lastEventId: string;
-    };
 };
 
 export type Delivery = {
@@ -806,6 +806,138 @@ export type UsersUpdateResponses = {
 
 export type UsersUpdateResponse = UsersUpdateResponses[keyof UsersUpdateResponses];
 
+export type UsersChangePasswordData = {
+    body: {
+        user: {
+            /**
+             * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            current_password: string;
+            /**
+             * 8 to 200 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            password: string;
+        };
+    };
+    path?: never;
+    query?: never;
+    url: '/api/users/me/password';
+};
+
+export type UsersChangePasswordErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`, `too_short`, `too_long`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type UsersChangePasswordError = UsersChangePasswordErrors[keyof UsersChangePasswordErrors];
+
+export type UsersChangePasswordResponses = {
+    /**
+     * Done; no content.
+     */
+    204: void;
+};
+
+export type UsersChangePasswordResponse = UsersChangePasswordResponses[keyof UsersChangePasswordResponses];
+
+export type UsersDeleteData = {
+    body: {
+        user: {
+            /**
+             * 0 to 1000 characters (Unicode code points); no NUL character, no unpaired surrogate.
+             */
+            password: string;
+        };
+    };
+    path?: never;
+    query?: never;
+    url: '/api/users/me/deletion';
+};
+
+export type UsersDeleteErrors = {
+    /**
+     * Bad request: `invalid_json`
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
+     * Payload too large: `payload_too_large`
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type`
+     */
+    415: ErrorEnvelope;
+    /**
+     * Validation failed: `parameter_missing`, `invalid`
+     */
+    422: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type UsersDeleteError = UsersDeleteErrors[keyof UsersDeleteErrors];
+
+export type UsersDeleteResponses = {
+    /**
+     * Done; no content.
+     */
+    204: void;
+};
+
+export type UsersDeleteResponse = UsersDeleteResponses[keyof UsersDeleteResponses];
+
 export type UsersRevokeData = {
     body?: never;
     path?: never;
@@ -854,6 +986,70 @@ export type UsersRevokeResponses = {
 };
 
 export type UsersRevokeResponse = UsersRevokeResponses[keyof UsersRevokeResponses];
+
+export type UsersExportData = {
+    body?: never;
+    headers?: {
+        /**
+         * `application/x-ndjson` answers the same items as NDJSON, one JSON object a line; anything else is the JSON document.
+         */
+        Accept?: 'application/json' | 'application/x-ndjson';
+    };
+    path?: never;
+    query?: never;
+    url: '/api/users/me/export';
+};
+
+export type UsersExportErrors = {
+    /**
+     * Bad request: `invalid_json` (`invalid_json` only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    400: ErrorEnvelope;
+    /**
+     * Unauthorized: `unauthorized`
+     */
+    401: ErrorEnvelope;
+    /**
+     * undefined: `insufficient_scope`
+     */
+    403: InsufficientScope;
+    /**
+     * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    413: ErrorEnvelope;
+    /**
+     * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
+     */
+    415: ErrorEnvelope;
+    /**
+     * Too many requests: `rate_limited`
+     */
+    429: ErrorEnvelope;
+    /**
+     * Internal server error: `internal_error`
+     */
+    500: ErrorEnvelope;
+    /**
+     * Service unavailable: `service_unavailable`
+     */
+    503: ErrorEnvelope;
+};
+
+export type UsersExportError = UsersExportErrors[keyof UsersExportErrors];
+
+export type UsersExportResponses = {
+    /**
+     * OK
+     */
+    200: {
+        user: User;
+        projects: Array<Project>;
+        tasks: Array<Task>;
+        webhooks: Array<Webhook>;
+    };
+};
+
+export type UsersExportResponse = UsersExportResponses[keyof UsersExportResponses];
 
 export type TokensListData = {
     body?: never;
