@@ -69,6 +69,12 @@ describe('every procedure output, serialised for /trpc', () => {
     await note('webhooks.delete', api.webhooks.delete({ id: hook.id }));
     await note('events.ticket', api.events.ticket());
     await note('projects.delete', api.projects.delete({ id: project.id }));
+    const { data: made } = await note('tokens.create', api.tokens.create({ token: { name: 'Script', scopes: ['tasks:read'], expires_at: due } }));
+    await note('tokens.list', api.tokens.list({}));
+    await note('tokens.get', api.tokens.get({ id: made.id }));
+    await note('tokens.current', api.tokens.current());
+    await note('tokens.revoke', api.tokens.revoke({ id: made.id }));
+    await note('users.export', api.users.export());
     await note('users.changePassword', api.users.changePassword({ user: { current_password: 'correct horse', password: 'battery staple' } }));
     await note('users.revoke', api.users.revoke());
     const leaving = await procedures.register();
