@@ -397,7 +397,9 @@ export function judgeRest(request: string, res: ApiResponse): Outcome {
     if (res.text !== '') problems.push('204 with a body');
   } else if (res.status === 200 || res.status === 201) {
     if (res.headers.get('content-type') !== JSON_UTF8) problems.push(`content-type ${res.headers.get('content-type')}`);
-    if (!isRecord(res.body) || !('data' in res.body)) problems.push('2xx without data');
+    // Every answer is a document with `data`, but the account's export (API-CONTRACT.md §16): `{user, projects, tasks, webhooks}`.
+    const exported = isRecord(res.body) && ['user', 'projects', 'tasks', 'webhooks'].every((k) => k in (res.body as object));
+    if (!isRecord(res.body) || !('data' in res.body || exported)) problems.push('2xx without data');
   } else {
     if (res.headers.get('content-type') !== JSON_UTF8) problems.push(`content-type ${res.headers.get('content-type')}`);
     if (!isRecord(res.body)) problems.push('error body is not a JSON object');

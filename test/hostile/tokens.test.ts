@@ -239,6 +239,13 @@ const PLAIN_CASES: Record<string, PlainCase> = {
   'users.me': {},
   'users.update': { body: () => ({ user: { time_zone: 'Europe/Paris' } }) },
   'users.revoke': { throwaway: true },
+  // A's own account, with a wrong password: refused, and nothing of A's changes either.
+  'users.changePassword': {
+    body: () => ({ user: { current_password: 'not the password', password: 'another password' } }),
+    refused: { status: 422, code: 'invalid', pointer: '/user/current_password' },
+  },
+  'users.delete': { body: () => ({ user: { password: 'not the password' } }), refused: { status: 422, code: 'invalid', pointer: '/user/password' } },
+  'users.export': {},
   'tokens.create': { body: (_b, n) => ({ token: { name: `a ${n}`, scopes: ['tasks:read'], expires_at: now() + DAY } }), needs: ['tasks:read'] },
   'tokens.list': {},
   'tokens.current': {},
