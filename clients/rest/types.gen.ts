@@ -1085,10 +1085,6 @@ export type TokensListErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `invalid`
-     */
-    422: ErrorEnvelope;
-    /**
      * Too many requests: `rate_limited`
      */
     429: ErrorEnvelope;

@@ -40,7 +40,6 @@ export const tokensRouter = router({
         description: `Every live token of yours, session tokens included, newest first, ${TOKENS_PAGE_SIZE} a page; \`current\` marks the one making this request.`,
       },
       queryParameters: ['page'],
-      errorCodes: ['invalid'],
     })
     .input(TokenListInput)
     .output(TokenPage)

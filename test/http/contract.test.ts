@@ -84,6 +84,8 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
   let username: string;
   let otherToken: string;
   let revokedToken: string;
+  /** A personal token of the main user, with tasks:read and tokens:manage. */
+  let personalSecret: string;
   const ids: Record<string, number> = {};
 
   async function call(operationId: string, options: CallOptions = {}, what = operationId): Promise<ApiResponse> {
@@ -539,6 +541,60 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     expect(row!.retired_until.map((d) => new Date(d).getTime())).toEqual([T0 + 24 * 3_600_000]);
   });
 
+  it('tokens-create: 201 with its secret, 422 with its codes, limit_reached at the 51st live one, 403 beyond the maker\'s scopes', async () => {
+    const expires_at = seconds(T0) + 30 * DAY;
+    const res = await expectStatus('tokens-create', 201, { token, body: { token: { name: 'Contract', scopes: ['tasks:read', 'tokens:manage'], expires_at } } });
+    expect(res.body.data.attributes).toEqual({ name: 'Contract', kind: 'personal', scopes: ['tasks:read', 'tokens:manage'], createdAt: seconds(T0), expiresAt: expires_at, lastUsedAt: 0, current: false });
+    expect(res.body.meta.secret).toMatch(/^plnr_/);
+    ids.token = res.body.data.id;
+    personalSecret = res.body.meta.secret;
+    ids.spareToken = (await expectStatus('tokens-create', 201, { token, body: { token: { name: 'Spare', scopes: ['events:read'], expires_at } } })).body.data.id;
+    ids.otherToken = (await expectStatus('tokens-create', 201, { token: otherToken, body: { token: { name: 'Theirs', scopes: ['tasks:read'], expires_at } } })).body.data.id;
+    await expectStatus('tokens-create', 422, { token, body: {} }, ['parameter_missing']);
+    await expectStatus('tokens-create', 422, { token, body: { token: { name: 'x'.repeat(101), scopes: ['tasks:read'], expires_at } } }, ['too_long']);
+    await expectStatus('tokens-create', 422, { token, body: { token: { name: 'x', scopes: ['tasks:read'], expires_at: seconds(T0) - 1 } } }, ['invalid']);
+    // A personal token gives no scope it lacks, and never tokens:manage or account.
+    const minted = await expectStatus('tokens-create', 403, { token: personalSecret, body: { token: { name: 'x', scopes: ['tasks:write'], expires_at } } }, ['insufficient_scope']);
+    expect(minted.body.meta).toEqual({ required_scope: 'tasks:write' });
+    // The 51st live personal token of a user.
+    const crowded = (await app.request('POST', '/api/users', { body: { user: { username: 'crowded', password: 'correct horse' } } })).body.meta.token as string;
+    for (let i = 0; i < 50; i++) await expectStatus('tokens-create', 201, { token: crowded, body: { token: { name: `t${i}`, scopes: ['tasks:read'], expires_at } } });
+    const full = await expectStatus('tokens-create', 422, { token: crowded, body: { token: { name: 't50', scopes: ['tasks:read'], expires_at } } }, ['limit_reached']);
+    expect(full.body.errors[0].source).toEqual({ pointer: '/token' });
+  });
+
+  it('tokens-list, tokens-current, tokens-get and tokens-revoke: 200 and 204; 400 for a bad page, 404 for another user\'s id', async () => {
+    const list = await expectStatus('tokens-list', 200, { token });
+    expect(list.body.data.map((t: Json) => t.id)).toEqual(expect.arrayContaining([ids.token, ids.spareToken]));
+    await expectStatus('tokens-list', 400, { token, query: 'page=0' }, ['invalid']);
+    const current = await expectStatus('tokens-current', 200, { token: personalSecret });
+    expect(current.body.data).toMatchObject({ id: ids.token, attributes: { current: true, lastUsedAt: seconds(T0) } });
+    await expectStatus('tokens-get', 200, { token, id: ids.token });
+    await expectStatus('tokens-get', 404, { token, id: ids.otherToken }, ['record_not_found']);
+    const doomed = (await expectStatus('tokens-create', 201, { token, body: { token: { name: 'Doomed', scopes: ['tasks:read'], expires_at: seconds(T0) + DAY } } })).body.data.id;
+    expect((await expectStatus('tokens-revoke', 204, { token, id: doomed })).text).toBe('');
+    await expectStatus('tokens-revoke', 404, { token, id: doomed }, ['record_not_found']);
+  });
+
+  it('every operation that needs a scope is 403 insufficient_scope, with WWW-Authenticate and meta.required_scope, for a token without it', async () => {
+    const expires_at = seconds(T0) + DAY;
+    const narrow: Record<string, string> = {};
+    for (const scope of ['events:read', 'tasks:read'] as const) {
+      narrow[scope] = (await expectStatus('tokens-create', 201, { token, body: { token: { name: scope, scopes: [scope], expires_at } } })).body.meta.secret;
+    }
+    const scoped = operations.filter((o) => o.op.responses['403']);
+    expect(scoped.length).toBeGreaterThan(25);
+    for (const operation of scoped) {
+      // A token with another scope: events:read, or for the change log's operations tasks:read.
+      const other = operation.id.startsWith('events-') ? narrow['tasks:read']! : narrow['events:read']!;
+      const body = operation.id === 'batch-apply' ? { operations: [{ op: 'tasks.create', input: { task: { label: 'x' } } }] } : operation.op.requestBody ? {} : undefined;
+      const res = await expectStatus(operation.id, 403, { token: other, id: 1, body }, ['insufficient_scope']);
+      const scope = res.body.meta.required_scope;
+      expect(operation.op.security, operation.id).toEqual([{ token: [operation.id === 'batch-apply' ? [] : scope].flat() }]);
+      expect(res.headers.get('www-authenticate'), operation.id).toBe(`Bearer error="insufficient_scope", scope="${scope}"`);
+    }
+  });
+
   it('every protected operation is 401 without a token, with an unknown one, and with a revoked one', async () => {
     const secured = operations.filter((o) => o.op.security?.length);
     // Every operation but registration and login (API-CONTRACT.md §3).
@@ -556,13 +612,13 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
 
   it('every operation on a path id is 404 for an unknown, malformed or foreign id', async () => {
     const withId = operations.filter((o) => o.path.includes('{id}'));
-    expect(withId).toHaveLength(15);
-    const foreignIds: Record<string, number> = { project: ids.otherProject!, task: ids.otherTask!, webhook: ids.otherWebhook! };
+    expect(withId).toHaveLength(17);
+    const foreignIds: Record<string, number> = { project: ids.otherProject!, task: ids.otherTask!, webhook: ids.otherWebhook!, token: ids.otherToken! };
     // Bodies the operation accepts, so that only the id is at fault.
     const bodies: Record<string, unknown> = { 'webhooks-update': { webhook: { description: 'x' } }, 'webhooks-replay': { replay: { after: '0' } } };
     const theirs = (await expectStatus('webhooks-get', 200, { token: otherToken, id: ids.otherWebhook })).body;
     for (const operation of withId) {
-      const resource = { projects: 'project', tasks: 'task', webhooks: 'webhook' }[operation.path.split('/')[2]!]!;
+      const resource = { projects: 'project', tasks: 'task', webhooks: 'webhook', tokens: 'token' }[operation.path.split('/')[2]!]!;
       const body = bodies[operation.id] ?? (operation.method === 'patch' ? { [resource]: { label: 'x' } } : operation.op.requestBody ? { [resource]: { state: 'started', order: 1 } } : undefined);
       for (const id of [2_147_483_647, 99_999_999_999, foreignIds[resource]!, 'abc', '0', '01', '1.0', '-1']) {
         const res = await expectStatus(operation.id, 404, { token, id, body }, ['record_not_found'], `${operation.id} id ${id}`);
@@ -578,12 +634,14 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
   });
 
   it('every operation is 400 invalid_json, 413 and 415 on a broken, big or non-JSON body, and ignores a valid body it does not take', async () => {
-    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(16);
+    expect(operations.filter((o) => o.op.requestBody)).toHaveLength(17);
     for (const operation of operations) {
       if (operation.id === 'users-revoke') continue; // its success would end the session; covered below
       // The webhook a delete with an ignored body removes is a spare one; the others stay.
       const webhook = operation.id === 'webhooks-delete' ? ids.spareWebhook : ids.webhook;
-      const id = operation.path.startsWith('/api/projects') ? ids.startedProject : operation.path.startsWith('/api/webhooks') ? webhook : ids.task;
+      // A token read or revoked with an ignored body is a spare one.
+      const id = operation.path.startsWith('/api/projects') ? ids.startedProject : operation.path.startsWith('/api/webhooks') ? webhook
+        : operation.path.startsWith('/api/tokens') ? ids.spareToken : ids.task;
       const send = (body: string, contentType: string | undefined, what: string) => rawCall(operation, { token, id }, body, contentType, what);
       const json = 'application/json';
       expect((await send('{"project": ', json, `${operation.id} broken JSON`)).status).toBe(400);
@@ -662,7 +720,8 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     const id = fc.oneof(fc.constantFrom(ids.startedProject, ids.task, ids.otherProject, ids.otherTask, ids.webhook, ids.otherWebhook, 1), fc.string({ maxLength: 5 }));
     const page = fc.oneof(fc.integer({ min: -2, max: 4 }).map(String), fc.string({ maxLength: 5 }));
     for (const operation of operations) {
-      if (operation.id === 'users-revoke') continue; // would end the session the other calls use
+      // These would end the session the other calls use (a token's id is any small number).
+      if (operation.id === 'users-revoke' || operation.id === 'tokens-revoke') continue;
       await fc.assert(
         fc.asyncProperty(body, id, page, async (b, i, p) => {
           const options: CallOptions = { token, id: operation.path.includes('{id}') ? i : undefined };
