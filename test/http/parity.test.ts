@@ -34,6 +34,7 @@ const PROCEDURES = [
   'events.list', 'events.ticket',
   'webhooks.create', 'webhooks.list', 'webhooks.get', 'webhooks.update', 'webhooks.delete', 'webhooks.deliveries', 'webhooks.replay',
   'webhooks.test', 'webhooks.rotateSecret',
+  'tokens.create', 'tokens.list', 'tokens.current', 'tokens.get', 'tokens.revoke',
 ] as const;
 type Procedure = (typeof PROCEDURES)[number];
 
@@ -77,6 +78,8 @@ describe('tRPC and REST give the same data and the same errors', () => {
     foreign.project = project.body.data.id;
     foreign.task = task.body.data.id;
     foreign.webhook = webhook.body.data.id;
+    const token = await app.request('POST', '/api/users/me/tokens', { token: stranger.token, body: { token: { name: 'Theirs', scopes: ['tasks:read'], expires_at: DUE } } });
+    foreign.token = token.body.data.id;
   });
   afterAll(async () => {
     await app?.close();
@@ -214,6 +217,20 @@ describe('tRPC and REST give the same data and the same errors', () => {
     { name: 'the attempts of a webhook', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook }) },
     { name: 'the attempts, page 2', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook, page: 2 }) },
     { name: 'the attempts, page 0', procedure: 'webhooks.deliveries', input: (s) => ({ id: s.refs.hook, page: 0 }), fails: ['invalid'] },
+    // Personal access tokens (API-CONTRACT.md §16).
+    { name: 'make a token', procedure: 'tokens.create', input: () => ({ token: { name: 'Script', scopes: ['tasks:read', 'events:read'], expires_at: DUE } }), keep: (o, s) => void (s.refs.pat = o.data.id) },
+    { name: 'a token of an unknown scope', procedure: 'tokens.create', input: () => ({ token: { name: 'Script', scopes: ['admin'], expires_at: DUE } }), fails: ['invalid'] },
+    { name: 'a token without a name', procedure: 'tokens.create', input: () => ({ token: { scopes: ['tasks:read'], expires_at: DUE } }), fails: ['parameter_missing'] },
+    { name: 'a token that has expired', procedure: 'tokens.create', input: () => ({ token: { name: 'Old', scopes: ['tasks:read'], expires_at: seconds(T0) } }), fails: ['invalid'] },
+    { name: 'the token in use', procedure: 'tokens.current' },
+    { name: 'the token in use, without token', procedure: 'tokens.current', auth: 'none', fails: ['unauthorized'] },
+    { name: 'get the token', procedure: 'tokens.get', input: (s) => ({ id: s.refs.pat }) },
+    { name: 'get a foreign token', procedure: 'tokens.get', input: () => ({ id: foreign.token }), fails: ['record_not_found'] },
+    { name: 'the tokens', procedure: 'tokens.list' },
+    { name: 'the tokens, page 0', procedure: 'tokens.list', input: () => ({ page: 0 }), fails: ['invalid'] },
+    { name: 'revoke the token', procedure: 'tokens.revoke', input: (s) => ({ id: s.refs.pat }) },
+    { name: 'revoke it again', procedure: 'tokens.revoke', input: (s) => ({ id: s.refs.pat }), fails: ['record_not_found'] },
+    { name: 'revoke a foreign token', procedure: 'tokens.revoke', input: () => ({ id: foreign.token }), fails: ['record_not_found'] },
     // Everything of the user, webhooks and tasks of every state included: the same document through both doors.
     { name: 'export the account', procedure: 'users.export' },
     { name: 'export without token', procedure: 'users.export', auth: 'none', fails: ['unauthorized'] },

@@ -14,6 +14,7 @@ import { chromium, type Browser, type Locator, type Page, type Response } from '
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
+import { operations } from '../helpers/openapi-document.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const hasChromium = existsSync(CHROMIUM);
@@ -93,9 +94,10 @@ describe('the docs page in a browser', () => {
     expect(docsResponse?.status()).toBe(200);
     await page.locator('.opblock').first().waitFor();
     expect(await page.title()).toBe('Planning service API');
-    await eventually(async () => (await page.locator('.opblock').count()) === 29, { message: 'the 29 operations on the page' });
+    const count = operations.length;
+    await eventually(async () => (await page.locator('.opblock').count()) === count, { message: `the ${count} operations on the page` });
     const tags = await page.locator('.opblock-tag-section h3.opblock-tag').evaluateAll((els) => els.map((el) => el.getAttribute('data-tag')));
-    expect(tags).toEqual(['users', 'projects', 'tasks', 'batch', 'events', 'webhooks']);
+    expect(tags).toEqual(['users', 'tokens', 'projects', 'tasks', 'batch', 'events', 'webhooks']);
     for (const tag of tags) expect(await page.locator(`#operations-tag-${tag}`).count(), `#operations-tag-${tag}`).toBe(1);
     // The tag descriptions of openapi.json are shown with the sections.
     await eventually(async () => (await page.getByText('Registration, login (access tokens) and the current user', { exact: false }).count()) === 1, {
@@ -106,10 +108,10 @@ describe('the docs page in a browser', () => {
     }
     const perTag = Object.fromEntries(
       await Promise.all(
-        ['users', 'projects', 'tasks', 'batch', 'events'].map(async (tag) => [tag, await page.locator(`.opblock-tag-section:has(h3[data-tag="${tag}"]) .opblock`).count()]),
+        ['users', 'tokens', 'projects', 'tasks', 'batch', 'events'].map(async (tag) => [tag, await page.locator(`.opblock-tag-section:has(h3[data-tag="${tag}"]) .opblock`).count()]),
       ),
     );
-    expect(perTag).toEqual({ users: 5, projects: 6, tasks: 6, batch: 1, events: 2 });
+    expect(perTag).toEqual({ users: 8, tokens: 5, projects: 6, tasks: 6, batch: 1, events: 2 });
     expect(pageErrors).toEqual([]);
   }, 60_000);
 
