@@ -241,7 +241,10 @@ describe('README', () => {
     expect(forged.status).toBe(401);
     expect((await call(service.url, 'POST', '/api/users/me/projects', { token, body: { project: { name: 'Tea' } } })).status).toBe(201);
     await eventually(() => printed.includes('1 project.created'), { message: 'the receiver printed the verified event', timeout: 10_000 });
-    const deliveries = await call(service.url, 'GET', `/api/webhooks/${created.body.data.id}/deliveries`, { token });
-    expect(deliveries.body.data.map((d: any) => [d.attributes.eventId, d.attributes.outcome, d.attributes.httpStatus])).toEqual([['1', 'delivered', 204]]);
+    // The attempt is recorded once the receiver's answer is read: a moment after it printed.
+    const attempts = async () =>
+      (await call(service.url, 'GET', `/api/webhooks/${created.body.data.id}/deliveries`, { token })).body.data.map((d: any) => [d.attributes.eventId, d.attributes.outcome, d.attributes.httpStatus]);
+    await eventually(async () => (await attempts()).length > 0, { message: 'the delivery is recorded', timeout: 10_000 });
+    expect(await attempts()).toEqual([['1', 'delivered', 204]]);
   });
 });
