@@ -68,11 +68,19 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
     if (typeof message === 'string' && TOO_MANY_CONNECTIONS.test(message)) return true;
     if (code === '08P01' && typeof message === 'string' && POOLER_UNAVAILABLE.test(message)) return true;
-    if (typeof message === 'string' && BROKEN_CONNECTION.test(message)) return true;
+    if (typeof message === 'string' && (BROKEN_CONNECTION.test(message) || IN_RECOVERY.test(message))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;
 }
+
+/**
+ * What a server in recovery (a standby, an old primary restarting as one) answers besides
+ * 25006: a statement on an unlogged table ("cannot access temporary or unlogged relations
+ * during recovery", 0A000), a WAL function ("recovery is in progress", 55000). Its connection
+ * leads to the wrong server, as a 25006's does.
+ */
+const IN_RECOVERY = /during recovery|recovery is in progress/i;
 
 /** Words of node-postgres (and of the pool) for a connection that broke or could not be made. */
 const BROKEN_CONNECTION = /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Query read timeout/i;
@@ -88,16 +96,36 @@ export function isConnectionUnfit(error: unknown): boolean {
     const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string' && CONNECTION_UNFIT_CODES.has(code)) return true;
     if (code === '08P01' && typeof message === 'string' && POOLER_UNAVAILABLE.test(message)) return true;
-    if (typeof message === 'string' && BROKEN_CONNECTION.test(message)) return true;
+    if (typeof message === 'string' && (BROKEN_CONNECTION.test(message) || IN_RECOVERY.test(message))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;
 }
 
-/** True when the error (or one of its causes) says the server is read-only (25006): a standby, or a demoted primary. */
+/**
+ * The server is gone, not slow: the connection was refused, reset or cut off by a shutdown or
+ * a crash, or the pooler says it cannot reach any server. A timeout (the pool's, the pooler's
+ * wait, a statement's) or too many clients is not one: under load those come from a busy
+ * database, and must not make the service refuse everything (`DatabaseRoleWatch.outage`).
+ */
+const SERVER_GONE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', '57P01', '57P02', '57P03', '08001', '08003', '08004', '08006']);
+const SERVER_GONE = /Connection terminated unexpectedly|connect ECONNREFUSED|server login has been failing|cannot connect to server|server conn crashed/i;
+
+export function isServerGone(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && SERVER_GONE_CODES.has(code)) return true;
+    if (typeof message === 'string' && SERVER_GONE.test(message)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** True when the error (or one of its causes) says the server is read-only (25006) or in recovery: a standby, or a demoted primary. */
 export function isReadOnlyDatabase(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
-    if ((e as { code?: unknown }).code === '25006') return true;
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (code === '25006' || (typeof message === 'string' && IN_RECOVERY.test(message))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;

@@ -14,7 +14,7 @@ import type { Clock } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { failureLog, poolStateOf } from '../core/failure-log.js';
-import { isDatabaseUnavailable, isReadOnlyDatabase, toErrorResponse, unavailable } from '../core/failures.js';
+import { isDatabaseUnavailable, isReadOnlyDatabase, isServerGone, toErrorResponse, unavailable } from '../core/failures.js';
 import { DatabaseRoleWatch } from '../db/database-role.js';
 import type { Logger } from '../core/logger.js';
 import { createContextInner, type Context, type WebhookHost } from '../core/context.js';
@@ -56,6 +56,14 @@ export interface AppDependencies {
   /** What this process sees of its database (primary, read-only, unreachable); one on `orm` is made if omitted. */
   database?: DatabaseRoleWatch;
 }
+
+/** How long a request waits for a probe during an outage before it is answered 503. */
+const OUTAGE_WAIT_MS = 300;
+/** The tRPC subscription to the change log. */
+const EVENTS_SUBSCRIPTION = 'events.onChange';
+
+/** How long /readyz waits for the database: a balancer checks it (HAProxy here, `timeout check 2s`). */
+const READY_PROBE_TIMEOUT_MS = 5_000;
 
 /** The database's watch of an ORM: its probe runs through the ORM's pool, as requests do. */
 export function databaseRoleWatch(orm: MikroORM): DatabaseRoleWatch {
@@ -102,7 +110,10 @@ export function createApp(deps: AppDependencies): express.Express {
   // Every failed request passes here: a 503 is counted, and one the database caused tells the
   // watch what the database is now (read-only, or out of reach).
   const logFailure: typeof logRequestFailure = (error, status, fields) => {
-    if (status === 503) database.noteUnavailable(!isDatabaseUnavailable(error) ? undefined : isReadOnlyDatabase(error) ? 'read-only' : 'unreachable');
+    if (status === 503) {
+      const seen = !isDatabaseUnavailable(error) ? undefined : isReadOnlyDatabase(error) ? 'read-only' : 'unreachable';
+      database.noteUnavailable(seen, isServerGone(error));
+    }
     logRequestFailure(error, status, fields);
   };
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
@@ -162,6 +173,19 @@ export function createApp(deps: AppDependencies): express.Express {
   });
   // A request with no valid Host, or a transfer coding Node does not decode, goes no further.
   app.use(checkFraming);
+  // While a request has found the database gone and no probe has reached it since (a
+  // failover under way), the doors answer 503 within OUTAGE_WAIT_MS instead of waiting on the
+  // way to it: each request asks a probe (shared), and goes on if it answered in time. Event
+  // streams are left to refuse in their own shape (a tRPC subscription's is an SSE error).
+  app.use(['/api', '/trpc'], (req, res, next) => {
+    const path = req.originalUrl.split('?', 1)[0];
+    if (!database.outage || path === EVENTS_PATH || path === `/trpc/${EVENTS_SUBSCRIPTION}`) return next();
+    database.answersWithin(OUTAGE_WAIT_MS).then((answers) => {
+      if (answers) return next();
+      database.noteUnavailable(undefined);
+      sendRefusal(req, res, unavailable());
+    }, next);
+  });
   if (deps.corsOrigins?.length) {
     app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'ETag', 'Idempotent-Replayed', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }
@@ -179,7 +203,7 @@ export function createApp(deps: AppDependencies): express.Express {
   });
   // Readiness: the database answers (a primary, or a read-only server that still serves reads).
   app.get('/readyz', async (_req, res) => {
-    const role = await database.probe();
+    const role = await database.probe(READY_PROBE_TIMEOUT_MS);
     if (role === 'unreachable') sendErrorResponse(res, toErrorResponse(unavailable()));
     else res.json({ status: 'ready' });
   });

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DatabaseRoleWatch, PROBE_TIMEOUT_MS } from '../../src/db/database-role.js';
+import { isConnectionUnfit, isReadOnlyDatabase, isServerGone, toErrorResponse } from '../../src/core/failures.js';
 
 type Answer = { read_only: boolean; wal_file: string | null } | Error | 'hang';
 
@@ -60,5 +61,66 @@ describe('the database role a process sees', () => {
   it('takes a 25006 from the probe itself as read-only', async () => {
     const { watch } = watchOf([Object.assign(new Error('cannot execute in a read-only transaction'), { code: '25006' })]);
     expect(await watch.probe()).toBe('read-only');
+  });
+
+  it('holds an outage from a request that found the server gone until a probe gets an answer', async () => {
+    const gone = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const { watch } = watchOf([gone, gone, primary(1)]);
+    watch.noteUnavailable('unreachable', false);
+    expect(watch.outage).toBe(false); // slow is not gone
+    watch.noteUnavailable('unreachable', true);
+    expect(watch.outage).toBe(true);
+    // Probes every OUTAGE_PROBE_MS: two fail, the third answers.
+    const started = performance.now();
+    while (watch.outage && performance.now() - started < 5_000) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(watch.outage).toBe(false);
+    expect(watch.state.role).toBe('primary');
+    watch.stop();
+  });
+
+  it('holds an outage from a request that could not reach the server when a probe just got no answer either', async () => {
+    const gone = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const { watch } = watchOf([gone, primary(1)]);
+    watch.noteUnavailable('unreachable', false);
+    expect(watch.outage).toBe(false); // one timeout alone: a busy pool as well as a gone server
+    expect(await watch.probe()).toBe('unreachable');
+    watch.noteUnavailable('unreachable', false);
+    expect(watch.outage).toBe(true);
+    const started = performance.now();
+    while (watch.outage && performance.now() - started < 5_000) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(watch.outage).toBe(false);
+    watch.stop();
+  });
+});
+
+describe('what a failover says, as the service reads it', () => {
+  const pgError = (code: string, message: string) => Object.assign(new Error(message), { code, severity: 'ERROR' });
+  it.each([
+    ['25006', 'cannot execute INSERT in a read-only transaction'],
+    ['0A000', 'cannot access temporary or unlogged relations during recovery'],
+    ['55000', 'recovery is in progress'],
+  ])('%s (%s), a server in recovery or read-only, is 503, read-only, and its connection is not reused', (code, message) => {
+    const error = pgError(code, message);
+    expect(toErrorResponse(error).status).toBe(503);
+    expect(toErrorResponse(error).retryAfter).toBeGreaterThan(0);
+    expect(isReadOnlyDatabase(error)).toBe(true);
+    expect(isConnectionUnfit(error)).toBe(true);
+    expect(isServerGone(error)).toBe(false);
+  });
+
+  it.each([
+    ['57P01', 'terminating connection due to administrator command'],
+    ['57P02', 'terminating connection because of crash of another server process'],
+    ['ECONNRESET', 'read ECONNRESET'],
+  ])('%s (%s), a server gone, is 503 and not reused', (code, message) => {
+    const error = pgError(code, message);
+    expect(toErrorResponse(error).status).toBe(503);
+    expect(isConnectionUnfit(error)).toBe(true);
+    expect(isServerGone(error)).toBe(true);
+  });
+
+  it('keeps the connection of a statement timeout or of another 0A000', () => {
+    expect(isConnectionUnfit(pgError('57014', 'canceling statement due to statement timeout'))).toBe(false);
+    expect(toErrorResponse(pgError('0A000', 'cannot do that')).status).toBe(500);
   });
 });
