@@ -96,6 +96,10 @@ export default defineConfig({
           isolate: false,
         },
       },
+      // The failover tier (test/failover/): the high-availability deployment of docs/operations.md
+      // (Patroni, etcd, HAProxy, PgBouncer, two instances) under load while its primary is
+      // killed; it skips without root or the packages, unless CI is set.
+      { extends: true, test: { name: 'failover', include: ['test/failover/**/*.test.ts'], isolate: false } },
       // Skipped only on a machine without PostgreSQL 15 and PgBouncer that is not CI.
       ...(pooledTierSkip ? [] : [{ extends: true, test: { name: 'pooled', include: POOLED_TIER, isolate: false } }]),
     ],

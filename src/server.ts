@@ -12,7 +12,7 @@ import type { Logger } from './core/logger.js';
 import { openOrm } from './app/orm.js';
 import { openDatabase, preparedStatementsFor, type DatabaseHandle } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
-import { createApp } from './http/app.js';
+import { createApp, databaseRoleWatch } from './http/app.js';
 import { createHttpServer, maxConnectionsFor } from './http/http-server.js';
 import { startHousekeeping } from './core/housekeeping.js';
 import { pruneRateLimits } from './core/rate-limit.js';
@@ -134,6 +134,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     pollMs: options.webhookPollMs,
   });
   metrics?.watchWebhooks(() => waitingEvents(orm.em.fork()));
+  // What the process sees of its database (primary, read-only, unreachable), on /healthz and /metrics.
+  const databaseRole = databaseRoleWatch(orm);
+  metrics?.watchDatabase(databaseRole);
   const app = createApp({
     events,
     inFlight,
@@ -146,6 +149,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     corsOrigins: config.corsOrigins,
     databaseUp: options.databaseUp ?? (database.embedded ? () => database.embedded!.up : undefined),
     metrics,
+    database: databaseRole,
     webhooks: { allowPrivateUrls: config.webhooks.allowPrivateUrls, resolve: options.webhookResolve, wake: (userId) => deliverer.wake(userId) },
   });
   const http = createHttpServer(inFlight.wrap(app));
@@ -194,6 +198,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     stop() {
       stopping ??= (async () => {
         housekeeping.stop();
+        databaseRole.stop();
         const deadline = Date.now() + config.shutdownTimeoutMs;
         // Open event streams end first (clients reconnect elsewhere with their last id).
         await events.stop();

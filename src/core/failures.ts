@@ -1,7 +1,8 @@
 /**
  * The one function that turns any failure into what the client sees (`toErrorResponse`):
  * domain errors as they are, zod input failures by their issues, transport failures by
- * their tRPC code, a database that cannot be reached as 503,
+ * their tRPC code, a database that cannot be reached or cannot write now (read-only: a failover
+ * under way) as 503,
  * and everything else as a 500 that reveals nothing. `errorBody` writes the envelope.
  */
 import { TRPCError } from '@trpc/server';
@@ -24,9 +25,21 @@ export function errorBody(response: Pick<ErrorResponse, 'errors' | 'meta'>): str
   return JSON.stringify(response.meta ? { errors: response.errors, meta: response.meta } : { errors: response.errors });
 }
 
+/**
+ * The SQLSTATEs and errnos of a connection that is gone or leads to a server that cannot take
+ * writes now: refused, reset, cut off by an administrator or a crash (57P01, 57P02), a server
+ * starting or stopping (57P03), and a server that is read-only (25006: a hot standby, a demoted
+ * primary a proxy still leads to, `default_transaction_read_only`; the service never opens a
+ * read-only transaction itself). The connection that saw one is not used again (`isConnectionUnfit`).
+ */
+const CONNECTION_UNFIT_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+  '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', '25006',
+]);
+
 const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN',
-  '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', '53300',
+  ...CONNECTION_UNFIT_CODES,
+  '53300',
   // Not our bugs, and over once the load or the operator's fix is in: a statement timeout
   // (57014), a full disk (53100; 503 rather than 507, so clients need one retry rule), out of
   // memory (53200), and no file descriptor left for a connection (EMFILE/ENFILE).
@@ -57,9 +70,64 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
     if (typeof message === 'string' && TOO_MANY_CONNECTIONS.test(message)) return true;
     if (code === '08P01' && typeof message === 'string' && POOLER_UNAVAILABLE.test(message)) return true;
-    if (typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Query read timeout/i.test(message)) {
-      return true;
-    }
+    if (typeof message === 'string' && (BROKEN_CONNECTION.test(message) || IN_RECOVERY.test(message))) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * What a server in recovery (a standby, an old primary restarting as one) answers besides
+ * 25006: a statement on an unlogged table ("cannot access temporary or unlogged relations
+ * during recovery", 0A000), a WAL function ("recovery is in progress", 55000). Its connection
+ * leads to the wrong server, as a 25006's does.
+ */
+const IN_RECOVERY = /during recovery|recovery is in progress/i;
+
+/** Words of node-postgres (and of the pool) for a connection that broke or could not be made. */
+const BROKEN_CONNECTION = /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Client has encountered a connection error|Query read timeout/i;
+
+/**
+ * True when the connection that gave this error must not serve another statement: it is gone,
+ * or it leads to a server that is read-only now (after a failover, the old primary). A pooled
+ * connection that saw one is closed instead of going back to its pool (src/db/unfit-connections.ts).
+ * A statement timeout (57014), a full disk or too many connections leave the connection sound.
+ */
+export function isConnectionUnfit(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && CONNECTION_UNFIT_CODES.has(code)) return true;
+    if (code === '08P01' && typeof message === 'string' && POOLER_UNAVAILABLE.test(message)) return true;
+    if (typeof message === 'string' && (BROKEN_CONNECTION.test(message) || IN_RECOVERY.test(message))) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * The server is gone, not slow: the connection was refused, reset or cut off by a shutdown or
+ * a crash, or the pooler says it cannot reach any server. A timeout (the pool's, the pooler's
+ * wait, a statement's) or too many clients is not one: under load those come from a busy
+ * database, and must not make the service refuse everything (`DatabaseRoleWatch.outage`).
+ */
+const SERVER_GONE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', '57P01', '57P02', '57P03', '08001', '08003', '08004', '08006']);
+const SERVER_GONE = /Connection terminated unexpectedly|connect ECONNREFUSED|server login has been failing|cannot connect to server|server conn crashed/i;
+
+export function isServerGone(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && SERVER_GONE_CODES.has(code)) return true;
+    if (typeof message === 'string' && SERVER_GONE.test(message)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** True when the error (or one of its causes) says the server is read-only (25006) or in recovery: a standby, or a demoted primary. */
+export function isReadOnlyDatabase(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (code === '25006' || (typeof message === 'string' && IN_RECOVERY.test(message))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { batchPool } from './batching.js';
 import { usePreparedStatements } from './prepared.js';
 import { releaseConnectionsOpenedWhileEnding } from './pool-ending.js';
+import { discardUnfitConnections } from './unfit-connections.js';
 
 export interface OrmSettings {
   clientUrl: string;
@@ -115,6 +116,9 @@ function onPoolCreated(settings: OrmSettings) {
       behindPooler ? { transactionPrelude: `select set_config('statement_timeout', '${STATEMENT_TIMEOUT_MS}', true)` } : {},
     );
     usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler, { inSql: !behindPooler });
+    // Last, so that it sees every failure as the ORM does: a connection to a server gone or
+    // read-only (a failover) is closed on release, never handed out again.
+    discardUnfitConnections(pool);
   };
 }
 

@@ -14,7 +14,8 @@ import type { Clock } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
 import { failureLog, poolStateOf } from '../core/failure-log.js';
-import { toErrorResponse, unavailable } from '../core/failures.js';
+import { isDatabaseUnavailable, isReadOnlyDatabase, isServerGone, toErrorResponse, unavailable } from '../core/failures.js';
+import { DatabaseRoleWatch } from '../db/database-role.js';
 import type { Logger } from '../core/logger.js';
 import { createContextInner, type Context, type WebhookHost } from '../core/context.js';
 import { resources } from '../app/resources.js';
@@ -52,6 +53,21 @@ export interface AppDependencies {
   metrics?: ServiceMetrics;
   /** Webhook URL checks (WEBHOOK_ALLOW_PRIVATE_URLS) and this process's deliverer; public URLs only when omitted. */
   webhooks?: WebhookHost;
+  /** What this process sees of its database (primary, read-only, unreachable); one on `orm` is made if omitted. */
+  database?: DatabaseRoleWatch;
+}
+
+/** How long a request waits for a probe during an outage before it is answered 503. */
+const OUTAGE_WAIT_MS = 300;
+/** The tRPC subscription to the change log. */
+const EVENTS_SUBSCRIPTION = 'events.onChange';
+
+/** How long /readyz waits for the database: a balancer checks it (HAProxy here, `timeout check 2s`). */
+const READY_PROBE_TIMEOUT_MS = 5_000;
+
+/** The database's watch of an ORM: its probe runs through the ORM's pool, as requests do. */
+export function databaseRoleWatch(orm: MikroORM): DatabaseRoleWatch {
+  return new DatabaseRoleWatch((sql) => orm.em.getConnection().execute(sql));
 }
 
 /**
@@ -88,7 +104,18 @@ export function createApp(deps: AppDependencies): express.Express {
   app.set('trust proxy', deps.trustProxy);
   app.set('etag', false);
 
-  const logFailure = failureLog(logger, 'request failed', poolStateOf(orm));
+  const database = deps.database ?? databaseRoleWatch(orm);
+  app.locals.database = database;
+  const logRequestFailure = failureLog(logger, 'request failed', poolStateOf(orm));
+  // Every failed request passes here: a 503 is counted, and one the database caused tells the
+  // watch what the database is now (read-only, or out of reach).
+  const logFailure: typeof logRequestFailure = (error, status, fields) => {
+    if (status === 503) {
+      const seen = !isDatabaseUnavailable(error) ? undefined : isReadOnlyDatabase(error) ? 'read-only' : 'unreachable';
+      database.noteUnavailable(seen, isServerGone(error));
+    }
+    logRequestFailure(error, status, fields);
+  };
   const rateLimits = deps.rateLimits ?? { authPerMinute: 0, perMinute: 0 };
   const events = deps.events ?? new EventHub({ databaseUrl: orm.config.get('clientUrl')!, log: logger });
   // The streams' leases live in this database, shared with every other process on it.
@@ -146,25 +173,39 @@ export function createApp(deps: AppDependencies): express.Express {
   });
   // A request with no valid Host, or a transfer coding Node does not decode, goes no further.
   app.use(checkFraming);
+  // While a request has found the database gone and no probe has reached it since (a
+  // failover under way), the doors answer 503 within OUTAGE_WAIT_MS instead of waiting on the
+  // way to it: each request asks a probe (shared), and goes on if it answered in time. Event
+  // streams are left to refuse in their own shape (a tRPC subscription's is an SSE error).
+  app.use(['/api', '/trpc'], (req, res, next) => {
+    const path = req.originalUrl.split('?', 1)[0];
+    if (!database.outage || path === EVENTS_PATH || path === `/trpc/${EVENTS_SUBSCRIPTION}`) return next();
+    database.answersWithin(OUTAGE_WAIT_MS).then((answers) => {
+      if (answers) return next();
+      database.noteUnavailable(undefined);
+      sendRefusal(req, res, unavailable());
+    }, next);
+  });
   if (deps.corsOrigins?.length) {
     app.use(cors({ origin: deps.corsOrigins, exposedHeaders: ['X-Request-Id', 'ETag', 'Idempotent-Replayed', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After'] }));
   }
 
-  app.get('/healthz', (_req, res) => {
+  // Liveness: 200 while the process is up, also while its database is not (a restart would not
+  // bring a primary back), with what it sees of the database (API-CONTRACT.md §17).
+  app.get('/healthz', async (_req, res) => {
     if (deps.databaseUp?.() === false) {
       const detail = 'The embedded PostgreSQL is down; the service is restarting it.';
       sendErrorResponse(res, toErrorResponse(DomainError.of('service_unavailable', { detail }).withRetryAfter(5)));
       return;
     }
-    res.json({ status: 'ok' });
+    await database.probe();
+    res.json({ status: 'ok', database: database.state });
   });
+  // Readiness: the database answers (a primary, or a read-only server that still serves reads).
   app.get('/readyz', async (_req, res) => {
-    try {
-      await orm.em.getConnection().execute('select 1');
-      res.json({ status: 'ready' });
-    } catch {
-      sendErrorResponse(res, toErrorResponse(unavailable()));
-    }
+    const role = await database.probe(READY_PROBE_TIMEOUT_MS);
+    if (role === 'unreachable') sendErrorResponse(res, toErrorResponse(unavailable()));
+    else res.json({ status: 'ready' });
   });
 
   app.get('/openapi.json', (_req, res, next) => {

@@ -18,6 +18,10 @@ import { appRouter } from '../app/router.js';
 import { notedRestMatch, restRoutes } from '../core/rest-routes.js';
 import { requestScope, type RateLimitKind, type RequestScope } from '../core/request-scope.js';
 import type { DeliveryObserver } from '../webhooks/deliverer.js';
+import type { DatabaseRoleWatch } from '../db/database-role.js';
+
+/** The roles `planning_db_role` has a series for. */
+const DATABASE_ROLES = ['primary', 'read-only', 'unreachable', 'unknown'] as const;
 
 /** Operations that are not procedures of the router. */
 export const FIXED_OPERATIONS = ['healthz', 'readyz', 'openapi', 'docs', 'events.stream', 'batch', 'unmatched'] as const;
@@ -97,6 +101,9 @@ export class ServiceMetrics {
   readonly #deliveries: Counter;
   readonly #firstAttempt: Histogram;
   #waiting: (() => Promise<Record<'enabled' | 'disabled', number>>) | undefined;
+  #database: DatabaseRoleWatch | undefined;
+  readonly #failovers: Counter;
+  readonly #unavailable: Counter;
 
   constructor(options: ServiceMetricsOptions = {}) {
     const registers = [this.registry];
@@ -193,6 +200,29 @@ export class ServiceMetrics {
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
+    const database = () => this.#database;
+    new Gauge({
+      name: 'planning_db_role',
+      help: 'What this process sees of its database, 1 for the role it has now: primary (takes writes), read-only (a standby or a demoted primary: writes are 503), unreachable, unknown (not looked at yet).',
+      labelNames: ['role'],
+      registers,
+      collect() {
+        const watch = database();
+        if (!watch) return;
+        const { role } = watch.state;
+        for (const r of DATABASE_ROLES) this.set({ role: r }, r === role ? 1 : 0);
+      },
+    });
+    this.#failovers = new Counter({
+      name: 'planning_db_failovers_total',
+      help: "Failovers this process saw: each time the primary's timeline rose (a standby was promoted).",
+      registers,
+    });
+    this.#unavailable = new Counter({
+      name: 'planning_unavailable_answers_total',
+      help: 'Requests this process answered 503 service_unavailable (the database out of reach or read-only, or the process stopping).',
+      registers,
+    });
     const waiting = () => this.#waiting;
     new Gauge({
       name: 'planning_webhook_events_waiting',
@@ -220,6 +250,12 @@ export class ServiceMetrics {
       attempted: (outcome) => this.#deliveries.inc({ outcome }),
       firstAttempt: (seconds) => this.#firstAttempt.observe(seconds),
     };
+  }
+
+  /** What the process sees of its database: its role on every scrape, failovers and 503s as they come. */
+  watchDatabase(watch: DatabaseRoleWatch): void {
+    this.#database = watch;
+    watch.observe({ failover: () => this.#failovers.inc(), unavailable: () => this.#unavailable.inc() });
   }
 
   /** Where the events waiting for webhooks are counted (a query, on every scrape). */

@@ -134,6 +134,10 @@ export function startLoad(options: {
   resetsAllowed?: boolean;
   /** How this load's keys (and so its tasks' labels) start: one of its own per load on a database. */
   prefix: string;
+  /** How long a write is sent again before the load fails (20 s unless given). */
+  patienceMs?: number;
+  /** Told of every answer to a write: its status, when its request was sent and when it was answered (performance.now()). */
+  onAnswer?: (status: number, sentAt: number, answeredAt: number) => void;
 }): Load {
   if (!/^[a-z0-9]+$/.test(options.prefix)) throw new Error(`startLoad: prefix ${options.prefix} is not [a-z0-9]+`);
   const load: Load = {
@@ -172,8 +176,10 @@ export function startLoad(options: {
     const final = await eventually(
       async () => {
         let res: Answer;
+        const sentAt = performance.now();
         try {
           res = await send(options.writeUrl(sent++), 'POST', '/api/users/me/tasks', { token, body, headers: { 'Idempotency-Key': key } });
+          options.onAnswer?.(res.status, sentAt, performance.now());
         } catch (error) {
           if (!options.resetsAllowed) load.unexpected.push(`${key}: ${String(error)}`);
           cut = true;
@@ -195,7 +201,7 @@ export function startLoad(options: {
         }
         return res;
       },
-      { timeout: 20_000, interval: 25, message: `an answer to ${key} other than 503` },
+      { timeout: options.patienceMs ?? 20_000, interval: 25, message: `an answer to ${key} other than 503` },
     );
     if (cut) load.cutKeys.add(key);
     if (final.status !== 201) load.unexpected.push(`${key}: ${final.status} ${final.text}`);

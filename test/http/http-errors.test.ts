@@ -407,7 +407,7 @@ describe('health and readiness', () => {
     const res = await app.request('GET', '/healthz');
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(res.body).toEqual({ status: 'ok' });
+    expect(res.body).toEqual({ status: 'ok', database: { role: 'primary', failovers: 0, unavailable: expect.any(Number) } });
   });
 
   it('GET /readyz is 200 while the database is up', async () => {
@@ -457,7 +457,8 @@ describe('health and readiness', () => {
 
       const health = await get('/healthz');
       expect(health.status).toBe(200);
-      expect(health.body).toEqual({ status: 'ok' });
+      // Alive, and saying what it sees of its database (its own 503s counted, not /readyz's refusals).
+      expect(health.body).toEqual({ status: 'ok', database: { role: 'unreachable', failovers: 0, unavailable: 0 } });
     } finally {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
