@@ -147,7 +147,7 @@ export type Token = {
          */
         expiresAt: number;
         /**
-         * Unix seconds of its last use, to the minute (written at most once a minute); 0 until first used.
+         * Unix seconds of its last use, to the minute (written at most once a minute); 0 until first used (a session token is used by the registration or login that makes it).
          */
         lastUsedAt: number;
         /**

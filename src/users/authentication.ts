@@ -7,6 +7,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Authentication } from '../core/context.js';
+import { isDatabaseUnavailable } from '../core/failures.js';
 import { execute } from '../db/prepared.js';
 import { hashAccessToken, isOldFormAccessToken, tokenFromHeader, userOfAccessToken } from './credentials.js';
 
@@ -18,28 +19,15 @@ interface TokenUserRow {
   token_id: number;
   kind: 'session' | 'personal';
   scopes: string[] | null;
+  /** Whether `last_used_at` is unset or a minute old: this use is written. */
+  stale: boolean;
 }
 
 /** `lastUsedAt` moves at most once a minute per token: a write a minute, not one per request (API-CONTRACT.md §16). */
 export const LAST_USED_STEP_SECONDS = 60;
 
-/**
- * The lookup of a token, as one statement that also notes its use: the CTE writes
- * `last_used_at` only when it is unset or older than LAST_USED_STEP_SECONDS (so a token's row is
- * written at most once a minute, and two requests at once write it once), and the SELECT reads
- * the user and the token as they were. `where` finds the token, aliased `a` in the CTE and `t`
- * in the SELECT, with `?` for its values.
- */
-function lookup(where: (alias: string) => string): string {
-  return `with used as (
-      update access_tokens a set last_used_at = ?
-       where ${where('a')} and a.expires_at > ?
-         and (a.last_used_at is null or a.last_used_at <= ?::timestamptz - interval '${LAST_USED_STEP_SECONDS} seconds')
-      returning a.id)
-    select u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes
-      from access_tokens t join users u on u.id = t.user_id
-     where ${where('t')} and t.expires_at > ?`;
-}
+const COLUMNS = `u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes,
+  (t.last_used_at is null or t.last_used_at <= ?::timestamptz - interval '${LAST_USED_STEP_SECONDS} seconds') as stale`;
 
 export async function authenticate(em: SqlEntityManager, authorization: string | undefined, now: Date): Promise<Authentication | null> {
   const token = tokenFromHeader(authorization);
@@ -50,23 +38,50 @@ export async function authenticate(em: SqlEntityManager, authorization: string |
     // A token issued before tokens named their user, found by its hash alone: on a database
     // split by user this asks every node. It can go (with isOldFormAccessToken) once the
     // longest token lifetime (TOKEN_LIFETIME_SECONDS) has passed since tokens named their user.
-    [user] = await execute<TokenUserRow>(em, lookup((t) => `${t}.token_hash = ?`), [now, tokenHash, now, now, tokenHash, now]);
+    [user] = await execute<TokenUserRow>(
+      em,
+      `select ${COLUMNS} from access_tokens t join users u on u.id = t.user_id
+        where t.token_hash = ? and t.expires_at > ?`,
+      [now, tokenHash, now],
+    );
   } else {
     const userId = userOfAccessToken(token);
     if (userId === null) return null;
     [user] = await execute<TokenUserRow>(
       em,
-      lookup((t) => `${t}.user_id = ? and ${t}.token_hash = ?${t === 't' ? ' and u.id = ?' : ''}`),
-      [now, userId, tokenHash, now, now, userId, tokenHash, userId, now],
+      `select ${COLUMNS} from access_tokens t join users u on u.id = t.user_id
+        where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?`,
+      [now, userId, tokenHash, userId, now],
     );
   }
   if (!user) return null;
+  if (user.stale) await noteUse(em, user.id, tokenHash, now);
   return {
     user: { id: user.id, username: user.username, timeZone: user.time_zone },
     tokenHash,
     token: { id: Number(user.token_id), kind: user.kind, scopes: user.scopes },
     lastEventSeq: user.seq,
   };
+}
+
+/**
+ * Writes that the token was used now, unless another request wrote it within the minute since
+ * it was read (two requests of one token at once write it once). A statement of its own, sent
+ * at most once a minute per token, so that the lookup stays a read: a request is served by a
+ * database that takes no writes (a standby, during a failover: API-CONTRACT.md §17), and then
+ * the use is not noted, which is no reason to refuse it.
+ */
+async function noteUse(em: SqlEntityManager, userId: number, tokenHash: string, now: Date): Promise<void> {
+  try {
+    await execute(
+      em,
+      `update access_tokens set last_used_at = ? where user_id = ? and token_hash = ?
+        and (last_used_at is null or last_used_at <= ?::timestamptz - interval '${LAST_USED_STEP_SECONDS} seconds')`,
+      [now, userId, tokenHash, now],
+    );
+  } catch (error) {
+    if (!isDatabaseUnavailable(error)) throw error;
+  }
 }
 
 /**

@@ -15,6 +15,9 @@ export function issueToken(em: SqlEntityManager, now: Date, user: { id: number }
     userId: user.id,
     tokenHash: hashAccessToken(token),
     createdAt: now,
+    // A session is used by the registration or login that makes it (API-CONTRACT.md §16's
+    // lastUsedAt): its first requests within the minute write nothing more.
+    lastUsedAt: now,
     expiresAt: new Date(now.getTime() + TOKEN_LIFETIME_SECONDS * 1000),
   });
   return token;

@@ -52,7 +52,7 @@ export const TokenResource = z
       scopes: z.array(z.enum(SCOPES)).meta({ description: 'What the token may do (every scope for a session token).' }),
       createdAt: z.int().meta({ description: 'Unix seconds.' }),
       expiresAt: z.int().meta({ description: 'Unix seconds when it stops working.' }),
-      lastUsedAt: z.int().meta({ description: 'Unix seconds of its last use, to the minute (written at most once a minute); 0 until first used.' }),
+      lastUsedAt: z.int().meta({ description: 'Unix seconds of its last use, to the minute (written at most once a minute); 0 until first used (a session token is used by the registration or login that makes it).' }),
       current: z.boolean().meta({ description: 'Whether this is the token that made the request.' }),
     }),
   })

@@ -247,9 +247,13 @@ describe('the statements name the user', () => {
     const old = await oldFormToken(u.id, new Date(T0 + 86_400_000));
     const byHash = await sqlOf(() => authenticate(orm.em.fork(), old, clock.now()));
     expect(byHash.result?.user.id).toBe(u.id);
-    expect(byHash.statements).toHaveLength(1);
+    // Its first use is noted (API-CONTRACT.md §16's lastUsedAt), by its user and hash: a write a minute at most.
+    expect(byHash.statements).toHaveLength(2);
     expect(byHash.statements[0]).toMatch(/where t\.token_hash = \? and t\.expires_at > /);
     expect(byHash.statements[0]).not.toMatch(/user_id = \? and/);
+    expect(byHash.statements[1]).toMatch(/^update access_tokens set last_used_at = \? where user_id = \? and token_hash = \?/);
+    const again = await sqlOf(() => authenticate(orm.em.fork(), old, clock.now()));
+    expect(again.statements).toHaveLength(1);
   });
 
   it('a token of the current form that names no user is refused without a query', async () => {

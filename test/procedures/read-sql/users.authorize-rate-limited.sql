@@ -10,6 +10,6 @@ select id, username, time_zone, password_hash from users where id = ?
 
 begin
 
-insert into "access_tokens" ("token_hash", "user_id", "created_at", "expires_at", "kind") values (?, ?, ?, ?, ?)
+insert into "access_tokens" ("token_hash", "user_id", "created_at", "expires_at", "kind", "last_used_at") values (?, ?, ?, ?, ?, ?)
 
 commit

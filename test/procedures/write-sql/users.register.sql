@@ -8,6 +8,6 @@ insert into users (username, password_hash, time_zone, created_at) values (?, ?,
 
 insert into usernames (username, user_id) values (?, ?)
 
-insert into "access_tokens" ("token_hash", "user_id", "created_at", "expires_at", "kind") values (?, ?, ?, ?, ?)
+insert into "access_tokens" ("token_hash", "user_id", "created_at", "expires_at", "kind", "last_used_at") values (?, ?, ?, ?, ?, ?)
 
 commit
