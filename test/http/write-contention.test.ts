@@ -97,5 +97,7 @@ describe('a noisy user does not starve a quiet one', () => {
     expect(quietStatuses.filter((s) => s >= 300)).toEqual([]);
     expect(noisyStatuses.filter((s) => s >= 500 && s !== 503)).toEqual([]);
     expect(noisyStatuses.filter((s) => s === 200).length, 'the noisy user got work done too').toBeGreaterThan(60);
-  });
+    // What it asserts is who gets answered, not how fast: on a 2-core machine that also runs the
+    // rest of the suite, 60 flooding loops can stretch the quiet user's 50 requests past 30 s.
+  }, 120_000);
 });
