@@ -20,6 +20,11 @@ export interface ErrorResponse {
   headers?: Record<string, string>;
 }
 
+/** The headers of an error answer besides its media type: Retry-After (429, 503), WWW-Authenticate (403). */
+export function errorHeaders(response: Pick<ErrorResponse, 'retryAfter' | 'headers'>): Record<string, string> {
+  return { ...(response.retryAfter === undefined ? {} : { 'Retry-After': String(response.retryAfter) }), ...response.headers };
+}
+
 /** The body of every error answer (API-CONTRACT.md §2; §10 adds `meta` to a 410). */
 export function errorBody(response: Pick<ErrorResponse, 'errors' | 'meta'>): string {
   return JSON.stringify(response.meta ? { errors: response.errors, meta: response.meta } : { errors: response.errors });

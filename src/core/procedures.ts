@@ -11,7 +11,7 @@
 import type { AppMeta, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
 import { BODY_WRAPPERS, DomainError, fromZodError } from './errors.js';
-import { isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
+import { errorHeaders, isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
 import { invalidQueryParameter } from './list-query.js';
 import { admitRequests, enforceRateLimit } from './rate-limit.js';
 import type { RateLimitKind } from './request-scope.js';
@@ -61,8 +61,7 @@ const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
 function refusalHeaders(ctx: Context, error: unknown): void {
   const cause = error instanceof TRPCError ? error.cause : error;
   if (!(cause instanceof DomainError)) return;
-  if (cause.retryAfter !== undefined) ctx.setHeader('Retry-After', String(cause.retryAfter));
-  for (const [name, value] of Object.entries(cause.headers ?? {})) ctx.setHeader(name, value);
+  for (const [name, value] of Object.entries(errorHeaders(cause))) ctx.setHeader(name, value);
 }
 
 type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middleware>[0]>[0]['next']>>;

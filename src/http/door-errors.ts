@@ -14,7 +14,7 @@
 import type { Request, Response } from 'express';
 import { getTRPCErrorFromUnknown, getTRPCErrorShape, transformTRPCResponse } from '@trpc/server';
 import { DomainError } from '../core/errors.js';
-import { errorBody, toErrorResponse } from '../core/failures.js';
+import { errorBody, errorHeaders, toErrorResponse } from '../core/failures.js';
 import { t, toTRPCError } from '../core/trpc.js';
 import { sendErrorResponse } from './rest.js';
 
@@ -58,13 +58,13 @@ export interface DoorAnswer {
 
 /**
  * The answer to a refusal on a door: its status (the one /api gives), its headers (media type,
- * Retry-After) and its body. `path` is the request's path, for the procedure a tRPC error names.
+ * Retry-After, WWW-Authenticate) and its body. `path` is the request's path, for the procedure a tRPC error names.
  */
 export function doorAnswer(door: Door, error: unknown, path: string): DoorAnswer {
   const response = toErrorResponse(error);
-  const retryAfter: Record<string, string> = { ...(response.retryAfter === undefined ? {} : { 'Retry-After': String(response.retryAfter) }), ...response.headers };
+  const headers = errorHeaders(response);
   if (door === 'rest') {
-    return { status: response.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...retryAfter }, body: errorBody(response) };
+    return { status: response.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...headers }, body: errorBody(response) };
   }
   const config = t._config;
   const shape = getTRPCErrorShape({
@@ -75,7 +75,7 @@ export function doorAnswer(door: Door, error: unknown, path: string): DoorAnswer
     input: undefined,
     ctx: undefined,
   });
-  return { status: response.status, headers: { ...TRPC_ERROR_HEADERS, ...retryAfter }, body: JSON.stringify(transformTRPCResponse(config, { error: shape })) };
+  return { status: response.status, headers: { ...TRPC_ERROR_HEADERS, ...headers }, body: JSON.stringify(transformTRPCResponse(config, { error: shape })) };
 }
 
 /** Answers a refusal found by a middleware in the shape of the request's door; `path` defaults to the request's (whole) path. */

@@ -17,7 +17,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { getTRPCErrorFromUnknown } from '@trpc/server';
 import { DomainError } from '../core/errors.js';
 import { QUERY_PARAMETERS } from '../core/list-query.js';
-import { errorBody, toErrorResponse, type ErrorResponse } from '../core/failures.js';
+import { errorBody, errorHeaders, toErrorResponse, type ErrorResponse } from '../core/failures.js';
 import type { FailureLog } from '../core/failure-log.js';
 import type { Context } from '../core/context.js';
 import type { AppRouter } from '../app/router.js';
@@ -30,8 +30,7 @@ import { drained } from './drained.js';
 export function sendErrorResponse(res: Response, response: ErrorResponse): void {
   res.status(response.status);
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  if (response.retryAfter !== undefined) res.setHeader('Retry-After', String(response.retryAfter));
-  for (const [name, value] of Object.entries(response.headers ?? {})) res.setHeader(name, value);
+  for (const [name, value] of Object.entries(errorHeaders(response))) res.setHeader(name, value);
   res.end(errorBody(response));
 }
 
