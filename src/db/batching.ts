@@ -8,7 +8,7 @@
  * round trips instead of four.
  *
  * What a caller sees:
- * - `begin` and a `BATCHED` statement are answered at once with an empty result. Their real
+ * - `begin` (or `start transaction …`) and a `BATCHED` statement are answered at once with an empty result. Their real
  *   outcome is the next statement's: if one of them fails, that statement fails with its
  *   error (and a transaction that fails is rolled back, as always). So only a statement whose
  *   rows nobody reads may be marked.
@@ -31,6 +31,12 @@
  * CREATE INDEX CONCURRENTLY); nothing the service sends through its pool does.
  */
 import type pg from 'pg';
+
+/**
+ * A statement that opens a transaction: `begin`, or `start transaction` with its isolation
+ * level and access mode (what Kysely sends for `em.begin({ isolationLevel, readOnly })`).
+ */
+const OPENS = /^(begin|start\s+transaction)\b/i;
 
 /** Put in front of a statement whose result is not read: it is sent with the next one. */
 export const BATCHED = '/* batched */ ';
@@ -105,7 +111,9 @@ export function batchStatements(client: pg.PoolClient | pg.Client, options: Batc
   const compose = (statements: string[]): { text: string; lead: number } => {
     let all = statements;
     if (prelude !== undefined && status === 'I') {
-      const at = /^begin$/i.test(statements[0]!) ? 1 : 0;
+      // After the statement that opens the transaction: `start transaction isolation level …`
+      // must come before any query of its transaction.
+      const at = OPENS.test(statements[0]!) ? 1 : 0;
       all = [...statements.slice(0, at), prelude, ...statements.slice(at)];
     }
     return { text: all.join(';\n'), lead: all.length - 1 };
@@ -143,8 +151,8 @@ export function batchStatements(client: pg.PoolClient | pg.Client, options: Batc
       return before.then(() => sendCounted(config, values));
     }
     const sql = config.trim();
-    if (/^begin$/i.test(sql)) {
-      waiting.statements.push('begin');
+    if (OPENS.test(sql)) {
+      waiting.statements.push(sql);
       waiting.begun = true;
       return Promise.resolve(emptyResult('BEGIN'));
     }

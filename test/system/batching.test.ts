@@ -159,6 +159,31 @@ describe('statements sent together', () => {
     }
   });
 
+  it('with a prelude, a transaction opened with an isolation level gets the prelude after its opening, not before it', async () => {
+    const own = new pg.Client({ connectionString: url });
+    await own.connect();
+    try {
+      batchStatements(own, { transactionPrelude: "select set_config('statement_timeout', '1234', true)" });
+      // Before the opening, the prelude's select would make it "SET TRANSACTION ISOLATION
+      // LEVEL must be called before any query" (25001): the account's export through PgBouncer.
+      const trips2 = await trips(async () => {
+        await own.query('start transaction isolation level repeatable read read only');
+        const settings = await own.query(`select current_setting('transaction_isolation') as isolation, current_setting('transaction_read_only') as ro, current_setting('statement_timeout') as timeout`);
+        expect(settings.rows).toEqual([{ isolation: 'repeatable read', ro: 'on', timeout: '1234ms' }]);
+      });
+      expect(trips2).toBe(1);
+      await own.query('rollback');
+      // A rollback before anything of it was sent sends nothing, as after `begin`.
+      expect(await trips(async () => {
+        await own.query('start transaction isolation level serializable');
+        await own.query('rollback');
+      })).toBe(0);
+      expect((await own.query(`select current_setting('transaction_isolation') as isolation`)).rows).toEqual([{ isolation: 'read committed' }]);
+    } finally {
+      await own.end();
+    }
+  });
+
   it('with a prelude, the rollback after a failed first statement waits for the status that failure left (its error may come first)', async () => {
     // Between the client and PostgreSQL, a relay that sends each ReadyForQuery (the message
     // saying the connection's status) in a packet of its own, 50 ms after what came before it:
