@@ -10,7 +10,8 @@
  *   Standard Webhooks says with the event id as `webhook-id`; each attempt is recorded with
  *   the move of the webhook's place in one statement, so a crash between the POST and that
  *   statement means the event is attempted again (same `webhook-id`) once the lease expires
- *   (twice the timeout and 10 s). At least once, in order, per webhook.
+ *   (twice the timeout and 10 s), or, when the database cut the loop off (a failover), as soon
+ *   as it answers again (`#giveBack`). At least once, in order, per webhook.
  * - A failure waits the next step of the retry schedule (±10 % jitter; a Retry-After of a 429
  *   or 503 up to an hour when longer), with later events behind it; a 410 or an exhausted
  *   schedule disables the webhook, logged once with why.
@@ -22,7 +23,7 @@ import type { WebhookConfig } from '../config.js';
 import type { Logger } from '../core/logger.js';
 import { isDatabaseUnavailable } from '../core/failures.js';
 import type { Resolve } from './address-guard.js';
-import { claimDue, markSending, recordStep, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
+import { claimDue, markSending, recordStep, releaseLease, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
 import { postOnce, type OutboundResult } from './outbound.js';
 import { matchesPatterns } from './webhook.schema.js';
 import { signedHeaders, stillSigning } from './signature.js';
@@ -66,6 +67,8 @@ const MAX_RETRY_AFTER_SECONDS = 3600;
 const SENDING_MARGIN_MS = 5_000;
 /** Retries planned further than this are left to the rounds over every user. */
 const MAX_TIMER_MS = 60 * 60 * 1000;
+/** How often a lease the database cut off is offered back while the database does not answer. */
+const GIVE_BACK_EVERY_MS = 500;
 
 export class WebhookDeliverer {
   readonly owner = randomUUID();
@@ -182,7 +185,11 @@ export class WebhookDeliverer {
       const key = `${webhook.user_id}:${webhook.id}`;
       this.#running.set(key, false);
       const loop = this.#deliver(webhook)
-        .catch((error: unknown) => this.#logFailure(error, 'webhook delivery stopped; its lease expires and it is attempted again'))
+        .catch((error: unknown) => {
+          if (!isDatabaseUnavailable(error)) return this.#logFailure(error, 'webhook delivery stopped; its lease expires and it is attempted again');
+          this.#logFailure(error, 'webhook delivery stopped; its lease goes back once the database answers');
+          this.#giveBack(webhook);
+        })
         .finally(() => {
           const notified = this.#running.get(key);
           this.#running.delete(key);
@@ -193,6 +200,26 @@ export class WebhookDeliverer {
     }
     // The process had no room for every due webhook: the next round takes more.
     if (claimed.length === free) this.#retryLater(users, 50);
+  }
+
+  /**
+   * A loop the database cut off (a failover, an outage): the claim's lease is given back as
+   * soon as the database takes a statement again, so the webhook goes on within a second of
+   * its return rather than when the lease ends. The lease is this claim's alone (the release
+   * names it), so nothing another process holds is touched; an attempt whose outcome was not
+   * recorded is made again with the same `webhook-id`. Any other error keeps the lease to its
+   * end, so a delivery that fails the same way every time is not retried in a tight loop.
+   */
+  #giveBack(webhook: ClaimedWebhook): void {
+    const until = this.#now() + this.#leaseMs;
+    const attempt = () => {
+      if (this.#stopped || this.#now() >= until) return;
+      releaseLease(this.#options.em(), webhook.user_id, webhook.id, webhook.lease_owner).then(
+        () => this.wake(webhook.user_id),
+        () => this.#after(GIVE_BACK_EVERY_MS, attempt),
+      );
+    };
+    this.#after(GIVE_BACK_EVERY_MS, attempt);
   }
 
   #retryLater(users: number[] | null, ms: number): void {

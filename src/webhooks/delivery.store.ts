@@ -233,6 +233,14 @@ export async function markSending(em: SqlEntityManager, userId: number, id: numb
  * at once. Over every user (a process's leases may be anyone's): on a sharded database it asks
  * every node, once per stop.
  */
+/** Gives back the lease of one claim on one webhook (a loop the database cut off); nothing when the lease is another's. */
+export async function releaseLease(em: SqlEntityManager, userId: number, id: number, owner: string): Promise<void> {
+  await em.execute(
+    `update webhooks set lease_owner = null, lease_until = null where user_id = ? and id = ? and lease_owner = ?`,
+    [userId, id, owner], 'run',
+  );
+}
+
 export async function releaseLeases(em: SqlEntityManager, owner: string): Promise<void> {
   await em.execute(`update webhooks set lease_owner = null, lease_until = null where lease_owner like ?`, [`${owner}:%`], 'run');
 }
