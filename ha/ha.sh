@@ -42,6 +42,7 @@ install_packages() {
   command -v patroni >/dev/null || packages+=(patroni)
   command -v etcd >/dev/null || packages+=(etcd-server)
   command -v etcdctl >/dev/null || packages+=(etcd-client)
+  command -v pgrep >/dev/null || packages+=(procps)
   [ "${#packages[@]}" -eq 0 ] && return
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     log "missing ${packages[*]}: install them with apt-get install ${packages[*]} (as root)"
@@ -117,9 +118,9 @@ bootstrap:
   dcs:
     # A dead primary's leader key expires after ttl; each node looks every loop_wait; a DCS or
     # PostgreSQL call is retried for retry_timeout. loop_wait + 2 x retry_timeout <= ttl.
-    ttl: 8
+    ttl: 6
     loop_wait: 1
-    retry_timeout: 3
+    retry_timeout: 2
     # A primary whose postgres died is not restarted (crash recovery, then waiting for its
     # standby): its synchronous standby, which has every acknowledged commit, is promoted.
     primary_start_timeout: 0
@@ -143,6 +144,8 @@ bootstrap:
   initdb:
     - encoding: UTF8
     - locale: C
+  # The service's database, made once by the node that bootstraps the cluster, before any standby.
+  post_bootstrap: $STATE/create-database.sh
   pg_hba:
     - local all all trust
     - host replication postgres 127.0.0.1/32 trust
@@ -159,6 +162,9 @@ postgresql:
     rewind: {username: postgres}
   parameters:
     unix_socket_directories: '$dir'
+  # A standby's base backup starts at once, not after a checkpoint spread over minutes.
+  basebackup:
+    - checkpoint: fast
 tags:
   nofailover: false
   noloadbalance: false
@@ -235,7 +241,7 @@ pool_mode = transaction
 max_client_conn = 200
 default_pool_size = 10
 reserve_pool_size = 2
-query_wait_timeout = 1
+query_wait_timeout = 0.5
 server_login_retry = 1
 server_connect_timeout = 1
 EOF
@@ -250,6 +256,8 @@ up() {
   for i in 0 1 2; do peers+=("e$((i + 1))=http://127.0.0.1:$(etcd_peer $i)"); done
   cluster_line=$(IFS=,; echo "${peers[*]}")
   for i in 0 1 2; do write_patroni_config "$i"; done
+  printf '#!/bin/sh\n# Patroni runs it with the new cluster'"'"'s URL.\nexec psql "$1" -X -q -c "create database planning"\n' >"$STATE/create-database.sh"
+  chmod 755 "$STATE/create-database.sh"
   write_haproxy_config
   write_bouncer_config
   [ "$(id -u)" = 0 ] && chown -R postgres:postgres "$STATE"
@@ -264,11 +272,11 @@ up() {
   wait_for 30 "etcd" etcdctl --endpoints="127.0.0.1:$(etcd_client 0)" endpoint health
   for i in 0 1 2; do start "patroni-${NODES[$i]}" db patroni "$STATE/${NODES[$i]}/patroni.yml"; done
   wait_for 60 "a primary" primary_name
-  wait_for 60 "a synchronous standby" has_sync_standby
   start haproxy root haproxy -db -f "$STATE/haproxy.cfg"
   # HAProxy takes every server as up until its checks say otherwise (fall 2: 2 s).
   wait_for 30 "the primary alone behind HAProxy" only_primary_behind_haproxy
-  as_db psql -X -q -h 127.0.0.1 -p "$PRIMARY_PORT" -U postgres -d postgres -c 'create database planning' >/dev/null
+  # The standbys' base backups go on meanwhile: until one of them is the synchronous standby,
+  # commits wait (synchronous_mode_strict), and so do the instances' migrations.
   start pgbouncer db /usr/sbin/pgbouncer "$STATE/pgbouncer.ini"
   # The service: a built entry (HA_SERVICE_ENTRY, such as dist/src/main.js after npm run
   # build), else the sources through tsx. Both start at once: one migrates under the migration
@@ -281,6 +289,7 @@ up() {
     DATABASE_POOL_SIZE=${DATABASE_POOL_SIZE:-8} TRUST_PROXY=loopback HOST=127.0.0.1 PORT=${INSTANCE_PORTS[$i]} \
       start "instance$((i + 1))" root node "${entry[@]}"
   done
+  wait_for 60 "a synchronous standby" has_sync_standby
   for i in 0 1; do wait_for 120 "instance $((i + 1))" answers_200 "http://127.0.0.1:${INSTANCE_PORTS[$i]}/readyz"; done
   wait_for 30 "HAProxy's front" answers_200 "http://127.0.0.1:$HTTP_PORT/readyz"
   log "up: $(primary_name) is the primary; state and logs in $STATE"
@@ -297,8 +306,11 @@ only_primary_behind_haproxy() { # six connections in a row reach a primary
 primary_name() { cluster | awk '$2 == "leader" && $3 == "running" { print $1; found = 1 } END { exit !found }'; }
 has_sync_standby() { cluster | awk '$2 == "sync_standby" && ($3 == "running" || $3 == "streaming") { found = 1 } END { exit !found }'; }
 
-postmaster_pid() { # node name -> its postmaster's pid
-  head -n 1 "$STATE/$1/data/postmaster.pid" 2>/dev/null || true
+postmaster_pid() { # node name -> its postmaster's pid, when it runs (postmaster.pid outlives a killed one)
+  local pid
+  pid=$(head -n 1 "$STATE/$1/data/postmaster.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && alive "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$STATE/$1/data" && echo "$pid"
+  return 0
 }
 
 kill_primary() {
@@ -327,35 +339,49 @@ kill_patroni() { # node name: SIGKILL its Patroni only; its postgres runs on, wi
 }
 
 start_node() { # node name: start its Patroni (again); it rejoins as a standby, or leads
-  [ -f "$STATE/pids/patroni-$1" ] && kill -0 "$(cat "$STATE/pids/patroni-$1")" 2>/dev/null && { log "$1's Patroni runs"; return 0; }
+  [ -f "$STATE/pids/patroni-$1" ] && alive "$(cat "$STATE/pids/patroni-$1")" && { log "$1's Patroni runs"; return 0; }
   start "patroni-$1" db patroni "$STATE/$1/patroni.yml"
 }
+
+# Whether a pid is a live process: a zombie (exited, not yet reaped by its new parent, which
+# may take seconds in a container) counts as gone.
+alive() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]; }
 
 stop_pid() { # pidfile signal
   local file=$1 signal=$2 pid
   [ -f "$file" ] || return 0
   pid=$(cat "$file")
   kill "-$signal" "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
   rm -f "$file"
 }
 
+stop_all() { # signal name...: stops the daemons named side by side, and waits for each
+  local signal=$1 name
+  shift
+  for name in "$@"; do stop_pid "$STATE/pids/$name" "$signal" & done
+  wait
+}
+
 down() {
   [ -d "$STATE" ] || { log "nothing in $STATE"; return 0; }
-  local name
-  for name in instance1 instance2 haproxy pgbouncer; do stop_pid "$STATE/pids/$name" TERM; done
-  # Patroni stops its PostgreSQL on SIGTERM; one whose Patroni was killed is stopped here.
-  for name in "${NODES[@]}"; do stop_pid "$STATE/pids/patroni-$name" TERM; done
-  for name in "${NODES[@]}"; do
-    local pid
-    pid=$(postmaster_pid "$name")
-    if [ -n "$pid" ]; then
-      echo "$pid" >"$STATE/pids/postgres-$name"
-      stop_pid "$STATE/pids/postgres-$name" INT
-    fi
+  local pids _
+  # Everything goes with the state folder, so nothing needs a clean stop but PostgreSQL's own
+  # processes (an immediate shutdown: they exit and give back their shared memory). Patroni
+  # is killed first, so that it starts nothing more; etcd's store needs no goodbye.
+  stop_all KILL patroni-node1 patroni-node2 patroni-node3 &
+  stop_all TERM instance1 instance2 haproxy pgbouncer &
+  stop_all KILL etcd1 etcd2 etcd3 &
+  wait
+  # Every postmaster of the nodes' data folders, also one a Patroni was starting as it died.
+  for _ in $(seq 1 100); do
+    pids=$(pgrep -f -- "-D $STATE/node[0-9]/data" || true)
+    [ -z "$pids" ] && break
+    # shellcheck disable=SC2086
+    kill -QUIT $pids 2>/dev/null || true
+    sleep 0.1
   done
-  for name in etcd1 etcd2 etcd3; do stop_pid "$STATE/pids/$name" TERM; done
   rm -rf "$STATE"
   log "down"
 }

@@ -29,6 +29,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { changeLog, describeLoad, expectNothingLost, register, send, startLoad } from '../helpers/retrying-clients.js';
+import { walkEveryRoute } from '../helpers/route-walk.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -45,16 +46,24 @@ const TARGET_WINDOW_MS = 15_000;
 const LIMIT_WINDOW_MS = 2 * TARGET_WINDOW_MS;
 const met = (ms: number) => (ms <= TARGET_WINDOW_MS ? 'target met' : 'over the 15 s target');
 
-/** 51 loopback ports in a row, free now: the deployment's (HA_PORT_BASE .. + 50). */
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+
+/**
+ * 51 loopback ports in a row, free now: the deployment's (HA_PORT_BASE .. + 50). Below the
+ * range the system picks the local ports of outgoing connections from, so that no connection
+ * (the deployment's own, or this test's) takes one of them while it starts or after it stops.
+ */
 async function freeRange(size = 51): Promise<number> {
-  const free = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const server = net.createServer();
-      server.once('error', () => resolve(false));
-      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-    });
+  const free = portFree;
+  const ephemeral = Number((await fs.readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').catch(() => '32768')).trim().split(/\s+/)[0]);
+  const top = Math.max(12_000, (Number.isFinite(ephemeral) ? ephemeral : 32_768) - size);
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    const base = 10_000 + Math.floor(Math.random() * (top - 10_000));
     let ok = true;
     for (let p = base; p < base + size && ok; p++) ok = await free(p);
     if (ok) return base;
@@ -78,21 +87,40 @@ async function members(): Promise<Member[]> {
 }
 
 let receiver: Receiver | undefined;
-afterAll(async () => {
-  // The instances' errors (LOG_LEVEL=warn keeps them), before their logs go with the state.
+let parentDir: string | undefined;
+
+/** Set once the kill test passed: otherwise Patroni's last lines and the cluster are printed before the logs go. */
+let passed = false;
+
+/** The instances' errors (LOG_LEVEL=warn keeps them), printed before their logs go with the state. */
+async function printInstanceErrors(): Promise<void> {
+  if (!passed && stateDir) {
+    console.error(`the cluster as Patroni saw it last:\n${await ha('status').catch((error: unknown) => String(error))}`);
+    for (const node of ['node1', 'node2', 'node3']) {
+      const log = await fs.readFile(path.join(stateDir, 'logs', `patroni-${node}.log`), 'utf8').catch(() => '');
+      console.error(`patroni-${node}.log, its last lines:\n${log.split('\n').filter((l) => !l.startsWith('  ')).slice(-25).join('\n')}`);
+    }
+  }
   for (const name of ['instance1', 'instance2']) {
     const log = stateDir ? await fs.readFile(path.join(stateDir, 'logs', `${name}.log`), 'utf8').catch(() => '') : '';
     const errors = log.split('\n').filter((line) => line.includes('"level":50'));
     if (errors.length > 0) console.error(`${name} logged ${errors.length} errors, the first:\n${errors.slice(0, 3).join('\n')}`);
   }
-  if (stateDir) await ha('down').catch((error: unknown) => console.error(`ha/ha.sh down: ${String(error)}`));
-  if (stateDir) await fs.rm(path.dirname(stateDir), { recursive: true, force: true });
+}
+
+afterAll(async () => {
+  // What the last test did not take down (it failed, or did not run).
+  if (stateDir) {
+    await printInstanceErrors();
+    await ha('down').catch((error: unknown) => console.error(`ha/ha.sh down: ${String(error)}`));
+  }
+  if (parentDir) await fs.rm(parentDir, { recursive: true, force: true });
   await receiver?.close();
 }, 120_000);
 
 describe.skipIf(skip)('the high-availability deployment, its primary killed under load', () => {
   it('loses no acknowledged write and no event, never answers 500, and writes again within the window', async () => {
-    const parent = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-failover-'));
+    const parent = (parentDir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-failover-')));
     // The `postgres` user walks through it to the state folder.
     await fs.chmod(parent, 0o755);
     stateDir = path.join(parent, 'ha');
@@ -158,20 +186,52 @@ describe.skipIf(skip)('the high-availability deployment, its primary killed unde
       );
       return answers.some((a) => a.status === 503 && a.sentAt >= killedAt) ? first! - killedAt : 0;
     };
-    const slowest503After = (from: number, to: number) =>
-      Math.max(0, ...answers.filter((a) => a.status === 503 && a.sentAt >= from && a.sentAt < to).map((a) => a.answeredAt - a.sentAt));
-    const allRunning = () => eventually(async () => (await members()).filter((m) => m.state === 'running' || m.state === 'streaming').length === 3, { timeout: 60_000, interval: 500, message: 'every node running again' });
-
+    /** API-CONTRACT.md §17: a 503 comes fast, under 1 s; reported per round, failing past twice that. */
+    const slowest: number[] = [];
+    const slowest503After = (from: number, to: number) => {
+      const ms = Math.max(0, ...answers.filter((a) => a.status === 503 && a.sentAt >= from && a.sentAt < to).map((a) => a.answeredAt - a.sentAt));
+      slowest.push(ms);
+      return `${ms.toFixed(0)} ms${ms < 1_000 ? '' : ' (over the 1 s target)'}`;
+    };
     const report: string[] = [];
+    /**
+     * The cluster whole and settled before the next fault: a leader, a synchronous standby, all
+     * three running, and no change for 1.5 s (more than one of Patroni's loops). A primary that dies while
+     * its Patroni moves the synchronous standby to another node (as it may when a node has
+     * rejoined) leaves no node that may be promoted (Patroni first names none in /sync): a
+     * second fault within one, which docs/operations.md describes; the rounds test single faults.
+     */
+    const settled = async (what: string) => {
+      let last = '';
+      let since = performance.now();
+      const started = performance.now();
+      await eventually(
+        async () => {
+          const now = await members().catch(() => []);
+          const shape = now.map((m) => `${m.name} ${m.role}`).sort().join(', ');
+          const whole = now.length === 3 && now.every((m) => m.state === 'running' || m.state === 'streaming') &&
+            now.some((m) => m.role === 'leader') && now.some((m) => m.role === 'sync_standby');
+          if (!whole || shape !== last) {
+            last = shape;
+            since = performance.now();
+            return false;
+          }
+          return performance.now() - since >= 1_500;
+        },
+        { timeout: 60_000, interval: 250, message: `the cluster settled ${what} (a leader, a synchronous standby, three nodes running, unchanged for 1.5 s)` },
+      );
+      report.push(`settled ${what} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    };
+
     await load.afterMore(10, 'before the first kill');
 
     // 1. The primary's postgres.
     let killedAt = performance.now();
     const first = await ha('kill-primary');
     const window1 = await windowAfter(killedAt, `killing ${first}'s postgres`);
-    report.push(`postgres of ${first} killed: 503 window ${(window1 / 1000).toFixed(1)} s (${met(window1)}), slowest 503 ${slowest503After(killedAt, killedAt + window1).toFixed(0)} ms`);
+    report.push(`postgres of ${first} killed: 503 window ${(window1 / 1000).toFixed(1)} s (${met(window1)}), slowest 503 ${slowest503After(killedAt, killedAt + window1)}`);
     // Round 2 needs a synchronous standby to promote; the node killed may still be rejoining.
-    await eventually(async () => (await members()).some((m) => m.role === 'sync_standby'), { timeout: 60_000, interval: 500, message: 'a synchronous standby again' });
+    await settled('after the first round');
     await load.afterMore(5, 'after the first round');
 
     // 2. The primary's Patroni: its postgres runs on, alone; the synchronous standby is promoted.
@@ -180,9 +240,9 @@ describe.skipIf(skip)('the high-availability deployment, its primary killed unde
     await ha('kill-patroni', primary2);
     const window2 = await windowAfter(killedAt, `killing ${primary2}'s Patroni`);
     const leader2 = (await members()).find((m) => m.role === 'leader')?.name;
-    report.push(`Patroni of ${primary2} killed: 503 window ${(window2 / 1000).toFixed(1)} s (${met(window2)}; new primary ${leader2}), slowest 503 ${slowest503After(killedAt, killedAt + window2).toFixed(0)} ms`);
+    report.push(`Patroni of ${primary2} killed: 503 window ${(window2 / 1000).toFixed(1)} s (${met(window2)}; new primary ${leader2}), slowest 503 ${slowest503After(killedAt, killedAt + window2)}`);
     await ha('start-node', primary2);
-    await allRunning();
+    await settled('after the second round');
     await load.afterMore(5, 'after the second round');
 
     // 3. The primary and its synchronous standby together: the node left may not be promoted.
@@ -192,8 +252,8 @@ describe.skipIf(skip)('the high-availability deployment, its primary killed unde
     const left = cluster3.find((m) => m.name !== primary3 && m.name !== sync3)!.name;
     killedAt = performance.now();
     await Promise.all([ha('kill-node', primary3), ha('kill-node', sync3)]);
-    // Past the leader key's ttl (8 s) and Patroni's next loops: no write is acknowledged, the node left is no leader.
-    const hold = killedAt + 11_000;
+    // Past the leader key's ttl (6 s) and Patroni's next loops: no write is acknowledged, the node left is no leader.
+    const hold = killedAt + 9_000;
     while (performance.now() < hold) {
       const now = await members().catch(() => []);
       expect(now.filter((m) => m.role === 'leader' && m.name === left), `${left} lacks acknowledged writes and was promoted`).toEqual([]);
@@ -207,14 +267,19 @@ describe.skipIf(skip)('the high-availability deployment, its primary killed unde
     const window3 = await windowAfter(returnedAt, `starting ${primary3} and ${sync3} again`);
     report.push(
       `${primary3} and ${sync3} killed together: ${left} not promoted, ${refusedWhileDown} writes refused 503 for ${((hold - killedAt) / 1000).toFixed(0)} s; ` +
-        `writes again ${(window3 / 1000).toFixed(1)} s after they were started (${met(window3)}), slowest 503 ${slowest503After(killedAt, returnedAt + window3).toFixed(0)} ms`,
+        `writes again ${(window3 / 1000).toFixed(1)} s after they were started (${met(window3)}), slowest 503 ${slowest503After(killedAt, returnedAt + window3)}`,
     );
     await load.afterMore(5, 'after the third round');
     await load.stopWriting();
     const loadMs = performance.now() - loadStart;
 
-    // Every acknowledged write there once, replays of cut-off keys, streams whole and in order.
+    // Every acknowledged write there once, replays of cut-off keys, streams whole and in order;
+    // meanwhile, every route of both doors through the deployment's URL, after its three failovers.
+    const walkStart = performance.now();
+    const walking = walkEveryRoute(url, 'ha_walk', hooked).then((walked) => ({ walked, walkMs: performance.now() - walkStart }));
+    walking.catch(() => undefined); // awaited below; not unhandled should the check before it fail first
     const logs = await expectNothingLost(load, { directUrl: `postgresql://postgres@127.0.0.1:${base + 30}/planning`, url, tokens });
+    const { walked, walkMs } = await walking;
     // Every event at the webhook, in order: its first arrival of each event follows the log.
     const byUser = await Promise.all(tokens.map((token) => changeLog(url, token)));
     const delivered = () => byUser.every((log, u) => log.every((e) => receiver!.accepted.some((r) => r.path === hookPath(u) && r.json.id === e.id)));
@@ -234,7 +299,8 @@ describe.skipIf(skip)('the high-availability deployment, its primary killed unde
     report.unshift(
       `writes acknowledged ${load.acknowledged.size}, found ${load.acknowledged.size} (each once), 500s ${fiveHundreds}, ` +
         `events ${logs.flat().length}: streams missed 0, out of order 0; webhook missed ${missed}, out of order ${outOfOrder}, delivered again ${duplicates}`,
-      `up in ${(upMs / 1000).toFixed(0)} s; ${describeLoad(load, loadMs)}`,
+      `up in ${(upMs / 1000).toFixed(0)} s; every route of both doors walked through its URL after the failovers in ${(walkMs / 1000).toFixed(1)} s (${walked.rest.length} REST operations, ${walked.trpc.length} tRPC procedures)`,
+      describeLoad(load, loadMs),
     );
     if (missed > 0) report.push(`webhooks: ${JSON.stringify(hooks)}; events per user ${byUser.map((l) => l.length)}, delivered ${byUser.map((_, u) => receiver!.accepted.filter((r) => r.path === hookPath(u)).length)}`);
     console.info(`failover report:\n  ${report.join('\n  ')}`);
@@ -245,5 +311,25 @@ describe.skipIf(skip)('the high-availability deployment, its primary killed unde
     expect(window1).toBeLessThan(LIMIT_WINDOW_MS);
     expect(window2).toBeLessThan(LIMIT_WINDOW_MS);
     expect(window3).toBeLessThan(LIMIT_WINDOW_MS);
+    for (const ms of slowest) expect(ms).toBeLessThan(2_000);
+    passed = true;
   }, 400_000);
+
+  it('ha/ha.sh down leaves no process and no port of the deployment behind', async () => {
+    expect(stateDir, 'the deployment was started by the test before').toBeDefined();
+    const base = Number(env.HA_PORT_BASE);
+    await printInstanceErrors();
+    const started = performance.now();
+    await ha('down');
+    const downMs = performance.now() - started;
+    const state = stateDir!;
+    stateDir = undefined;
+    const { stdout } = await promisify(execFile)('ps', ['-eo', 'pid=,args=']);
+    expect(stdout.split('\n').filter((line) => line.includes(state)), 'processes still naming the state folder').toEqual([]);
+    const busy: number[] = [];
+    for (let port = base; port <= base + 50; port++) if (!(await portFree(port))) busy.push(port);
+    expect(busy, 'ports of the deployment still taken').toEqual([]);
+    expect(existsSync(state)).toBe(false);
+    console.info(`ha/ha.sh down: ${(downMs / 1000).toFixed(1)} s, no process or port left`);
+  }, 120_000);
 });

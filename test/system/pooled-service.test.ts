@@ -5,7 +5,7 @@
  * leaves nothing of its own on them: its statement timeout is set per transaction (also for a
  * statement sent on its own), never on a session. Named prepared statements, forced on through
  * the pooler, fail on other server connections: each connection that says so is closed, never
- * reused, and the statement still answers.
+ * reused, and the statement still answers. Every route of both doors answers through it.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,9 @@ import { batchStatements } from '../../src/db/batching.js';
 import { execute } from '../../src/db/prepared.js';
 import { registerUser, request } from '../helpers/http.js';
 import { pooledTierSkip, startPooledDatabase, type PooledDatabase } from '../helpers/pooled-database.js';
+import { walkEveryRoute } from '../helpers/route-walk.js';
 import { spawnService, type SpawnedService, stopServices } from '../helpers/spawn-service.js';
+import { startReceiver } from '../helpers/webhook-receiver.js';
 
 /** Server connections PgBouncer opens per database: far fewer than the service's pool. */
 const POOLER_POOL = 2;
@@ -121,6 +123,29 @@ describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mod
     expect(failed).toEqual([]);
     // Nothing went wrong quietly either: no dropped batch, no prepared statement on the wrong connection.
     expect(service.output()).not.toMatch(/Warning|"level":50/);
+  }, 90_000);
+
+  it('answers every route of both doors through the pooler (test/helpers/route-walk.ts)', async () => {
+    const { pooledUrl, directUrl } = await pooled.createDatabase();
+    const service = await spawnService({
+      DATABASE_URL: pooledUrl,
+      DATABASE_DIRECT_URL: directUrl,
+      DATABASE_POOL_SIZE: String(SERVICE_POOL),
+      RATE_LIMIT_PER_MINUTE: '0',
+      RATE_LIMIT_AUTH_PER_MINUTE: '0',
+      WEBHOOK_ALLOW_PRIVATE_URLS: '1',
+    });
+    services.push(service);
+    const receiver = await startReceiver();
+    try {
+      // The account's export reads in a REPEATABLE READ transaction: through the pooler its
+      // opening once came after the statement timeout's prelude, and was refused (500).
+      const walked = await walkEveryRoute(service.url, 'pooled_walk', receiver);
+      expect(walked.rest.length + walked.trpc.length).toBeGreaterThan(0);
+    } finally {
+      await receiver.close();
+    }
+    expect(service.output()).not.toMatch(/"level":50/);
   }, 90_000);
 
   it('refuses to start without DATABASE_POOL_SIZE, which it cannot size from behind the pooler', async () => {
