@@ -42,7 +42,6 @@ install_packages() {
   command -v patroni >/dev/null || packages+=(patroni)
   command -v etcd >/dev/null || packages+=(etcd-server)
   command -v etcdctl >/dev/null || packages+=(etcd-client)
-  command -v pgrep >/dev/null || packages+=(procps)
   [ "${#packages[@]}" -eq 0 ] && return
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     log "missing ${packages[*]}: install them with apt-get install ${packages[*]} (as root)"
@@ -364,24 +363,43 @@ stop_all() { # signal name...: stops the daemons named side by side, and waits f
   wait
 }
 
+# The pids of the processes whose command line names the state folder (postmasters, with -D;
+# pg_basebackup, pg_rewind and psql that Patroni started), read from /proc: a fixed string,
+# whatever characters the folder's path holds.
+state_pids() {
+  local pattern
+  # The pattern from a file, so that grep's own command line does not name the folder.
+  pattern=$(mktemp)
+  printf '%s/\n' "$STATE" >"$pattern"
+  { grep -lsaF -f "$pattern" /proc/[0-9]*/cmdline 2>/dev/null || true; } | sed -n 's|^/proc/\([0-9]*\)/cmdline$|\1|p'
+  rm -f "$pattern"
+}
+
 down() {
   [ -d "$STATE" ] || { log "nothing in $STATE"; return 0; }
-  local pids _
+  local pids left _
   # Everything goes with the state folder, so nothing needs a clean stop but PostgreSQL's own
-  # processes (an immediate shutdown: they exit and give back their shared memory). Patroni
-  # is killed first, so that it starts nothing more; etcd's store needs no goodbye.
+  # processes (an immediate shutdown: they exit and give back their shared memory). Patroni is
+  # killed, so that it starts nothing more; etcd's store needs no goodbye.
   stop_all KILL patroni-node1 patroni-node2 patroni-node3 &
   stop_all TERM instance1 instance2 haproxy pgbouncer &
   stop_all KILL etcd1 etcd2 etcd3 &
   wait
-  # Every postmaster of the nodes' data folders, also one a Patroni was starting as it died.
-  for _ in $(seq 1 100); do
-    pids=$(pgrep -f -- "-D $STATE/node[0-9]/data" || true)
+  # Whatever still names the folder (a postmaster, also one a Patroni was starting as it died;
+  # a base backup or a rewind under way): SIGQUIT, then SIGKILL after 5 s.
+  for _ in $(seq 1 50); do
+    pids=$(state_pids)
     [ -z "$pids" ] && break
     # shellcheck disable=SC2086
     kill -QUIT $pids 2>/dev/null || true
     sleep 0.1
   done
+  left=$(state_pids)
+  if [ -n "$left" ]; then
+    # shellcheck disable=SC2086
+    kill -KILL $left 2>/dev/null || true
+    log "killed what did not stop: $(echo $left)"
+  fi
   rm -rf "$STATE"
   log "down"
 }

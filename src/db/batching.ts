@@ -34,9 +34,10 @@ import type pg from 'pg';
 
 /**
  * A statement that opens a transaction: `begin`, or `start transaction` with its isolation
- * level and access mode (what Kysely sends for `em.begin({ isolationLevel, readOnly })`).
+ * level and access mode (what Kysely sends for `em.begin({ isolationLevel, readOnly })`);
+ * alone, not the head of a text of several statements, whose results the caller reads.
  */
-const OPENS = /^(begin|start\s+transaction)\b/i;
+const OPENS = /^(begin|start\s+transaction)\b[^;]*$/i;
 
 /** Put in front of a statement whose result is not read: it is sent with the next one. */
 export const BATCHED = '/* batched */ ';

@@ -21,7 +21,7 @@ import { randomUUID } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { WebhookConfig } from '../config.js';
 import type { Logger } from '../core/logger.js';
-import { isDatabaseUnavailable } from '../core/failures.js';
+import { isConnectionUnfit, isDatabaseUnavailable } from '../core/failures.js';
 import type { Resolve } from './address-guard.js';
 import { claimDue, markSending, recordStep, releaseLease, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
 import { postOnce, type OutboundResult } from './outbound.js';
@@ -186,7 +186,9 @@ export class WebhookDeliverer {
       this.#running.set(key, false);
       const loop = this.#deliver(webhook)
         .catch((error: unknown) => {
-          if (!isDatabaseUnavailable(error)) return this.#logFailure(error, 'webhook delivery stopped; its lease expires and it is attempted again');
+          // The connection gone, or leading to a server that is read-only now (a failover); not a
+          // statement timeout, a full disk or too many clients, which may repeat at once.
+          if (!isConnectionUnfit(error)) return this.#logFailure(error, 'webhook delivery stopped; its lease expires and it is attempted again');
           this.#logFailure(error, 'webhook delivery stopped; its lease goes back once the database answers');
           this.#giveBack(webhook);
         })
@@ -203,12 +205,13 @@ export class WebhookDeliverer {
   }
 
   /**
-   * A loop the database cut off (a failover, an outage): the claim's lease is given back as
-   * soon as the database takes a statement again, so the webhook goes on within a second of
-   * its return rather than when the lease ends. The lease is this claim's alone (the release
+   * A loop the database cut off (its connection lost, or the server read-only: a failover, an
+   * outage): the claim's lease is given back as soon as the database takes a statement again,
+   * so the webhook goes on within a second of its return rather than when the lease ends. The lease is this claim's alone (the release
    * names it), so nothing another process holds is touched; an attempt whose outcome was not
-   * recorded is made again with the same `webhook-id`. Any other error keeps the lease to its
-   * end, so a delivery that fails the same way every time is not retried in a tight loop.
+   * recorded is made again with the same `webhook-id`. Any other error (a statement timeout
+   * under load too) keeps the lease to its end, so a delivery that fails the same way every
+   * time is not retried in a tight loop.
    */
   #giveBack(webhook: ClaimedWebhook): void {
     const until = this.#now() + this.#leaseMs;

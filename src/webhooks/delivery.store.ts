@@ -228,11 +228,6 @@ export async function markSending(em: SqlEntityManager, userId: number, id: numb
   return rows.length > 0;
 }
 
-/**
- * Gives back every lease of the process `owner` (a graceful stop): another process takes them
- * at once. Over every user (a process's leases may be anyone's): on a sharded database it asks
- * every node, once per stop.
- */
 /** Gives back the lease of one claim on one webhook (a loop the database cut off); nothing when the lease is another's. */
 export async function releaseLease(em: SqlEntityManager, userId: number, id: number, owner: string): Promise<void> {
   await em.execute(
@@ -241,6 +236,11 @@ export async function releaseLease(em: SqlEntityManager, userId: number, id: num
   );
 }
 
+/**
+ * Gives back every lease of the process `owner` (a graceful stop): another process takes them
+ * at once. Over every user (a process's leases may be anyone's): on a sharded database it asks
+ * every node, once per stop.
+ */
 export async function releaseLeases(em: SqlEntityManager, owner: string): Promise<void> {
   await em.execute(`update webhooks set lease_owner = null, lease_until = null where lease_owner like ?`, [`${owner}:%`], 'run');
 }

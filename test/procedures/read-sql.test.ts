@@ -34,7 +34,7 @@ import { pruneRateLimits } from '../../src/core/rate-limit.js';
 import { pruneIdempotencyKeys } from '../../src/writes/idempotency.js';
 import { authenticate, isTokenValid, pruneExpiredTokens } from '../../src/users/authentication.js';
 import { hashAccessToken } from '../../src/users/credentials.js';
-import { claimDue, markSending, recordStep, releaseLeases, waitingEvents } from '../../src/webhooks/delivery.store.js';
+import { claimDue, markSending, recordStep, releaseLease, releaseLeases, waitingEvents } from '../../src/webhooks/delivery.store.js';
 import { pruneDeliveries } from '../../src/webhooks/webhook.store.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
 import { testResolver } from '../helpers/test-resolver.js';
@@ -254,6 +254,7 @@ describe('the SQL of every read, stream and housekeeping job', () => {
       }),
     );
     await snapshot('deliverer.claim-round', () => claimDue(em(), `${owner}:2`, now, leaseUntil, 16, null));
+    await snapshot('deliverer.release-lease', () => releaseLease(em(), webhook.user_id, webhook.id, webhook.lease_owner));
     await snapshot('deliverer.release-leases', () => releaseLeases(em(), owner));
     await snapshot('deliverer.waiting-events', () => waitingEvents(em()));
   });

@@ -2,7 +2,7 @@
  * Webhook delivery through a database outage (API-CONTRACT.md §14, §17): a delivery whose
  * record the outage cut off (the receiver answered, the database was gone) is made again, with
  * the same `webhook-id`, as soon as the database is back, not when its lease ends (twice the
- * timeout and 10 s: 30 s here). A failover is such an outage, seen by the deliverer.
+ * timeout and 10 s: 50 s here). A failover is such an outage, seen by the deliverer.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -13,7 +13,8 @@ import { call, registerUser } from '../helpers/http.js';
 import { startOwnDatabase } from '../helpers/own-database.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 
-const TIMEOUT_MS = 10_000;
+// Long enough that the held request outlasts stopping the database on a loaded machine.
+const TIMEOUT_MS = 20_000;
 const LEASE_MS = 2 * TIMEOUT_MS + 10_000;
 
 let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
