@@ -60,6 +60,21 @@ export async function appendEvents(
   return true;
 }
 
+/**
+ * A batch's events with its `project.updated` events folded (API-CONTRACT.md §15): of those
+ * one project gets, only the last is kept, at its place. Its document is the project's final
+ * one, so a client applying the log in order ends in the same state; and 100 creates in a
+ * project append one copy of its task list, not 100 copies growing by one.
+ */
+export function foldProjectUpdates(events: readonly NewEvent[]): NewEvent[] {
+  const idOf = (event: NewEvent) => (event.data as { id?: unknown } | null)?.id;
+  const last = new Map<unknown, number>();
+  events.forEach((event, i) => {
+    if (event.type === 'project.updated') last.set(idOf(event), i);
+  });
+  return events.filter((event, i) => event.type !== 'project.updated' || last.get(idOf(event)) === i);
+}
+
 /** The select-list expression of a statement with `appendSql`'s CTEs: its NOTIFY payload (null: no events). */
 export const NOTIFICATION = '(select notification from payload)';
 

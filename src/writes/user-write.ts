@@ -18,7 +18,7 @@ import { sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
 import { BATCHED } from '../db/batching.js';
 import type { AuthedContext } from '../core/context.js';
-import { appendEvents, type NewEvent } from './event-append.js';
+import { appendEvents, foldProjectUpdates, type NewEvent } from './event-append.js';
 import { IdempotencyKey, pruneNowAndThen, type StoredOutcome } from './idempotency.js';
 import { lockOwner, retried } from './owner-lock.js';
 import { turns } from './turns.js';
@@ -103,7 +103,8 @@ async function runTransaction<I, T>(ctx: AuthedContext, key: IdempotencyKey | un
         throw error;
       }
       const store = key?.storeSql({ status: successStatus(ctx), body: value ?? null, etag: null }, scope.now);
-      const appended = await appendEvents(em, scope.userId, scope.settled, scope.now, store);
+      // A batch's events, its `project.updated` ones folded (API-CONTRACT.md §15).
+      const appended = await appendEvents(em, scope.userId, foldProjectUpdates(scope.settled), scope.now, store);
       // Also the last statement: sent with the commit (src/db/batching.ts).
       if (store && !appended) await em.execute(BATCHED + store.sql, store.params);
       return { kind: 'ran', value };

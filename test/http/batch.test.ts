@@ -66,23 +66,56 @@ describe('a batch that succeeds', () => {
     const last = res.body.data[3].body.data;
     expect(last).toMatchObject({ id: trip.id, attributes: { state: 'started', dueAt: DUE, startedAt: seconds(T0) } });
     expect(last.relationships.tasks.data).toEqual([{ type: 'task', id: task.id }]);
-    // Events: each operation's, in order, each document as that operation left it.
+    // Events: each operation's, in order, each document as that operation left it; the two
+    // `project.updated` of the trip (its task added, then started) folded into the last, at its
+    // place, with the final document (API-CONTRACT.md §15).
     const events = await eventsAfter(token, before);
     expect(events.map((e) => `${e.type}:${e.data.id}`)).toEqual([
       `project.created:${trip.id}`,
       `task.created:${task.id}`,
-      `project.updated:${trip.id}`,
       `project.updated:${paused}`,
       `project.updated:${trip.id}`,
       `task.updated:${task.id}`,
     ]);
-    expect(events[2]!.data.relationships.tasks.data).toEqual([{ type: 'task', id: task.id }]);
-    expect(events[2]!.data.attributes.state).toBe('newed');
+    expect(events[3]!.data).toEqual(last);
+    expect(events[3]!.data.relationships.tasks.data).toEqual([{ type: 'task', id: task.id }]);
     expect(events[4]!.data.attributes.state).toBe('started');
-    expect(events[5]!.data.attributes.state).toBe('started');
     // What the batch answered is what is stored.
     const now = await app.request('GET', `/api/projects/${trip.id}`, { token });
     expect(now.body.data).toEqual(last);
+  });
+
+  it('folds the project.updated events of each project into its last, at its place, with the final document (100 operations)', async () => {
+    const { token } = await app.register();
+    const before = await lastEventId(token);
+    const operations = [
+      { op: 'projects.create', ref: 'a', input: { project: { name: 'A' } } },
+      { op: 'projects.create', ref: 'b', input: { project: { name: 'B' } } },
+      ...Array.from({ length: 98 }, (_, i) => ({ op: 'tasks.create', input: { task: { label: `t${i}`, project_id: { ref: i % 3 === 2 ? 'b' : 'a' } } } })),
+    ];
+    const res = await batch(token, operations);
+    expect(res.status, res.text).toBe(200);
+    const [a, b] = [res.body.data[0].body.data.id, res.body.data[1].body.data.id];
+    const tasks = res.body.data.slice(2).map((r: { body: { data: { id: number } } }) => r.body.data.id);
+    const events: Awaited<ReturnType<typeof eventsAfter>> = [];
+    for (let page = await eventsAfter(token, before); page.length > 0; page = await eventsAfter(token, page.at(-1)!.id)) events.push(...page);
+    // Unfolded there would be 98 project.updated, each with the list so far; folded, one per
+    // project, where the last task created in it stood: B's last task is the 98th (i = 95),
+    // A's the 97th and the 98th (i = 96 and 97) come after it.
+    expect(events.map((e) => `${e.type}:${e.data.id}`)).toEqual([
+      `project.created:${a}`,
+      `project.created:${b}`,
+      ...tasks.slice(0, 96).map((id: number) => `task.created:${id}`),
+      `project.updated:${b}`,
+      `task.created:${tasks[96]}`,
+      `task.created:${tasks[97]}`,
+      `project.updated:${a}`,
+    ]);
+    for (const id of [a, b]) {
+      const now = await app.request('GET', `/api/projects/${id}`, { token });
+      expect(events.find((e) => e.type === 'project.updated' && e.data.id === id)!.data).toEqual(now.body.data);
+    }
+    expect(events.find((e) => e.data.id === a && e.type === 'project.updated')!.data.relationships.tasks.data).toHaveLength(66);
   });
 
   it('answers a delete as 204 with a null body, a reorder with its order document, and sees each step', async () => {
