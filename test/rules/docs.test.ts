@@ -1,7 +1,8 @@
 /**
  * The documentation holds together: README.md is the entrance and docs/ holds the rest, so a
  * link that no longer resolves, an architecture page that forgets a folder of src/ or names one
- * that is gone, or a README grown back into a manual fails here. Pure file reads, no server.
+ * that is gone, a README grown back into a manual, or a test file over 900 lines fails here.
+ * Pure file reads, no server.
  * (README's runnable blocks, and those of docs/change-log.md, docs/webhooks.md and
  * docs/operations.md, are run by test/system/readme.test.ts and the deployment tests.)
  */
@@ -136,6 +137,19 @@ describe('the documentation', () => {
       const lines = read(page).split('\n').length - (read(page).endsWith('\n') ? 1 : 0);
       expect(lines, `${page} lines`).toBeLessThanOrEqual(300);
     }
+  });
+
+  it('keeps every test file to at most 900 lines: a longer one is split by what it tests', () => {
+    const files = (dir: string): string[] =>
+      readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+        const file = path.posix.join(dir, entry.name);
+        if (entry.isDirectory()) return files(file);
+        return entry.name.endsWith('.test.ts') ? [file] : [];
+      });
+    const all = files('test');
+    expect(all.length).toBeGreaterThan(100);
+    const over = all.map((file) => [file, read(file).split('\n').length] as const).filter(([, lines]) => lines > 900);
+    expect(over).toEqual([]);
   });
 });
 
