@@ -49,6 +49,7 @@ import { taskIdsByOrder } from '../lib/seed.js';
 import { runScenario } from '../lib/session.js';
 import { range, startCountingApp, type CountingApp } from '../lib/statements.js';
 import { ascending, quantile } from '../lib/stats.js';
+import { taskPageStatement } from '../../src/tasks/task.store.js';
 import { takeTurns } from '../lib/turns.js';
 import { listProjects, listTasks, MIX, PAGE, reorderIn, scriptsOf, seedWorld } from '../lib/workload.js';
 
@@ -324,8 +325,6 @@ runScenario('throughput', async (session) => {
 
   // ---- EXPLAIN ANALYZE of the list queries, per size -----------------------------------
   const explainRows: string[] = [];
-  const listSql = sqlOf['list tasks']!.map((s) => s.replace(/ \[took .*$/, ''));
-  const pageSql = listSql.find((s) => s.startsWith('select c.total'))!;
   const toPg = (s: string) => {
     let n = 0;
     return s.replace(/\?/g, () => `$${++n}`);
@@ -347,9 +346,13 @@ runScenario('throughput', async (session) => {
   };
   for (const [label, user] of ONLY ? [] : growthUsers) {
     const pages = Math.ceil(user.tasks / PAGE);
-    const params = (offset: number) => [user.id, user.id, cutoff, user.id, cutoff, offset];
-    const first = await explainMs(pageSql, params(0));
-    const last = await explainMs(pageSql, params((pages - 1) * PAGE));
+    // The list's own statement, made by the service's code for this user and page.
+    const page = (offset: number) => {
+      const statement = taskPageStatement(user.id, { finishedSince: cutoff }, PAGE, offset);
+      return explainMs(statement.sql, statement.params);
+    };
+    const first = await page(0);
+    const last = await page((pages - 1) * PAGE);
     explainRows.push(`| ${label} | ${first.ms.toFixed(2)} | ${last.ms.toFixed(2)} | ${last.plan} |`);
   }
 
