@@ -60,17 +60,24 @@ async function pooledSessionsTimeouts(url: string): Promise<string[]> {
   }
 }
 
+/** The service as a process on a database of its own behind the pooler, rate limits off. */
+async function pooledService(env: Record<string, string> = {}): Promise<SpawnedService> {
+  const { pooledUrl, directUrl } = await pooled.createDatabase();
+  const service = await spawnService({
+    DATABASE_URL: pooledUrl,
+    DATABASE_DIRECT_URL: directUrl,
+    DATABASE_POOL_SIZE: String(SERVICE_POOL),
+    RATE_LIMIT_PER_MINUTE: '0',
+    RATE_LIMIT_AUTH_PER_MINUTE: '0',
+    ...env,
+  });
+  services.push(service);
+  return service;
+}
+
 describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mode', () => {
   it('starts and serves writes and reads of every kind with no answer other than 2xx', async () => {
-    const { pooledUrl, directUrl } = await pooled.createDatabase();
-    const service = await spawnService({
-      DATABASE_URL: pooledUrl,
-      DATABASE_DIRECT_URL: directUrl,
-      DATABASE_POOL_SIZE: String(SERVICE_POOL),
-      RATE_LIMIT_PER_MINUTE: '0',
-      RATE_LIMIT_AUTH_PER_MINUTE: '0',
-    });
-    services.push(service);
+    const service = await pooledService();
     const started = JSON.parse(service.output().split('\n').find((l) => l.includes('"listening on'))!) as Record<string, unknown>;
     expect(started).toMatchObject({ poolSize: SERVICE_POOL, preparedStatements: false });
     expect(started.database).toMatch(/through the pooler at .*, direct at /);
@@ -126,16 +133,7 @@ describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mod
   }, 90_000);
 
   it('answers every route of both doors through the pooler (test/helpers/route-walk.ts)', async () => {
-    const { pooledUrl, directUrl } = await pooled.createDatabase();
-    const service = await spawnService({
-      DATABASE_URL: pooledUrl,
-      DATABASE_DIRECT_URL: directUrl,
-      DATABASE_POOL_SIZE: String(SERVICE_POOL),
-      RATE_LIMIT_PER_MINUTE: '0',
-      RATE_LIMIT_AUTH_PER_MINUTE: '0',
-      WEBHOOK_ALLOW_PRIVATE_URLS: '1',
-    });
-    services.push(service);
+    const service = await pooledService({ WEBHOOK_ALLOW_PRIVATE_URLS: '1' });
     const receiver = await startReceiver();
     try {
       // The account's export reads in a REPEATABLE READ transaction: through the pooler its
