@@ -21,6 +21,7 @@ import { pruneChangeLog, pruneStreamTickets } from './changes/event.store.js';
 import { pruneStreamLeases } from './changes/stream-leases.js';
 import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
+import { Announcer } from './writes/announcer.js';
 import type { PgPoolLike, ServiceMetrics } from './metrics/service-metrics.js';
 import { countStatement } from './core/request-scope.js';
 import type { MetricsServer } from './metrics/metrics-server.js';
@@ -137,8 +138,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // What the process sees of its database (primary, read-only, unreachable), on /healthz and /metrics.
   const databaseRole = databaseRoleWatch(orm);
   metrics?.watchDatabase(databaseRole);
+  const announcer = new Announcer(() => orm.em.fork());
   const app = createApp({
     events,
+    announcer,
     inFlight,
     orm,
     clock: options.clock ?? systemClock,
@@ -210,6 +213,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {
           logger.warn({ running: inFlight.size }, 'stopping with request handlers still running');
         }
+        // The last writes' NOTIFYs go out (src/writes/announcer.ts), then the pool ends.
+        await Promise.race([announcer.idle(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
         // Bounded too: a pool that cannot end (a connection stuck in the database) must not
         // keep the process from stopping.
         await Promise.race([orm.close(true), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);

@@ -62,6 +62,8 @@ export interface Context {
   resources: ResourceReaders;
   /** The write functions of this code, as installed (src/app/write-functions.ts, docs/design/writes.md). */
   writes: WriteFunctionNames;
+  /** Announces committed writes to every process's listeners (src/writes/announcer.ts). */
+  announcer: Announcements;
   log?: Logger;
   /** The change log's live side in this process (src/changes/event-hub.ts). */
   live?: LiveEvents;
@@ -82,6 +84,11 @@ export interface Context {
 export interface WriteFunctionNames {
   apply: string;
   operations: Readonly<Record<string, string>>;
+}
+
+/** Where a committed write's NOTIFY payload goes (src/writes/announcer.ts). */
+export interface Announcements {
+  announce(payload: string): void;
 }
 
 /** What the webhooks' procedures need of the process (API-CONTRACT.md §14). */
@@ -172,6 +179,7 @@ export interface ContextInner {
   authenticate: Context['authenticate'];
   resources: ResourceReaders;
   writes: WriteFunctionNames;
+  announcer: Announcements;
   /** Request headers by any case of their names; none by default. */
   headers?: Readonly<Record<string, string | undefined>>;
 }

@@ -25,6 +25,7 @@ import { authenticate } from '../users/authentication.js';
 import { EventHub } from '../changes/event-hub.js';
 import { EVENTS_PATH } from '../changes/events.router.js';
 import { streamLeases } from '../changes/stream-leases.js';
+import { Announcer } from '../writes/announcer.js';
 import { eventStreamHandler } from './event-stream.js';
 import type { InFlight } from './in-flight.js';
 import { requestLog } from './request-log.js';
@@ -47,6 +48,8 @@ export interface AppDependencies {
   inFlight?: InFlight;
   /** This process's live change feed; one is made (and kept in `app.locals.events`) if omitted. */
   events?: EventHub;
+  /** Where committed writes are announced (src/writes/announcer.ts); one on `orm` is made if omitted. */
+  announcer?: Announcer;
   /** False while the service's own (embedded) PostgreSQL is down: /healthz fails then. */
   databaseUp?: () => boolean;
   /** Counts and times every request (src/metrics/); none are kept when omitted. */
@@ -121,6 +124,7 @@ export function createApp(deps: AppDependencies): express.Express {
   // The streams' leases live in this database, shared with every other process on it.
   events.useLeases(streamLeases(() => orm.em.fork()));
   app.locals.events = events;
+  const announcer = deps.announcer ?? new Announcer(() => orm.em.fork());
   const createContext = (req: Request, res: Response, batched = false, response = { notModified: false }, refusal?: DomainError): Context => {
     const em = orm.em.fork();
     return createContextInner({
@@ -129,6 +133,7 @@ export function createApp(deps: AppDependencies): express.Express {
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
       resources,
       writes,
+      announcer,
       authorization: req.headers.authorization,
       baseUrl: requestOrigin(req),
       passwordHashCost: deps.passwordHashCost,

@@ -6,7 +6,6 @@
  * listeners (delivered on commit); the table is the truth they read (src/changes/).
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { BATCHED } from '../db/batching.js';
 
 /** The channel every process listens on; the payload is `<user id>:<first seq>:<last seq>[:<the events as JSON>]` (`appendSql`). */
 export const EVENTS_CHANNEL = 'user_events';
@@ -23,16 +22,12 @@ const PAYLOAD_BYTES = 7_000;
 
 /**
  * Appends the events of one write: numbers them after the user's newest, moves that mark and
- * stores them, in one statement, then notifies. The caller holds the owner's lock. The payload
- * is `<user>:<first>:<last>` and, when they fit, `:<the events as JSON>`, so that live
- * streams rarely read the table (event-hub.ts). `also`, a data-modifying statement of the
- * same write (an idempotency record), rides in the same statement as a CTE, so it costs no
- * round trip. The NOTIFY is a statement of its own that reads no table (sharded by user, the
- * append runs on the user's node, and a notification sent there would reach no listener: the
- * service listens on the database it connects to). It is the last statement of its write, so
- * it is sent with the `commit` that follows (src/db/batching.ts): an error in it fails the
- * commit, and the write rolls back. Returns false when there was nothing to append (and
- * `also` did not run).
+ * stores them, in one statement. The caller holds the owner's lock. Returns the NOTIFY payload,
+ * `<user>:<first>:<last>` and, when they fit, `:<the events as JSON>`, so that live streams
+ * rarely read the table (event-hub.ts), for the caller to announce once the write committed
+ * (src/writes/announcer.ts); null when there was nothing to append (and `also` did not run).
+ * `also`, a data-modifying statement of the same write (an idempotency record), rides in the
+ * same statement as a CTE, so it costs no round trip.
  */
 export async function appendEvents(
   em: SqlEntityManager,
@@ -40,8 +35,8 @@ export async function appendEvents(
   events: readonly NewEvent[],
   now: Date,
   also?: { sql: string; params: unknown[] },
-): Promise<boolean> {
-  if (events.length === 0) return false;
+): Promise<string | null> {
+  if (events.length === 0) return null;
   // The documents as one JSON array, read in one pass (each element comes out as its own text,
   // stored as it is), and the types beside them as a text array: objects of both would be
   // parsed once for the array and again for each of their two members.
@@ -56,8 +51,7 @@ export async function appendEvents(
     `with ${also ? `also as (${also.sql}), ` : ''}${append.ctes} select ${NOTIFICATION} as notification`,
     [...(also?.params ?? []), ...append.params],
   );
-  await notify(em, row?.notification);
-  return true;
+  return row?.notification ?? null;
 }
 
 /**
@@ -77,14 +71,6 @@ export function foldProjectUpdates(events: readonly NewEvent[]): NewEvent[] {
 
 /** The select-list expression of a statement with `appendSql`'s CTEs: its NOTIFY payload (null: no events). */
 export const NOTIFICATION = '(select notification from payload)';
-
-/**
- * The NOTIFY of a write's events, in the write's transaction, sent with its next statement
- * (the commit): listeners hear it when, and only if, the write commits.
- */
-export async function notify(em: SqlEntityManager, notification: string | null | undefined): Promise<void> {
-  if (notification) await em.execute(`${BATCHED}select pg_notify(?, ?)`, [EVENTS_CHANNEL, notification]);
-}
 
 /** Event types (`task.updated`: letters and a dot, nothing to quote) as a PostgreSQL array literal. */
 function typeArray(events: readonly NewEvent[]): string {

@@ -89,8 +89,10 @@ function noteRan(error: unknown): void {
 }
 
 async function runTransaction<I, T>(ctx: AuthedContext, key: IdempotencyKey | undefined, useCase: UseCase<I, T>, input: I): Promise<Outcome<T>> {
-  return retried(ctx.log, () =>
+  let notification: string | null = null;
+  const outcome = await retried(ctx.log, () =>
     ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
+      notification = null;
       const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), timeZone: ctx.user.timeZone, settled: [] };
       if (key) await key.claim(em);
       const record = (await lockOwner(em, scope.userId, key?.recordColumn(scope.now)))?.record as StoredOutcome | null | undefined;
@@ -104,12 +106,15 @@ async function runTransaction<I, T>(ctx: AuthedContext, key: IdempotencyKey | un
       }
       const store = key?.storeSql({ status: successStatus(ctx), body: value ?? null, etag: null }, scope.now);
       // A batch's events, its `project.updated` ones folded (API-CONTRACT.md §15).
-      const appended = await appendEvents(em, scope.userId, foldProjectUpdates(scope.settled), scope.now, store);
+      notification = await appendEvents(em, scope.userId, foldProjectUpdates(scope.settled), scope.now, store);
       // Also the last statement: sent with the commit (src/db/batching.ts).
-      if (store && !appended) await em.execute(BATCHED + store.sql, store.params);
+      if (store && notification === null) await em.execute(BATCHED + store.sql, store.params);
       return { kind: 'ran', value };
     }),
   );
+  // Committed: its listeners are woken (src/writes/announcer.ts).
+  if (notification) ctx.announcer.announce(notification);
+  return outcome;
 }
 
 /**

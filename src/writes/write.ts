@@ -3,16 +3,16 @@
  * request's Idempotency-Key, waits for the user's turn in this process, makes the one call of
  * `apply` (src/writes/write-functions.ts) that does the whole write in the database, and turns
  * its answer into the procedure's: the output and its ETag, a replay, or a refusal. The NOTIFY
- * of the write's events follows the commit, outside the user's lock.
+ * of the write's events is handed to the announcer after the commit (src/writes/announcer.ts),
+ * outside the user's lock and turn.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { run, sql, type Kysely } from '../db/sql-builder.js';
+import { run, sql } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, sendEtag } from '../core/conditional.js';
 import type { AuthedContext } from '../core/context.js';
 import { DomainError, type ErrorCode } from '../core/errors.js';
-import { EVENTS_CHANNEL } from './event-append.js';
 import { IdempotencyKey, keyLock, pruneNowAndThen, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
 import { retried } from './owner-lock.js';
 import { turns } from './turns.js';
@@ -50,20 +50,16 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
   if (open) return runStep<T>(ctx, open.em, operation);
   const key = await IdempotencyKey.of(ctx);
   const release = await turns.acquire(ctx.user.id);
+  let applied: Applied;
   try {
     const now = ctx.clock.now();
-    const em = ctx.em.fork();
-    // One connection for the call and the NOTIFY after it: one wait for the pool, not two.
-    const applied = await em.getKysely().connection().execute(async (db) => {
-      const result = await retried(ctx.log, () => callApply(ctx, em, db, [operation], key, now));
-      if (!result.replay && !result.refusal) await notifyAfterCommit(em, db, ctx.user.id, result.last!, result.events ?? [], now);
-      return result;
-    });
+    applied = await retried(ctx.log, () => callApply(ctx, ctx.em.fork(), [operation], key, now));
+    if (!applied.replay && !applied.refusal) announce(ctx, applied.last!, applied.events ?? [], now);
     if (key) pruneNowAndThen(ctx.em, now);
-    return answer<T>(ctx, applied, key);
   } finally {
     release();
   }
+  return answer<T>(ctx, applied, key);
 }
 
 /** The user's day as the write functions read it (`p_day`): its next midnight and its last instant, in the user's zone. */
@@ -72,12 +68,12 @@ function dayOf(ctx: AuthedContext, now: Date): string {
   return JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
 }
 
-async function callApply(ctx: AuthedContext, em: SqlEntityManager, db: Kysely<any>, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
+async function callApply(ctx: AuthedContext, em: SqlEntityManager, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
   const rows = await run(em, sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
       ${ctx.user.id}::bigint, ${now}::timestamptz, ${dayOf(ctx, now)}::json, ${jsonText(operations)}::json,
       ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
-      ${key ? since : null}::timestamptz, false) as applied`, db);
+      ${key ? since : null}::timestamptz, false) as applied`);
   return rows[0]!.applied;
 }
 
@@ -159,23 +155,14 @@ function jsonText(value: unknown): string {
 
 /**
  * Wakes the listeners of the user's change log once the write committed: `<user>:<first>:<last>`,
- * with the events themselves when they fit (src/changes/event-hub.ts reads either). Outside the
- * user's lock; a failure is not the write's (it committed): a lost wake-up is made up by the
- * listeners' own rounds, which read the log.
+ * with the events themselves when they fit (src/changes/event-hub.ts reads either). Handed to
+ * the announcer, which sends it after this answer, outside the user's lock and turn.
  */
-async function notifyAfterCommit(
-  em: SqlEntityManager,
-  db: Kysely<any>,
-  userId: number,
-  last: number,
-  events: ReadonlyArray<{ type: string; data: unknown }>,
-  now: Date,
-): Promise<void> {
+function announce(ctx: AuthedContext, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): void {
   if (events.length === 0) return;
   const first = last - events.length + 1;
-  const head = `${userId}:${first}:${last}`;
+  const head = `${ctx.user.id}:${first}:${last}`;
   const at = toSeconds(now);
   const body = JSON.stringify(events.map((e, i) => ({ id: String(first + i), type: e.type, data: e.data, at })));
-  const payload = Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head;
-  await run(em, sql`select pg_notify(${EVENTS_CHANNEL}, ${payload})`, db).catch(() => undefined);
+  ctx.announcer.announce(Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head);
 }

@@ -12,6 +12,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { ManualClock } from '../../src/core/clock.js';
 import { toErrorResponse } from '../../src/core/failures.js';
 import { createContextInner, type Context } from '../../src/core/context.js';
+import { Announcer } from '../../src/writes/announcer.js';
 import { openOrm } from '../../src/app/orm.js';
 import { resources } from '../../src/app/resources.js';
 import { writes } from '../../src/app/write-functions.js';
@@ -35,6 +36,7 @@ export interface ProcedureOptions {
 export function useProcedures(options: ProcedureOptions = {}) {
   const clock = new ManualClock(T0);
   let orm: MikroORM | undefined;
+  const announcer = new Announcer(() => orm!.em.fork());
   beforeAll(async () => {
     orm = await openOrm(await createTestDatabase(), { migrate: true, poolSize: 5 });
   });
@@ -54,6 +56,7 @@ export function useProcedures(options: ProcedureOptions = {}) {
       authenticate: (a) => authenticate(em, a, clock.now()),
       resources,
       writes,
+      announcer,
       headers: { ...headers, authorization },
       baseUrl: 'http://procedures.test',
       passwordHashCost: 1024,

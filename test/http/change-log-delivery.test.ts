@@ -16,6 +16,7 @@ import { eventually } from '../helpers/eventually.js';
 import { mulberry32 } from '../helpers/prng.js';
 import { openStream } from '../helpers/sse.js';
 import { DAY, T0, seconds, startTestApp, type TestApp } from '../helpers/test-app.js';
+import { Announcer } from '../../src/writes/announcer.js';
 
 let one: TestApp;
 let two: TestApp;
@@ -40,6 +41,7 @@ function contextOf(app: TestApp, userId: number): AuthedContext {
     setHeader: () => undefined,
     response: { notModified: false },
     call: { path: 'tasks.update', meta: {}, rawInput: async () => ({}) },
+    announcer: new Announcer(() => app.orm.em.fork()),
   } as unknown as AuthedContext;
 }
 

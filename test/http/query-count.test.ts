@@ -18,13 +18,12 @@ import { createLogger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/app/orm.js';
 import { roundTrips } from '../../src/db/batching.js';
 import { createApp } from '../../src/http/app.js';
+import { Announcer } from '../../src/writes/announcer.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
 
 /** Statements per request. */
-// Every write of projects and tasks runs in src/writes/user-write.ts: begin, the owner's lock
-// (with its lock timeout, one statement), the work, one statement appending the change log's
-// events (with their numbers and the NOTIFY), commit. A document an event needs and the work
-// did not already have is read before that (a project: the row and its task ids).
+// Every write of projects and tasks is one call of its write function (docs/design/writes.md),
+// after the token's lookup; its NOTIFY follows the answer (src/writes/announcer.ts).
 const EXPECTED = {
   register: 6, // username check; begin, insert user, its name in the directory, insert token, commit
   authorize: 5, // the name's user id in the directory; the user by id; begin, insert token, commit
@@ -39,7 +38,7 @@ const EXPECTED = {
   projectPause: 3, // the same, without the started limit
   projectFinish: 3, // the same, with no effect on tasks
   projectDelete: 3, // token; the call: release its tasks, delete, events; NOTIFY
-  taskCreate: 3, // token; the write function's call (docs/design/writes.md): the user's lock, insert at the end of the order, event; its NOTIFY after the commit
+  taskCreate: 3, // token; the write function's call (docs/design/writes.md): the user's lock, insert at the end of the order, event; its NOTIFY after the answer
   taskCreateInProject: 3, // token; NOTIFY; the call: the user's lock, the project, insert in its state, both events (the task's, the project's with its task ids)
   taskList: 2, // token; the page with its total
   taskGet: 2, // token; task
@@ -58,10 +57,9 @@ type Endpoint = keyof typeof EXPECTED;
 /**
  * Messages to PostgreSQL per request: a transaction's `begin` and the owner's lock go with
  * the write's first statement, the change log's append with the commit (src/db/batching.ts).
- * A write whose work is one statement costs the token's lookup plus two: `begin` and the
- * owner's lock with the statement (prepared in SQL, src/db/prepared.ts `executeAndCommit`),
- * then its NOTIFY (a statement of its own, which a sharded database runs where the service
- * listens) with the commit.
+ * A write of projects and tasks costs the token's lookup and the call of its write function,
+ * then its NOTIFY, sent after the answer by the announcer (src/writes/announcer.ts; under load
+ * one statement carries the NOTIFYs of many writes), outside the request's time.
  */
 const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   register: 5, // username check; begin + insert user, its name, insert token, commit
@@ -77,7 +75,7 @@ const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   projectPause: 3,
   projectFinish: 3,
   projectDelete: 3,
-  taskCreate: 3, // token; the write function's call; its NOTIFY, after the commit
+  taskCreate: 3, // token; the write function's call; its NOTIFY, after the answer
   taskCreateInProject: 3,
   taskList: 2,
   taskGet: 2,
@@ -102,6 +100,7 @@ interface Counted {
 }
 
 let orm: MikroORM;
+let announcer: Announcer;
 const servers: Server[] = [];
 let baseUrl = '';
 let limitedUrl = '';
@@ -127,7 +126,8 @@ beforeAll(async () => {
       if (log && line.startsWith('[query]')) log.push(line);
     },
   });
-  const deps = { orm, clock: new ManualClock(T0), logger: createLogger('silent'), trustProxy: false, passwordHashCost: 1024 };
+  announcer = new Announcer(() => orm.em.fork());
+  const deps = { orm, announcer, clock: new ManualClock(T0), logger: createLogger('silent'), trustProxy: false, passwordHashCost: 1024 };
   baseUrl = await listen(createApp(deps));
   limitedUrl = await listen(createApp({ ...deps, rateLimits: { authPerMinute: 0, perMinute: 1_000_000 } }));
 });
@@ -151,6 +151,8 @@ async function call(method: string, path: string, token?: string, body?: unknown
   const before = roundTrips.count;
   const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
+  // A write's NOTIFY is sent after its answer (src/writes/announcer.ts): it counts as the write's.
+  await announcer.idle();
   const sql = log;
   log = null;
   return { status: res.status, body: text ? JSON.parse(text) : undefined, sql, roundTrips: roundTrips.count - before };

@@ -18,6 +18,7 @@ import { hashTicket } from '../../src/changes/events.router.js';
 import { redeemStreamTicket, userOfStreamTicket } from '../../src/changes/event.store.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { createContextInner } from '../../src/core/context.js';
+import { Announcer } from '../../src/writes/announcer.js';
 import { MAX_ID } from '../../src/core/fields.js';
 import { authenticate } from '../../src/users/authentication.js';
 import { TOKEN_LIFETIME_SECONDS, hashAccessToken, userOfSecret } from '../../src/users/credentials.js';
@@ -206,6 +207,7 @@ describe('stream tickets that name their user', () => {
 describe('the statements name the user', () => {
   const clock = new ManualClock(T0);
   let orm: MikroORM;
+  const announcer = new Announcer(() => orm.em.fork());
   let log: string[] | null = null;
 
   beforeAll(async () => {
@@ -282,7 +284,7 @@ describe('the statements name the user', () => {
     const caller = createCaller(() => {
       const em = orm.em.fork();
       return createContextInner({
-        em, clock, resources, writes, passwordHashCost: 1024,
+        em, clock, resources, writes, announcer, passwordHashCost: 1024,
         authenticate: (a) => authenticate(em, a, clock.now()),
         headers: { authorization: u.token },
       });

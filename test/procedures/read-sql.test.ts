@@ -30,6 +30,7 @@ import { pruneChangeLog, pruneStreamTickets, readEvents, redeemStreamTicket, use
 import { pruneStreamLeases, streamLeases } from '../../src/changes/stream-leases.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { createContextInner } from '../../src/core/context.js';
+import { Announcer } from '../../src/writes/announcer.js';
 import { pruneRateLimits } from '../../src/core/rate-limit.js';
 import { pruneIdempotencyKeys } from '../../src/writes/idempotency.js';
 import { authenticate, isTokenValid, pruneExpiredTokens } from '../../src/users/authentication.js';
@@ -44,6 +45,7 @@ const DAY = 86_400;
 const NOW = Math.floor(T0 / 1000);
 const RETENTION_DAYS = 30;
 let orm: MikroORM;
+const announcer = new Announcer(() => orm.em.fork());
 let log: string[] | null = null;
 /** While the idempotency records' own prune is snapshotted, its statements are kept. */
 let pruning = false;
@@ -70,7 +72,7 @@ function caller(token?: string, options: { rateLimited?: boolean } = {}) {
   return createCaller(() => {
     const context = em();
     return createContextInner({
-      em: context, clock, resources, writes, passwordHashCost: 1024,
+      em: context, clock, resources, writes, announcer, passwordHashCost: 1024,
       authenticate: (a) => authenticate(context, a, clock.now()),
       headers: { authorization: token },
       baseUrl: 'http://read-sql.test',
@@ -90,10 +92,12 @@ const statementOf = (line: string) =>
  * statements count too); any other must succeed, so that no snapshot holds half a request.
  */
 async function sqlOf(call: () => Promise<unknown>, refused: boolean): Promise<string[]> {
+  await announcer.idle(); // an earlier write's NOTIFY is not this call's
   log = [];
   try {
     if (refused) await expect(call()).rejects.toThrow();
     else await call();
+    await announcer.idle(); // a batch's NOTIFY, sent after its answer, is the batch's
     return log.map(statementOf);
   } finally {
     log = null;

@@ -17,12 +17,15 @@ import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { createContextInner } from '../../src/core/context.js';
+import { Announcer } from '../../src/writes/announcer.js';
 import { authenticate } from '../../src/users/authentication.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
 
 const clock = new ManualClock(T0);
 const DUE = Math.floor(T0 / 1000) + 7 * 86_400;
 let orm: MikroORM;
+/** The writes' NOTIFYs, sent after their answers: `sqlOf` waits for them, so they are part of each write's SQL. */
+const announcer = new Announcer(() => orm.em.fork());
 let log: string[] | null = null;
 
 beforeAll(async () => {
@@ -44,7 +47,7 @@ function caller(token?: string, headers: Record<string, string> = {}) {
   return createCaller(() => {
     const em = orm.em.fork();
     return createContextInner({
-      em, clock, resources, writes, passwordHashCost: 1024,
+      em, clock, resources, writes, announcer, passwordHashCost: 1024,
       authenticate: (a) => authenticate(em, a, clock.now()),
       headers: { ...headers, authorization: token },
     });
@@ -57,9 +60,11 @@ const statementOf = (line: string) =>
 
 /** Runs `write` and returns the statements it sent. */
 async function sqlOf(write: () => Promise<unknown>): Promise<string[]> {
+  await announcer.idle(); // an earlier write's NOTIFY is not this one's
   log = [];
   try {
     await write().catch(() => undefined); // refusals are writes too: their statements count
+    await announcer.idle();
     return log.map(statementOf);
   } finally {
     log = null;

@@ -4,4 +4,4 @@ select u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as tok
 
 select w.apply( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text, $6::bigint, $7::text, $8::timestamptz, false) as applied
 
-select pg_notify($1, $2)
+select pg_notify($1, payload) from unnest($2::text[]) as payload

@@ -1,0 +1,58 @@
+/**
+ * Announces committed writes to every process on the database: the NOTIFY on the change log's
+ * channel that wakes event streams and webhook deliverers (src/changes/event-hub.ts). A write
+ * hands its payload over after its commit and answers at once; whatever has been handed over
+ * meanwhile goes in one statement, on a pooled connection of its own. So a write costs no
+ * round trip for it, holds neither the user's lock nor a turn for it, and under load many
+ * writes share one statement.
+ *
+ * A payload that cannot be sent (the database gone, or more than MAX_WAITING waiting) is
+ * dropped: listeners read the log from their cursors, and their safety-net rounds (a stream's
+ * idle tick, a deliverer's poll) make up a wake-up that never came.
+ */
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { Announcements } from '../core/context.js';
+import { run, sql } from '../db/sql-builder.js';
+import { EVENTS_CHANNEL } from './event-append.js';
+
+/** Payloads sent in one statement at most (each at most PostgreSQL's 8,000 bytes). */
+const PER_STATEMENT = 200;
+/** Payloads that may wait while a statement is under way; more are dropped. */
+const MAX_WAITING = 10_000;
+
+export class Announcer implements Announcements {
+  #waiting: string[] = [];
+  #sending: Promise<void> | undefined;
+
+  /** `em` gives an entity manager whose pool the statements use. */
+  constructor(private readonly em: () => SqlEntityManager) {}
+
+  /** Hands over a committed write's payload; it is sent with whatever else is waiting. */
+  announce(payload: string): void {
+    if (this.#waiting.length >= MAX_WAITING) return;
+    this.#waiting.push(payload);
+    if (!this.#sending) this.#sending = this.#send();
+  }
+
+  /** Resolves when nothing is waiting or under way (a graceful stop sends what it has). */
+  async idle(): Promise<void> {
+    while (this.#sending) await this.#sending;
+  }
+
+  /** Sends until nothing waits; never rejects (a payload not sent is dropped, see above). */
+  async #send(): Promise<void> {
+    // Yields first: `#sending` is set before the loop can end (its end and the reset below are
+    // one synchronous step, so nothing handed over is left waiting), and what the same tick
+    // hands over goes in the first statement.
+    await Promise.resolve();
+    while (this.#waiting.length > 0) {
+      const payloads = this.#waiting.splice(0, PER_STATEMENT);
+      try {
+        await run(this.em(), sql`select pg_notify(${EVENTS_CHANNEL}, payload) from unnest(${payloads}::text[]) as payload`);
+      } catch {
+        // dropped: the listeners' own rounds read the log
+      }
+    }
+    this.#sending = undefined;
+  }
+}
