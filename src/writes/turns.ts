@@ -2,11 +2,15 @@
  * Turns: at most WRITERS_PER_USER transactions of one user hold a database connection in this
  * process at once; the others wait in memory, first come first served (up to QUEUED_PER_USER
  * of them, else 503 at once), so one user's burst cannot fill the pool while its requests wait
- * for that user's lock.
+ * for that user's lock. Five is half the default pool (DATABASE_POOL_SIZE 10): the other half
+ * stays for everyone else. Fewer bound one user's throughput (its writes serialise on its lock
+ * in PostgreSQL, where the next waiter starts the moment the lock is free, while a turn passes
+ * on only when this process next runs): 2 gave 0.54 of the fewest floor for one user's state
+ * changes, 6 gave 0.79 (bench/README.md, "Writes as fast as reads").
  */
 import { DomainError } from '../core/errors.js';
 
-export const WRITERS_PER_USER = 2;
+export const WRITERS_PER_USER = 5;
 export const QUEUED_PER_USER = 200;
 
 export function busy(): DomainError {
