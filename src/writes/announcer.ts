@@ -10,6 +10,7 @@
  * dropped: listeners read the log from their cursors, and their safety-net rounds (a stream's
  * idle tick, a deliverer's poll) make up a wake-up that never came.
  */
+import { AsyncResource } from 'node:async_hooks';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Announcements } from '../core/context.js';
 import { run, sql } from '../db/sql-builder.js';
@@ -24,6 +25,12 @@ export class Announcer implements Announcements {
   #waiting: string[] = [];
   #sending: Promise<void> | undefined;
 
+  /**
+   * Starts a round of sending in the context the announcer was made in, not in the request
+   * that happens to hand over first: its statement is no request's (metrics, logs).
+   */
+  readonly #start = AsyncResource.bind(() => this.#send());
+
   /** `em` gives an entity manager whose pool the statements use. */
   constructor(private readonly em: () => SqlEntityManager) {}
 
@@ -31,7 +38,7 @@ export class Announcer implements Announcements {
   announce(payload: string): void {
     if (this.#waiting.length >= MAX_WAITING) return;
     this.#waiting.push(payload);
-    if (!this.#sending) this.#sending = this.#send();
+    if (!this.#sending) this.#sending = this.#start();
   }
 
   /** Resolves when nothing is waiting or under way (a graceful stop sends what it has). */

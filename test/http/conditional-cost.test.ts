@@ -15,11 +15,13 @@ import { createLogger } from '../../src/core/logger.js';
 import { openOrm } from '../../src/app/orm.js';
 import { createApp } from '../../src/http/app.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
+import { Announcer } from '../../src/writes/announcer.js';
 
 let orm: MikroORM;
 let server: Server;
 let baseUrl = '';
 let log: string[] | null = null;
+let announcer: Announcer;
 
 beforeAll(async () => {
   orm = await openOrm(await createTestDatabase(), {
@@ -29,7 +31,8 @@ beforeAll(async () => {
       if (log && line.startsWith('[query]')) log.push(line);
     },
   });
-  server = createServer(createApp({ orm, clock: new ManualClock(T0), logger: createLogger('silent'), trustProxy: false, passwordHashCost: 1024 }));
+  announcer = new Announcer(() => orm.em.fork());
+  server = createServer(createApp({ orm, announcer, clock: new ManualClock(T0), logger: createLogger('silent'), trustProxy: false, passwordHashCost: 1024 }));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
@@ -46,6 +49,8 @@ async function call(method: string, path: string, token: string | undefined, bod
   log = [];
   const res = await fetch(baseUrl + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
+  // A write's NOTIFY is sent after its answer (src/writes/announcer.ts): it counts as the write's.
+  await announcer.idle();
   // The background prune of expired keys (started by keyed writes, at most once a minute) is
   // no statement of the request's own.
   const sql = log.filter((line) => !/delete from idempotency_keys|from idempotency_keys where created_at <=/.test(line));
