@@ -213,8 +213,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         if (!(await inFlight.settled(Math.max(0, deadline - Date.now())))) {
           logger.warn({ running: inFlight.size }, 'stopping with request handlers still running');
         }
-        // The last writes' NOTIFYs go out (src/writes/announcer.ts), then the pool ends.
-        await Promise.race([announcer.idle(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
+        // The last writes' NOTIFYs go out (src/writes/announcer.ts), within the stop's deadline, then the pool ends.
+        const announced = Math.min(2_000, Math.max(0, deadline - Date.now()));
+        await Promise.race([announcer.idle(), new Promise((resolve) => setTimeout(resolve, announced).unref())]);
         // Bounded too: a pool that cannot end (a connection stuck in the database) must not
         // keep the process from stopping.
         await Promise.race([orm.close(true), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);

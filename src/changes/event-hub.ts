@@ -1,6 +1,6 @@
 /**
  * Live delivery of the change log within one server process: one LISTEN connection per
- * process (not one per subscriber) on the channel the writes NOTIFY on commit, and the open
+ * process (not one per subscriber) on the channel the writes NOTIFY after their commits, and the open
  * streams of this process, by user. A notification carries its write's events when they fit
  * (event.store.ts); a stream takes them from there only when they follow its cursor without
  * a gap, and otherwise reads its user's events from the table after its cursor. So a

@@ -92,8 +92,9 @@ export class WebhookDeliverer {
   #claims = 0;
   /**
    * When this process heard of each user's recent writes (their events' ids), for the time from
-   * commit to first attempt: a notification comes with the commit, to the millisecond, where an
-   * event's `at` is a whole second. Each is timed once, by its first attempt here.
+   * commit to first attempt: a notification follows the commit within milliseconds (the
+   * announcer sends it after the write's answer, src/writes/announcer.ts), where an event's `at`
+   * is a whole second. Each is timed once, by its first attempt here.
    */
   readonly #heard = new Map<number, Array<{ first: bigint; last: bigint; at: number }>>();
 

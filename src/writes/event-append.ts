@@ -3,7 +3,8 @@
  * transaction: the transactional outbox. Event ids are the per-user numbers (`seq`), taken
  * under the owner's lock by the write that appends them (src/writes/user-write.ts), so they
  * commit in order: no reader ever sees N and later an event below N. The NOTIFY only wakes
- * listeners (delivered on commit); the table is the truth they read (src/changes/).
+ * listeners (sent after the commit, src/writes/announcer.ts); the table is the truth they read
+ * (src/changes/).
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 
@@ -82,8 +83,8 @@ function typeArray(events: readonly NewEvent[]): string {
  * The CTEs that append a write's events, for a statement that also makes the change: `events`
  * is a query of (n, type, data) rows, n from 1, data as json. They number the events after the
  * user's newest (moving that mark only when there are events), store them and build the
- * NOTIFY payload, which the statement returns as `NOTIFICATION` for the caller to send
- * (`notify`). The owner's lock must be held, or taken earlier in the same statement. Every
+ * NOTIFY payload, which the statement returns as `NOTIFICATION` for the caller to announce
+ * after the commit (src/writes/announcer.ts). The owner's lock must be held, or taken earlier in the same statement. Every
  * table they touch is named by the user's id as a parameter, and they return plain columns:
  * what a node of a sharded database can run for one user alone.
  *

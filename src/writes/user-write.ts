@@ -6,7 +6,7 @@
  *
  * 1. `IdempotencyKey.of`: the request's Idempotency-Key, checked, with its fingerprint
  *    (src/writes/idempotency.ts).
- * 2. `turns.acquire`: a turn among the user's writes in this process (src/writes/turns.ts).
+ * 2. `turnOf`: a turn among the user's writes in this process (src/writes/turns.ts).
  * 3. One transaction that claims the key, takes the owner's lock (first, always:
  *    src/writes/owner-lock.ts) reading the key's record (a replay ends here), runs the work,
  *    and appends the events its steps settled with the key's record.
@@ -21,7 +21,7 @@ import type { AuthedContext } from '../core/context.js';
 import { appendEvents, foldProjectUpdates, type NewEvent } from './event-append.js';
 import { IdempotencyKey, pruneNowAndThen, type StoredOutcome } from './idempotency.js';
 import { lockOwner, retried } from './owner-lock.js';
-import { turns } from './turns.js';
+import { turnOf } from './turns.js';
 
 export { QUEUED_PER_USER, WRITERS_PER_USER } from './turns.js';
 
@@ -62,7 +62,7 @@ export async function userWrite<I, T>(ctx: AuthedContext, useCase: UseCase<I, T>
  */
 async function keyedTurn<T>(ctx: AuthedContext, work: (key: IdempotencyKey | undefined) => Promise<Outcome<T>>): Promise<T> {
   const key = await IdempotencyKey.of(ctx);
-  const release = await turns.acquire(ctx.user.id);
+  const release = await turnOf(ctx);
   try {
     let outcome: Outcome<T>;
     try {

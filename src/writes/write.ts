@@ -15,7 +15,7 @@ import type { AuthedContext } from '../core/context.js';
 import { DomainError, type ErrorCode } from '../core/errors.js';
 import { IdempotencyKey, keyLock, pruneNowAndThen, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
 import { retried } from './owner-lock.js';
-import { turns } from './turns.js';
+import { turnOf } from './turns.js';
 import { openWriteOf, settleStep } from './user-write.js';
 import { REFUSAL_STATE, type Refusal } from './write-functions.js';
 
@@ -49,7 +49,7 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
   const open = openWriteOf(ctx.em);
   if (open) return runStep<T>(ctx, open.em, operation);
   const key = await IdempotencyKey.of(ctx);
-  const release = await turns.acquire(ctx.user.id);
+  const release = await turnOf(ctx);
   let applied: Applied;
   try {
     const now = ctx.clock.now();

@@ -3,24 +3,28 @@
  * answers. Against the real database, with a LISTEN connection of its own: every payload
  * arrives, once and in the order handed over; those handed over while a statement is under way
  * share the next statement; a statement that fails drops its payloads without a rejection
- * (nothing unhandled), and the next ones go out.
+ * (nothing unhandled), and the next ones go out; its statements belong to no request, even
+ * when a request hands over the payload that starts them.
  */
 import pg from 'pg';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openOrm } from '../../src/app/orm.js';
+import { countStatement, requestScope } from '../../src/core/request-scope.js';
 import { Announcer } from '../../src/writes/announcer.js';
 import { EVENTS_CHANNEL } from '../../src/writes/event-append.js';
 import { eventually } from '../helpers/eventually.js';
 import { createTestDatabase, directUrlOf } from '../helpers/test-app.js';
 
 let orm: MikroORM;
+let databaseUrl: string;
 let listener: pg.Client;
 const heard: string[] = [];
 const statements: string[] = [];
 
 beforeAll(async () => {
   const url = await createTestDatabase();
+  databaseUrl = url;
   orm = await openOrm(url, {
     migrate: true,
     poolSize: 4,
@@ -76,9 +80,29 @@ describe('the announcer', () => {
     announcer.announce('test:lost');
     await announcer.idle();
     failing = false;
+    // A statement the database refuses (a payload over its 8,000 bytes) drops its payloads too.
+    announcer.announce(`test:too long ${'x'.repeat(8_000)}`);
+    announcer.announce('test:lost with it');
+    await announcer.idle();
     announcer.announce('test:after');
     await announcer.idle();
-    await eventually(() => heard.length >= 1, { message: 'the notification after the failure' });
+    await eventually(() => heard.length >= 1, { message: 'the notification after the failures' });
     expect(heard).toEqual(['test:after']);
+  });
+
+  it("sends in no request's scope, though a request hands the payload over", async () => {
+    const counted = await openOrm(databaseUrl, { migrate: false, poolSize: 2, onStatement: countStatement });
+    try {
+      const announcer = new Announcer(() => counted.em.fork());
+      const scope = { statements: 0, onRateLimitRefusal: () => undefined };
+      await requestScope.run(scope, async () => {
+        await counted.em.fork().getConnection().execute('select 1'); // the control: a request's own statement counts
+        announcer.announce('test:scoped');
+        await announcer.idle();
+      });
+      expect(scope.statements).toBe(1);
+    } finally {
+      await counted.close(true);
+    }
   });
 });
