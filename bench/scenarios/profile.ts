@@ -4,7 +4,7 @@
  *
  * 1. An embedded PostgreSQL (as the throughput scenario: fsync off, pg_stat_statements),
  *    database `bench`, migrated; seeds bench_main (10,000 tasks over 200 projects, 3,000 planned).
- * 2. The service built; then, for each scenario (change task state, create task) separately, the
+ * 2. The service built; then, for each scenario (change task state, create task, get task) separately, the
  *    service as `node --cpu-prof --cpu-prof-dir=<tmp> dist/src/main.js` with the bench's
  *    environment (production, warn logs, rate limiter off), connecting as its own role; 3 s
  *    of unrecorded warm-up, PROFILE_SECONDS (10) of load at BENCH_CONNECTIONS (32), then
@@ -23,7 +23,8 @@
  *    time it gives is an upper bound of the unlogged one (the lock waits are in the lock
  *    statement, before the interval starts).
  *
- * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there).
+ * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there),
+ *      PROFILE_ONLY (comma-separated beginnings of the scenarios' names: only those).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -41,6 +42,8 @@ import { seedMainUser, taskIdsByOrder } from '../lib/seed.js';
 import { runScenario } from '../lib/session.js';
 import { ascending, quantile } from '../lib/stats.js';
 
+/** PROFILE_ONLY: beginnings of the scenarios' names (`PROFILE_ONLY="get"`); unset, every scenario. */
+const ONLY = process.env.PROFILE_ONLY?.split(',').map((name) => name.trim().toLowerCase()).filter(Boolean);
 const SECONDS = num('PROFILE_SECONDS', 10);
 const CONNECTIONS = num('BENCH_CONNECTIONS', 32);
 const ROLE = 'bench_profiled';
@@ -75,7 +78,11 @@ runScenario('profile', async (session) => {
   const create: Script = createTask(main.token, () => `profiled task ${++created}`);
   const loadStates = () => readStates(admin, 'tasks', planned, states);
 
-  for (const [name, script] of [['change task state', changeState], ['create task', create]] as Array<[string, Script]>) {
+  // A read beside the writes: what a request costs the service when its database work is one row.
+  const getTask: Script = () => () => ({ method: 'GET', path: `/api/tasks/${planned[0]}`, token: main.token });
+  const scenarios = ([['change task state', changeState], ['create task', create], ['get task', getTask]] as Array<[string, Script]>)
+    .filter(([name]) => !ONLY || ONLY.some((prefix) => name.startsWith(prefix)));
+  for (const [name, script] of scenarios) {
     const profDir = path.join(session.dir, `prof-${name.replace(/\W+/g, '-')}`);
     await fs.mkdir(profDir);
     const service = await startBuiltService(session, { name: `service (${name})`, role: ROLE, roleUrl, nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profDir}`] });
