@@ -2,7 +2,7 @@
  * Announces committed writes to every process on the database: the NOTIFY on the change log's
  * channel that wakes event streams and webhook deliverers (src/changes/event-hub.ts). A write
  * hands its payload over after its commit and answers at once; whatever has been handed over
- * meanwhile goes in one statement, on a pooled connection of its own. So a write costs no
+ * meanwhile goes in one statement, on a connection of the pool. So a write costs no
  * round trip for it, holds neither the user's lock nor a turn for it, and under load many
  * writes share one statement.
  *
