@@ -88,7 +88,8 @@ export interface WriteFunctionNames {
 
 /** Where a committed write's NOTIFY payload goes (src/writes/announcer.ts). */
 export interface Announcements {
-  announce(payload: string): void;
+  /** Resolves once the payload's NOTIFY is sent (or dropped); never rejects. */
+  announce(payload: string): Promise<void>;
 }
 
 /** What the webhooks' procedures need of the process (API-CONTRACT.md §14). */

@@ -1,10 +1,11 @@
 /**
  * Announces committed writes to every process on the database: the NOTIFY on the change log's
  * channel that wakes event streams and webhook deliverers (src/changes/event-hub.ts). A write
- * hands its payload over after its commit and answers at once; whatever has been handed over
- * meanwhile goes in one statement, on a connection of the pool. So a write costs no
- * round trip for it, holds neither the user's lock nor a turn for it, and under load many
- * writes share one statement.
+ * hands its payload over after its commit and gives back the user's turn; whatever has been
+ * handed over meanwhile goes in one statement, on a connection of the pool, and the write
+ * answers once that statement is done (so when a client has its answer, the listeners have
+ * been told). So a write holds neither the user's lock nor a turn for its NOTIFY, and under
+ * load many writes share one statement.
  *
  * A payload that cannot be sent (the database gone, or more than MAX_WAITING waiting) is
  * dropped: listeners read the log from their cursors, and their safety-net rounds (a stream's
@@ -22,7 +23,7 @@ const PER_STATEMENT = 200;
 const MAX_WAITING = 10_000;
 
 export class Announcer implements Announcements {
-  #waiting: string[] = [];
+  #waiting: Array<{ payload: string; sent: () => void }> = [];
   #sending: Promise<void> | undefined;
 
   /**
@@ -34,11 +35,15 @@ export class Announcer implements Announcements {
   /** `em` gives an entity manager whose pool the statements use. */
   constructor(private readonly em: () => SqlEntityManager) {}
 
-  /** Hands over a committed write's payload; it is sent with whatever else is waiting. */
-  announce(payload: string): void {
-    if (this.#waiting.length >= MAX_WAITING) return;
-    this.#waiting.push(payload);
+  /**
+   * Hands over a committed write's payload; it is sent with whatever else is waiting. Resolves
+   * when its statement is done, or the payload dropped; never rejects.
+   */
+  announce(payload: string): Promise<void> {
+    if (this.#waiting.length >= MAX_WAITING) return Promise.resolve();
+    const sent = new Promise<void>((resolve) => this.#waiting.push({ payload, sent: resolve }));
     if (!this.#sending) this.#sending = this.#start();
+    return sent;
   }
 
   /** Resolves when nothing is waiting or under way (a graceful stop sends what it has). */
@@ -53,12 +58,14 @@ export class Announcer implements Announcements {
     // hands over goes in the first statement.
     await Promise.resolve();
     while (this.#waiting.length > 0) {
-      const payloads = this.#waiting.splice(0, PER_STATEMENT);
+      const taken = this.#waiting.splice(0, PER_STATEMENT);
+      const payloads = taken.map((t) => t.payload);
       try {
         await run(this.em(), sql`select pg_notify(${EVENTS_CHANNEL}, payload) from unnest(${payloads}::text[]) as payload`);
       } catch {
         // dropped: the listeners' own rounds read the log
       }
+      for (const t of taken) t.sent();
     }
     this.#sending = undefined;
   }

@@ -112,8 +112,8 @@ async function runTransaction<I, T>(ctx: AuthedContext, key: IdempotencyKey | un
       return { kind: 'ran', value };
     }),
   );
-  // Committed: its listeners are woken (src/writes/announcer.ts).
-  if (notification) ctx.announcer.announce(notification);
+  // Committed: its listeners are woken (src/writes/announcer.ts) before the answer.
+  if (notification) await ctx.announcer.announce(notification);
   return outcome;
 }
 

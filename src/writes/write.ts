@@ -4,7 +4,7 @@
  * `apply` (src/writes/write-functions.ts) that does the whole write in the database, and turns
  * its answer into the procedure's: the output and its ETag, a replay, or a refusal. The NOTIFY
  * of the write's events is handed to the announcer after the commit (src/writes/announcer.ts),
- * outside the user's lock and turn.
+ * outside the user's lock and turn; the answer follows it.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { run, sql } from '../db/sql-builder.js';
@@ -51,14 +51,17 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
   const key = await IdempotencyKey.of(ctx);
   const release = await turnOf(ctx);
   let applied: Applied;
+  let announced: Promise<void> | undefined;
   try {
     const now = ctx.clock.now();
     applied = await retried(ctx.log, () => callApply(ctx, ctx.em.fork(), [operation], key, now));
-    if (!applied.replay && !applied.refusal) announce(ctx, applied.last!, applied.events ?? [], now);
+    if (!applied.replay && !applied.refusal) announced = announce(ctx, applied.last!, applied.events ?? [], now);
     if (key) pruneNowAndThen(ctx.em, now);
   } finally {
     release();
   }
+  // The answer follows the NOTIFY (outside the turn): a client that has it, its streams were told.
+  await announced;
   return answer<T>(ctx, applied, key);
 }
 
@@ -156,13 +159,13 @@ function jsonText(value: unknown): string {
 /**
  * Wakes the listeners of the user's change log once the write committed: `<user>:<first>:<last>`,
  * with the events themselves when they fit (src/changes/event-hub.ts reads either). Handed to
- * the announcer, which sends it after this answer, outside the user's lock and turn.
+ * the announcer, which sends it outside the user's lock and turn, with other writes' NOTIFYs.
  */
-function announce(ctx: AuthedContext, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): void {
-  if (events.length === 0) return;
+function announce(ctx: AuthedContext, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): Promise<void> | undefined {
+  if (events.length === 0) return undefined;
   const first = last - events.length + 1;
   const head = `${ctx.user.id}:${first}:${last}`;
   const at = toSeconds(now);
   const body = JSON.stringify(events.map((e, i) => ({ id: String(first + i), type: e.type, data: e.data, at })));
-  ctx.announcer.announce(Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head);
+  return ctx.announcer.announce(Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head);
 }
