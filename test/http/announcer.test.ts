@@ -72,6 +72,7 @@ describe('the announcer', () => {
     statements.length = 0;
     await announcer.announce('test:awaited');
     expect(statements).toHaveLength(1);
+    await eventually(() => heard.includes('test:awaited'), { message: 'the awaited notification' });
   });
 
   it('drops what it cannot send, without a rejection, and sends what comes next', async () => {
