@@ -1,24 +1,25 @@
 /**
  * POST /api/batch (API-CONTRACT.md §15): the operations of a batch, in order, as one write of
- * the user (src/writes/user-write.ts): one turn, one transaction under the owner's lock, one
- * Idempotency-Key, the events of every operation appended in order with its commit.
+ * the user: one call of `apply` (src/writes/write.ts), so one turn, one transaction under the
+ * user's lock, one Idempotency-Key, the events of every operation appended in order.
  *
- * Each operation is a call of its own procedure, made with the batch's transaction
- * (`withSteps`): it is parsed, checked and run by exactly the code of its request alone (its
- * If-Match against the resource as the earlier operations left it), and its answer is the
- * one it would give. The first operation that fails ends the batch: its errors, each pointer
- * under `/operations/<index>`, are the batch's, and the transaction rolls back.
+ * Each operation is first read by its own procedure (`BatchStep`): parsed, checked and shaped by
+ * exactly the code of its request alone, with its `if_match` as If-Match. A `{"ref": name}` id
+ * is read as a placeholder id and set to the created resource's id in the database, where the
+ * operations run in order, each as its request alone runs. The first operation that fails ends
+ * the batch (one whose input is refused ends it there, before it runs: `STOP`): its errors,
+ * each pointer under `/operations/<index>`, are the batch's, and nothing is kept.
  */
 import { TRPCError } from '@trpc/server';
 import type { AppMeta, AuthedContext, Authentication, Context } from '../core/context.js';
 import { DomainError, type ApiError } from '../core/errors.js';
 import { countFurtherRequests } from '../core/procedures.js';
-import type { Resource } from '../core/resource.js';
 import { allows, insufficientScope, type Scope } from '../core/scopes.js';
 import { createCallerFactory, router } from '../core/trpc.js';
 import { projectsRouter } from '../projects/projects.router.js';
 import { tasksRouter } from '../tasks/tasks.router.js';
-import { userWrite, withSteps, type UseCase } from '../writes/user-write.js';
+import { MAX_ID } from '../core/fields.js';
+import { BatchStep, STOP, applyWrite, type Operation } from '../writes/write.js';
 import { BATCH_OPERATIONS, type BatchAnswer, type BatchInput, type BatchOperationName } from './batch.schema.js';
 
 /** The procedures operations call: the writes of projects and tasks, under their paths of §8. */
@@ -50,43 +51,43 @@ export function missingScope(ctx: Pick<AuthedContext, 'token'>, raw: unknown): D
 export async function applyBatch(ctx: AuthedContext, input: BatchInput): Promise<BatchAnswer> {
   // Each operation is a request for the rate limit: the batch's own call counted one.
   await countFurtherRequests(ctx, input.operations.length - 1);
-  return userWrite(ctx, operationsOf(ctx), input);
+  const operations: Operation[] = [];
+  let refused: { index: number; error: unknown } | undefined;
+  for (const [index, step] of input.operations.entries()) {
+    const [group, name] = step.op.split('.') as [string, string];
+    const caller = callerOf(stepContext(ctx, step.if_match)) as unknown as Record<string, Record<string, Procedure>>;
+    const refs = refsOf(step.op, step.input);
+    try {
+      await caller[group]![name]!(refs.reduce((value, { at }) => replaced(value, at, PLACEHOLDER_ID), step.input));
+      throw new Error(`${step.op} did not hand over its operation`);
+    } catch (error) {
+      const cause = error instanceof TRPCError ? error.cause : error;
+      if (!(cause instanceof BatchStep)) {
+        refused = { index, error };
+        break;
+      }
+      operations.push({ ...cause.operation, status: successStatusOf(step.op), ...(step.ref !== undefined ? { ref: step.ref } : {}), ...(refs.length > 0 ? { refs } : {}) });
+    }
+  }
+  // A refused input ends the batch there: the operations before it run first (one of them may
+  // fail first), and nothing is kept.
+  if (refused) operations.push(STOP);
+  return applyWrite<BatchAnswer>(ctx, operations, (refusal, index) => failureAt(index, refusal === 'stop' ? refused!.error : refusal));
 }
 
-function operationsOf(ctx: AuthedContext): UseCase<BatchInput, BatchAnswer> {
-  return {
-    transaction: (scope, { operations }) =>
-      withSteps(scope, async (em) => {
-        const refs = new Map<string, number>();
-        const data: BatchAnswer['data'] = [];
-        for (const [index, operation] of operations.entries()) {
-          const [group, name] = operation.op.split('.') as [string, string];
-          const caller = callerOf(stepContext(ctx, em, operation.if_match)) as unknown as Record<string, Record<string, Procedure>>;
-          let answer: unknown;
-          try {
-            answer = await caller[group]![name]!(withRefs(operation.op, operation.input, refs));
-          } catch (error) {
-            throw failureAt(index, error);
-          }
-          if (operation.ref !== undefined) refs.set(operation.ref, (answer as { data: { id: number } }).data.id);
-          data.push({ status: successStatusOf(operation.op), body: (answer ?? null) as BatchAnswer['data'][number]['body'] });
-        }
-        return { data };
-      }),
-  };
-}
+/** The id an operation's procedure reads where its input says `{"ref": name}`: any id will do, it is set in the database. */
+const PLACEHOLDER_ID = MAX_ID;
 
 /**
- * What an operation's call sees: the batch's user and token (not read again), the batch's
- * transaction, its own If-Match as the only conditional header, no rate limit (counted for
- * the batch) and no response headers (the batch answers once). Its ids are JSON numbers on
- * both doors, as on /trpc.
+ * What an operation's call sees: the batch's user and token (not read again), its own If-Match
+ * as the only conditional header, no rate limit (counted for the batch) and no response
+ * headers (the batch answers once). Its ids are JSON numbers on both doors, as on /trpc.
  */
-function stepContext(ctx: AuthedContext, em: AuthedContext['em'], ifMatch: string | undefined): Context {
+function stepContext(ctx: AuthedContext, ifMatch: string | undefined): Context {
   const authentication: Authentication = { user: ctx.user, tokenHash: ctx.tokenHash, token: ctx.token, lastEventSeq: ctx.lastEventSeq };
   return {
     ...ctx,
-    em,
+    batchStep: true,
     door: undefined,
     refusal: undefined,
     batched: false,
@@ -100,21 +101,19 @@ function stepContext(ctx: AuthedContext, em: AuthedContext['em'], ifMatch: strin
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** The input with each `{"ref": name}` in an id replaced by the id (the batch's schema checked every ref). */
-function withRefs(op: BatchOperationName, input: unknown, refs: ReadonlyMap<string, number>): unknown {
-  let result = input;
-  for (const { at } of BATCH_OPERATIONS[op].ids as ReadonlyArray<{ at: readonly string[]; of: Resource }>) {
-    result = replaced(result, at, refs);
-  }
-  return result;
+/** The ids of an operation's input written `{"ref": name}` (the batch's schema checked every ref). */
+function refsOf(op: BatchOperationName, input: unknown): Array<{ at: readonly string[]; ref: string }> {
+  return (BATCH_OPERATIONS[op].ids as ReadonlyArray<{ at: readonly string[] }>).flatMap(({ at }) => {
+    const value = at.reduce<unknown>((v, key) => (isRecord(v) && Object.hasOwn(v, key) ? v[key] : undefined), input);
+    return isRecord(value) && typeof value.ref === 'string' ? [{ at: [...at], ref: value.ref }] : [];
+  });
 }
 
-function replaced(value: unknown, at: readonly string[], refs: ReadonlyMap<string, number>): unknown {
-  if (!isRecord(value) || !Object.hasOwn(value, at[0]!)) return value;
+/** The input with the member at `at` set to `value`. */
+function replaced(input: unknown, at: readonly string[], value: unknown): unknown {
+  if (!isRecord(input) || !Object.hasOwn(input, at[0]!)) return input;
   const [key, ...rest] = at as [string, ...string[]];
-  const member = value[key];
-  const next = rest.length > 0 ? replaced(member, rest, refs) : isRecord(member) && typeof member.ref === 'string' ? refs.get(member.ref) : member;
-  return next === member ? value : { ...value, [key]: next };
+  return { ...input, [key]: rest.length > 0 ? replaced(input[key], rest, value) : value };
 }
 
 /** An operation's failure as the batch's: its errors, each pointing under `/operations/<index>`. */

@@ -28,7 +28,7 @@ import { isDatabaseUnavailable } from '../core/failures.js';
 import type { Logger } from '../core/logger.js';
 import type { LiveEvents, LiveSubscription, LogEvent } from '../core/context.js';
 import { noteRateLimitRefusal } from '../core/request-scope.js';
-import { EVENTS_CHANNEL } from '../writes/event-append.js';
+import { EVENTS_CHANNEL } from '../writes/announcer.js';
 import { TOKEN_REVOCATIONS_CHANNEL, revokedHashes } from '../users/revocation.js';
 import { parseNotification, type Notification } from './event.store.js';
 import type { Lease, StreamLeases } from './stream-leases.js';

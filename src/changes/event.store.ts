@@ -1,7 +1,7 @@
 /**
  * The change log's reading statements (API-CONTRACT.md §10): a user's events after a cursor,
  * the NOTIFY payloads that wake streams, and pruning what retention no longer keeps. Events
- * are appended by the write path (src/writes/event-append.ts), in the writing transaction.
+ * are appended by the write path (`apply`, src/writes/write-functions.ts), in the writing transaction.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { LogEvent } from '../core/context.js';
@@ -19,7 +19,7 @@ export interface Notification {
 }
 
 /**
- * Reads a NOTIFY payload of `appendEvents`; null when it is not one. Its events (the JSON after
+ * Reads a NOTIFY payload of a write (src/writes/write.ts `announce`); null when it is not one. Its events (the JSON after
  * the header) are parsed only when `wanted` says their user has a stream here: a process with
  * no stream of the user (webhook delivery hears every notification) reads the header alone.
  */

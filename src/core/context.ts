@@ -71,6 +71,8 @@ export interface Context {
   webhooks?: WebhookHost;
   /** Set by the REST door, whose path id and query integers arrive as text. */
   door?: 'rest';
+  /** A batch's operation, being read: its write procedure hands it over instead of running it (src/batch/apply-batch.ts). */
+  batchStep?: true;
   /**
    * What the door found wrong with the request before reading its input (a path id, a query
    * parameter, the media type, the body's size, encoding or nesting). The procedure raises it

@@ -15,7 +15,15 @@ import { AsyncResource } from 'node:async_hooks';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Announcements } from '../core/context.js';
 import { run, sql } from '../db/sql-builder.js';
-import { EVENTS_CHANNEL } from './event-append.js';
+
+/**
+ * The change log's channel, on which every process listens. A payload is
+ * `<user id>:<first seq>:<last seq>[:<the events as JSON>]` (src/writes/write.ts `announce`;
+ * read by src/changes/event.store.ts `parseNotification`). The events themselves are appended
+ * by the write, in its transaction (`apply`, src/writes/write-functions.ts): the table is the
+ * truth listeners read; the NOTIFY only wakes them.
+ */
+export const EVENTS_CHANNEL = 'user_events';
 
 /** Payloads sent in one statement at most (each at most PostgreSQL's 8,000 bytes). */
 const PER_STATEMENT = 200;

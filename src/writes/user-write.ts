@@ -1,15 +1,14 @@
 /**
  * The steps around a write of the user that runs in TypeScript (src/writes/write.ts is the one
- * path of the projects' and tasks' writes, each one call of a write function): a batch of
- * operations (src/batch/, whose operations call their write functions as steps of its open
- * transaction) and the webhooks' writes (`plainWrite`). Each runs in these steps:
+ * path of the projects' and tasks' writes and of a batch of them, each one call of a write
+ * function): the webhooks' writes and the account's (`plainWrite`). Each runs in these steps:
  *
  * 1. `IdempotencyKey.of`: the request's Idempotency-Key, checked, with its fingerprint
  *    (src/writes/idempotency.ts).
  * 2. `turnOf`: a turn among the user's writes in this process (src/writes/turns.ts).
  * 3. One transaction that claims the key, takes the owner's lock (first, always:
  *    src/writes/owner-lock.ts) reading the key's record (a replay ends here), runs the work,
- *    and appends the events its steps settled with the key's record.
+ *    and stores the key's record.
  * 4. `keepFailure`: a keyed request whose work was refused keeps that outcome under its key.
  * 5. `deliver`: the answer, or the replay of a stored one.
  */
@@ -18,30 +17,9 @@ import { sendEtag } from '../core/conditional.js';
 import { DomainError } from '../core/errors.js';
 import { BATCHED } from '../db/batching.js';
 import type { AuthedContext } from '../core/context.js';
-import { appendEvents, foldProjectUpdates, type NewEvent } from './event-append.js';
 import { IdempotencyKey, pruneNowAndThen, type StoredOutcome } from './idempotency.js';
 import { lockOwner, retried } from './owner-lock.js';
 import { turnOf } from './turns.js';
-
-export { QUEUED_PER_USER, WRITERS_PER_USER } from './turns.js';
-
-export interface WriteScope {
-  em: SqlEntityManager;
-  userId: number;
-  now: Date;
-  /** The owner's time zone: the zone of the write's "today" rules (src/core/user-day.ts). */
-  timeZone: string;
-  /**
-   * Events already settled, in order, before this step's `changes`: those of the steps this
-   * write already ended (a batch's operations), or of its change made in one statement.
-   */
-  settled: NewEvent[];
-}
-
-/** A write whose work runs in TypeScript, in the transaction of its steps (a batch: src/batch/). */
-export interface UseCase<I, T> {
-  transaction(scope: WriteScope, input: I): Promise<T>;
-}
 
 type Outcome<T> =
   | { kind: 'ran'; value: T }
@@ -50,11 +28,6 @@ type Outcome<T> =
 
 /** Domain errors raised by a write's work: it ran, so with a key its outcome is kept. */
 const ranInto = new WeakSet<DomainError>();
-
-/** Runs one request of a use case, by the steps above. */
-export async function userWrite<I, T>(ctx: AuthedContext, useCase: UseCase<I, T>, input: I): Promise<T> {
-  return keyedTurn(ctx, (key) => runTransaction(ctx, key, useCase, input));
-}
 
 /**
  * The steps around a write's work (step 3, `work`): its Idempotency-Key (1), the user's turn
@@ -88,35 +61,6 @@ function noteRan(error: unknown): void {
   if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
 }
 
-async function runTransaction<I, T>(ctx: AuthedContext, key: IdempotencyKey | undefined, useCase: UseCase<I, T>, input: I): Promise<Outcome<T>> {
-  let notification: string | null = null;
-  const outcome = await retried(ctx.log, () =>
-    ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
-      notification = null;
-      const scope: WriteScope = { em, userId: ctx.user.id, now: ctx.clock.now(), timeZone: ctx.user.timeZone, settled: [] };
-      if (key) await key.claim(em);
-      const record = (await lockOwner(em, scope.userId, key?.recordColumn(scope.now)))?.record as StoredOutcome | null | undefined;
-      if (record) return { kind: 'replay', record: key!.replayOf(record) };
-      let value: T;
-      try {
-        value = await useCase.transaction(scope, input);
-      } catch (error) {
-        noteRan(error);
-        throw error;
-      }
-      const store = key?.storeSql({ status: successStatus(ctx), body: value ?? null, etag: null }, scope.now);
-      // A batch's events, its `project.updated` ones folded (API-CONTRACT.md §15).
-      notification = await appendEvents(em, scope.userId, foldProjectUpdates(scope.settled), scope.now, store);
-      // Also the last statement: sent with the commit (src/db/batching.ts).
-      if (store && notification === null) await em.execute(BATCHED + store.sql, store.params);
-      return { kind: 'ran', value };
-    }),
-  );
-  // Committed: its listeners are woken (src/writes/announcer.ts) before the answer.
-  if (notification) await ctx.announcer.announce(notification);
-  return outcome;
-}
-
 /**
  * A write of the user that is not of projects and tasks (a webhook's): it appends no events
  * and has no one-statement form, and otherwise goes through the steps of every write: the
@@ -148,47 +92,6 @@ export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityMana
     ),
   );
 }
-
-/** The writes open for steps (`withSteps`), by the entity manager of their transaction. */
-const openWrites = new WeakMap<SqlEntityManager, WriteScope>();
-
-/**
- * Opens the write of `scope` to steps while `steps` runs: a write procedure called with the
- * entity manager it is handed (`userWrite` with a context whose `em` is that one) does not
- * open a write of its own but runs as the next step of this one (a batch's operations,
- * src/batch/). A step runs what its request runs alone, in the form it takes under the owner's
- * lock this write holds (`change`): If-Match against the resource as the steps before left it,
- * the change, its events settled with their documents as of that step (a later step may
- * change the same resource again, and has its own event). Its refusal ends the whole write
- * (nothing of it is kept). Idempotency and the answer's headers are the enclosing write's.
- */
-export async function withSteps<T>(scope: WriteScope, steps: (em: SqlEntityManager) => Promise<T>): Promise<T> {
-  openWrites.set(scope.em, scope);
-  try {
-    return await steps(scope.em);
-  } finally {
-    openWrites.delete(scope.em);
-  }
-}
-
-/** The write open for steps on this entity manager, if any (a batch's transaction). */
-export function openWriteOf(em: SqlEntityManager): WriteScope | undefined {
-  return openWrites.get(em);
-}
-
-/** How a step made by a write function (src/writes/write.ts) ends in the open write. */
-export const settleStep = {
-  /** Its events join the write's, in order; the next step reads from the database. */
-  done(em: SqlEntityManager, events: NewEvent[]): void {
-    openWrites.get(em)!.settled.push(...events);
-    em.clear();
-  },
-  /** Its refusal ran: kept under the batch's key like any step's. */
-  refused(error: DomainError): DomainError {
-    noteRan(error);
-    return error;
-  },
-};
 
 function successStatus(ctx: AuthedContext): number {
   return ctx.call.meta?.successStatus ?? 200;

@@ -87,8 +87,16 @@ export interface WriteFunctions {
 
 /**
  * `apply(p_user, p_now, p_day, p_ops, p_key, p_key_lock, p_fingerprint, p_key_since, p_batch)`:
- * - `p_ops`: `[{"op", "input", "if_match", "status"}]`, the operations in order (a single
- *   request is one); `status` is its success status, for the batch's answer and the key's record.
+ * - `p_ops`: `[{"op", "input", "if_match", "status", "ref", "refs"}]`, the operations in order
+ *   (a single request is one); `status` is its success status, for the batch's answer and the
+ *   key's record. In a batch, `ref` names the resource the operation creates, and `refs`
+ *   (`[{"at": [member, …], "ref"}]`) the ids of its input that stand for a resource an earlier
+ *   operation created: each is set to that resource's id before the operation runs. An
+ *   operation `{"op": "stop"}` ends the batch there with the refusal `{"stop": true}`, kept
+ *   under no key: the batch's next operation was refused before it ran (its input).
+ * - A batch's `project.updated` events of one project are folded into its last (API-CONTRACT.md
+ *   §15): a client applying the log in order ends in the same state, and 100 creates in a
+ *   project append one copy of its task list, not 100 copies growing by one.
  * - `p_key`…`p_key_since`: the Idempotency-Key, the 64-bit lock of its user and key, the
  *   request's fingerprint, and the instant before which a record is expired; all null without one.
  * - `p_batch`: the answer is the batch's (`{"data": [{"status", "body"}, …]}`), else the one
@@ -101,7 +109,7 @@ export interface WriteFunctions {
  */
 function applySql(schema: string, operations: readonly WriteOperation[]): string {
   const dispatch = operations
-    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)`)
+    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)`)
     .join('\n        ');
   return `create function ${schema}.apply(
   p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
@@ -118,6 +126,9 @@ declare
   v_refusal json;
   v_last bigint;
   v_body json;
+  v_input json;
+  v_at json;
+  v_refs jsonb := '{}';
 begin
   -- The key first, never waited for: a request with the same key running is 409 at once.
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
@@ -141,6 +152,13 @@ begin
   end if;
   begin
     for v_op in select value from json_array_elements(p_ops) loop
+      if v_op->>'op' = 'stop' then
+        raise exception using errcode = '${REFUSAL_STATE}', message = '{"stop": true}';
+      end if;
+      v_input := v_op->'input';
+      for v_at in select value from json_array_elements(coalesce(v_op->'refs', '[]')) loop
+        v_input := ${schema}.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
+      end loop;
       v_result := case v_op->>'op'
         ${dispatch}
       end;
@@ -151,13 +169,16 @@ begin
       v_statuses := v_statuses || (v_op->>'status')::int;
       v_events := v_events || array(select json_array_elements(v_result->'events'));
       v_etag := v_result->>'etag';
+      if v_op->>'ref' is not null then
+        v_refs := v_refs || jsonb_build_object(v_op->>'ref', v_result->'answer'->'data'->'id');
+      end if;
       v_index := v_index + 1;
     end loop;
   exception when sqlstate '${REFUSAL_STATE}' then
     -- Everything the operations did is undone with this block; a refusal of work that ran is
     -- kept under the key (API-CONTRACT.md §11).
     v_refusal := sqlerrm::json;
-    if p_key is not null then
+    if p_key is not null and v_refusal->>'stop' is null then
       insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
       values (p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now)
       on conflict (user_id, key) do update
@@ -165,6 +186,14 @@ begin
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
+  if p_batch and cardinality(v_events) > 1 then
+    v_events := array(
+      select e.event from (
+        select e.event, e.n, max(e.n) over (partition by e.event->>'type', e.event->'data'->>'id') as last
+          from unnest(v_events) with ordinality as e(event, n)) as e
+       where e.event->>'type' <> 'project.updated' or e.n = e.last
+       order by e.n);
+  end if;
   if cardinality(v_events) > 0 then
     update users u set last_event_seq = u.last_event_seq + cardinality(v_events) where u.id = p_user returning u.last_event_seq into v_last;
     insert into events (user_id, seq, type, data, at)
@@ -186,9 +215,23 @@ end
 $$`;
 }
 
+/** `json_put(object, path, value)`: the object with the member at `path` set to `value`, its members in their order (a batch's refs). */
+function jsonPutSql(schema: string): string {
+  return `create function ${schema}.json_put(p_object json, p_path text[], p_value json) returns json language plpgsql immutable as $$
+begin
+  if cardinality(p_path) = 0 then
+    return p_value;
+  end if;
+  return (select json_object_agg(e.key, case when e.key = p_path[1] then ${schema}.json_put(e.value, p_path[2:], p_value) else e.value end order by e.n)
+            from json_each(p_object) with ordinality as e(key, value, n));
+end
+$$`;
+}
+
 /** The whole set for these operations: its schema, the statements that create it, and `apply`. */
 export function writeFunctions(operations: readonly WriteOperation[]): WriteFunctions {
   const body = (schema: string) => [
+    jsonPutSql(schema),
     ...operations.map((o) => `create function ${schema}.${o.fn}(${OPERATION_ARGUMENTS}) returns json language plpgsql volatile as $$\n${o.body}\n$$`),
     applySql(schema, operations),
   ];

@@ -16,20 +16,26 @@ import { DomainError, type ErrorCode } from '../core/errors.js';
 import { IdempotencyKey, keyLock, pruneNowAndThen, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
 import { retried } from './owner-lock.js';
 import { turnOf } from './turns.js';
-import { openWriteOf, settleStep } from './user-write.js';
 import { REFUSAL_STATE, type Refusal } from './write-functions.js';
 
-/** One operation of a call of `apply`. */
-interface Operation {
+/** One operation of a call of `apply` (its members: src/writes/write-functions.ts). */
+export interface Operation {
   op: string;
   input: unknown;
   if_match: string[] | null;
   status: number;
+  /** In a batch: the name its `ref` gives the resource it creates. */
+  ref?: string;
+  /** In a batch: the ids of its input that stand for a resource an earlier operation created. */
+  refs?: Array<{ at: readonly string[]; ref: string }>;
 }
+
+/** The operation that ends a batch before the next one, whose input was refused. */
+export const STOP: Operation = { op: 'stop', input: null, if_match: null, status: 0 };
 
 interface Applied {
   replay?: { fingerprint: string; status: number; body: unknown; etag: string | null };
-  refusal?: Refusal;
+  refusal?: Refusal & { stop?: true };
   index?: number;
   body?: unknown;
   etag?: string | null;
@@ -41,20 +47,42 @@ interface Applied {
 const PAYLOAD_BYTES = 7_000;
 
 /**
- * Runs one write operation of the user (a procedure's call): `op` is the procedure's path. In a
- * batch still made of steps (src/batch/), it is a step of the batch's open transaction instead.
+ * A batch's operation, read by its procedure (input parsed, checked and shaped by exactly the
+ * code of its request alone) and handed to the batch instead of run: thrown by `write` when
+ * the context is a batch's step (src/batch/apply-batch.ts).
  */
+export class BatchStep extends Error {
+  constructor(readonly operation: Operation) {
+    super('a batch step');
+  }
+}
+
+/**
+ * How a batch answers a refusal: of its operation at `index`, or `stop`: the operation at
+ * `index` was refused before it ran.
+ */
+export type RefusalAt = (refusal: DomainError | 'stop', index: number) => unknown;
+
+/** Runs one write operation of the user (a procedure's call): `op` is the procedure's path. */
 export async function write<T>(ctx: AuthedContext, op: string, input: unknown): Promise<T> {
   const operation: Operation = { op, input, if_match: ifMatchTags(ctx.header('If-Match')), status: ctx.call.meta?.successStatus ?? 200 };
-  const open = openWriteOf(ctx.em);
-  if (open) return runStep<T>(ctx, open.em, operation);
+  if (ctx.batchStep) throw new BatchStep(operation);
+  return applyWrite<T>(ctx, [operation]);
+}
+
+/**
+ * Runs a write of the user's operations (one, or a batch's: `refusalAt` says how a batch
+ * answers a refusal) as one call of `apply`: the request's Idempotency-Key, the user's turn,
+ * the call; the NOTIFY of its events after the commit, outside the turn; then the answer.
+ */
+export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[], refusalAt?: RefusalAt): Promise<T> {
   const key = await IdempotencyKey.of(ctx);
   const release = await turnOf(ctx);
   let applied: Applied;
   let announced: Promise<void> | undefined;
   try {
     const now = ctx.clock.now();
-    applied = await retried(ctx.log, () => callApply(ctx, ctx.em.fork(), [operation], key, now));
+    applied = await retried(ctx.log, () => callApply(ctx, ctx.em.fork(), operations, key, now, refusalAt !== undefined));
     if (!applied.replay && !applied.refusal) announced = announce(ctx, applied.last!, applied.events ?? [], now);
     if (key) pruneNowAndThen(ctx.em, now);
   } finally {
@@ -62,7 +90,7 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
   }
   // The answer follows the NOTIFY (outside the turn): a client that has it, its streams were told.
   await announced;
-  return answer<T>(ctx, applied, key);
+  return answer<T>(ctx, applied, key, refusalAt ?? ((refusal) => refusal));
 }
 
 /** The user's day as the write functions read it (`p_day`): its next midnight and its last instant, in the user's zone. */
@@ -71,21 +99,21 @@ function dayOf(ctx: AuthedContext, now: Date): string {
   return JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
 }
 
-async function callApply(ctx: AuthedContext, em: SqlEntityManager, operations: Operation[], key: IdempotencyKey | undefined, now: Date): Promise<Applied> {
+async function callApply(ctx: AuthedContext, em: SqlEntityManager, operations: Operation[], key: IdempotencyKey | undefined, now: Date, batch: boolean): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
   const rows = await run(em, sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
       ${ctx.user.id}::bigint, ${now}::timestamptz, ${dayOf(ctx, now)}::json, ${jsonText(operations)}::json,
       ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
-      ${key ? since : null}::timestamptz, false) as applied`);
+      ${key ? since : null}::timestamptz, ${batch}::boolean) as applied`);
   return rows[0]!.applied;
 }
 
-function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined): T {
+function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, refusalAt: RefusalAt): T {
   if (applied.replay) {
     const record = key!.replayOf({ ...applied.replay });
     ctx.setHeader('Idempotent-Replayed', 'true');
-    const stored = record.body as { refusal?: Refusal; errors?: DomainError['errors']; meta?: Record<string, unknown> } | null;
-    if (stored?.refusal) throw refusalError(stored.refusal);
+    const stored = record.body as { refusal?: Refusal; index?: number; errors?: DomainError['errors']; meta?: Record<string, unknown> } | null;
+    if (stored?.refusal) throw refusalAt(refusalError(stored.refusal), stored.index ?? 0);
     if (record.status >= 400 && stored?.errors) {
       const error = new DomainError(stored.errors);
       throw stored.meta ? error.withMeta(stored.meta) : error;
@@ -93,7 +121,7 @@ function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | u
     if (record.etag) sendEtag(ctx, record.etag);
     return (record.body ?? undefined) as T;
   }
-  if (applied.refusal) throw refusalError(applied.refusal);
+  if (applied.refusal) throw refusalAt(applied.refusal.stop ? 'stop' : refusalError(applied.refusal), applied.index ?? 0);
   if (applied.etag) sendEtag(ctx, applied.etag);
   return (applied.body ?? undefined) as T;
 }
@@ -113,26 +141,6 @@ export function refusalOf(error: unknown): Refusal | undefined {
   }
   return undefined;
 }
-
-/**
- * An operation inside a batch's open transaction (which holds the user's lock): its function
- * alone, its events settled into the batch's (appended by the batch, in order).
- */
-async function runStep<T>(ctx: AuthedContext, em: SqlEntityManager, operation: Operation): Promise<T> {
-  let result: { answer: unknown; etag: string | null; events: Array<{ type: string; data: unknown }> };
-  try {
-    const rows = await run(em, sql<{ result: typeof result }>`select ${sql.raw(ctx.writes.operations[operation.op]!)}(
-        ${ctx.user.id}::bigint, ${ctx.clock.now()}::timestamptz, ${dayOf(ctx, ctx.clock.now())}::json, ${jsonText(operation.input)}::json,
-        ${operation.if_match}::text[]) as result`);
-    result = rows[0]!.result;
-  } catch (error) {
-    const refusal = refusalOf(error);
-    throw refusal ? settleStep.refused(refusalError(refusal)) : error;
-  }
-  settleStep.done(em, result.events.map((e) => ({ ...e, at: toSeconds(ctx.clock.now()) })));
-  return (result.answer ?? undefined) as T;
-}
-
 
 /**
  * The input as JSON for the database. Values a schema let through unread (members a state

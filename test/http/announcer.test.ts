@@ -11,8 +11,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openOrm } from '../../src/app/orm.js';
 import { countStatement, requestScope } from '../../src/core/request-scope.js';
-import { Announcer } from '../../src/writes/announcer.js';
-import { EVENTS_CHANNEL } from '../../src/writes/event-append.js';
+import { Announcer, EVENTS_CHANNEL } from '../../src/writes/announcer.js';
 import { eventually } from '../helpers/eventually.js';
 import { createTestDatabase, directUrlOf } from '../helpers/test-app.js';
 

@@ -234,6 +234,34 @@ describe('a batch that fails', () => {
     ]);
     expect(onlyError(taken.body)).toMatchObject({ code: 'taken', source: { pointer: '/operations/1/project/name' } });
   });
+
+  it('answers the first failure in order: an operation refused by a rule before one whose input is refused, and the other way round', async () => {
+    const { id, token } = await app.register();
+    const project = (await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Base' } } })).body.data.id;
+    const refusedByRule = { op: 'projects.changeState', input: { id: project, project: { state: 'finished' } } };
+    const badInput = { op: 'tasks.create', input: { task: { label: '' } } };
+    const create = { op: 'tasks.create', ref: 't', input: { task: { label: 'kept?' } } };
+    const before = await snapshot(id);
+    const ruleFirst = await batch(token, [create, refusedByRule, badInput]);
+    expect(ruleFirst.status).toBe(422);
+    expect(onlyError(ruleFirst.body)).toMatchObject({ code: 'invalid_transition', source: { pointer: '/operations/1/project/state' } });
+    const inputFirst = await batch(token, [create, badInput, refusedByRule]);
+    expect(inputFirst.status).toBe(422);
+    expect(onlyError(inputFirst.body)).toMatchObject({ code: 'invalid', source: { pointer: '/operations/1/task/label' } });
+    expect(await snapshot(id)).toEqual(before);
+    // Kept under a key: the rule's refusal (the work ran), not the input's (it never ran).
+    const ruleKey = randomUUID();
+    const first = await batch(token, [create, refusedByRule, badInput], { 'Idempotency-Key': ruleKey });
+    const again = await batch(token, [create, refusedByRule, badInput], { 'Idempotency-Key': ruleKey });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+    const inputKey = randomUUID();
+    await batch(token, [create, badInput, refusedByRule], { 'Idempotency-Key': inputKey });
+    const fixed = await batch(token, [create, { ...badInput, input: { task: { label: 'fixed' } } }], { 'Idempotency-Key': inputKey });
+    expect(fixed.status).toBe(200);
+    expect(fixed.headers.get('idempotent-replayed')).toBeNull();
+    expect(fixed.body.data.map((d: { status: number }) => d.status)).toEqual([201, 201]);
+  });
 });
 
 describe('the shape of a batch', () => {

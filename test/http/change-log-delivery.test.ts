@@ -9,14 +9,12 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { userWrite } from '../../src/writes/user-write.js';
+import pg from 'pg';
 import { EVENTS_PATH } from '../../src/changes/events.router.js';
-import type { AuthedContext } from '../../src/core/context.js';
 import { eventually } from '../helpers/eventually.js';
 import { mulberry32 } from '../helpers/prng.js';
 import { openStream } from '../helpers/sse.js';
-import { DAY, T0, seconds, startTestApp, type TestApp } from '../helpers/test-app.js';
-import { Announcer } from '../../src/writes/announcer.js';
+import { DAY, T0, directUrlOf, seconds, startTestApp, type TestApp } from '../helpers/test-app.js';
 
 let one: TestApp;
 let two: TestApp;
@@ -31,47 +29,23 @@ afterAll(async () => {
 
 const EVENTS = EVENTS_PATH;
 
-function contextOf(app: TestApp, userId: number): AuthedContext {
-  return {
-    em: app.orm.em.fork(),
-    clock: app.clock,
-    user: { id: userId, username: 'x' },
-    tokenHash: 'x',
-    header: () => undefined,
-    setHeader: () => undefined,
-    response: { notModified: false },
-    call: { path: 'tasks.update', meta: {}, rawInput: async () => ({}) },
-    announcer: new Announcer(() => app.orm.em.fork()),
-  } as unknown as AuthedContext;
-}
-
 describe('order and completeness', () => {
   it('a writer that waits on an earlier one takes its number only after that one commits', async () => {
     const u = await one.register();
     const stream = await openStream(`${one.baseUrl}${EVENTS}?after=0`, { Authorization: u.token });
-    let releaseFirst!: () => void;
-    const firstHolds = new Promise<void>((resolve) => (releaseFirst = resolve));
-    let firstLocked!: () => void;
-    const locked = new Promise<void>((resolve) => (firstLocked = resolve));
-
-    // The first write takes the owner's lock and waits; the second (through the other
-    // instance's ORM) starts meanwhile and must wait for the lock, not take a number.
-    const first = userWrite(contextOf(one, u.id), {
-      async transaction({ em, settled }) {
-        settled.push({ type: 'task.updated', data: { n: 'first' }, at: 0 });
-        // The owner's lock goes to the database with the work's first statement.
-        await em.execute('select 1');
-        firstLocked();
-        await firstHolds;
-      },
-    }, undefined);
-    // A write that fails before it holds the lock must fail the test, not leave it waiting.
-    await Promise.race([locked, first.then(() => Promise.reject(new Error('the first write ended before it held the lock')))]);
-    const second = userWrite(contextOf(two, u.id), {
-      async transaction({ settled }) {
-        settled.push({ type: 'task.updated', data: { n: 'second' }, at: 0 });
-      },
-    }, undefined);
+    // The first writer takes the user's lock and numbers its event under it, as every write
+    // does (src/writes/write-functions.ts `apply`), and holds them uncommitted.
+    const first = new pg.Client({ connectionString: directUrlOf(one.databaseUrl) });
+    await first.connect();
+    await first.query('begin');
+    await first.query('select 1 from users where id = $1 for no key update', [u.id]);
+    await first.query(
+      `with mark as (update users set last_event_seq = last_event_seq + 1 where id = $1 returning last_event_seq)
+       insert into events (user_id, seq, type, data, at) select $1, last_event_seq, 'task.updated', '{"n":"first"}', now() from mark`,
+      [u.id],
+    );
+    // The second, a request to the other instance, starts meanwhile and must wait for the lock, not take a number.
+    const second = two.request('POST', '/api/users/me/tasks', { token: u.token, body: { task: { label: 'second' } } });
     // Nothing is visible while the first holds: the second waits for the owner's lock (as
     // PostgreSQL shows) and has taken no number.
     await eventually(
@@ -85,11 +59,12 @@ describe('order and completeness', () => {
     );
     const during = await one.request('GET', `${EVENTS}?after=0`, { token: u.token });
     expect(during.body.data).toEqual([]);
-    releaseFirst();
-    await Promise.all([first, second]);
+    await first.query('commit');
+    await first.end();
+    expect((await second).status).toBe(201);
 
-    const seen = [await stream.nextEvent(), await stream.nextEvent()].map((m) => [m.id, JSON.parse(m.data).data.n]);
-    expect(seen).toEqual([['1', 'first'], ['2', 'second']]);
+    const seen = [await stream.nextEvent(), await stream.nextEvent()].map((m) => [m.id, JSON.parse(m.data).type]);
+    expect(seen).toEqual([['1', 'task.updated'], ['2', 'task.created']]);
     stream.close();
   });
 

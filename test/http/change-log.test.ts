@@ -11,7 +11,7 @@ import { createClient } from '../../src/client.js';
 import { MAX_STREAMS_PER_TOKEN } from '../../src/changes/event-hub.js';
 import { EVENTS_PATH } from '../../src/changes/events.router.js';
 import { parseNotification } from '../../src/changes/event.store.js';
-import { EVENTS_CHANNEL } from '../../src/writes/event-append.js';
+import { EVENTS_CHANNEL } from '../../src/writes/announcer.js';
 import { eventually } from '../helpers/eventually.js';
 import { openStream, type SseStream } from '../helpers/sse.js';
 import { DAY, T0, directUrlOf, seconds, startTestApp, useTestApp, type TestApp } from '../helpers/test-app.js';

@@ -1,15 +1,15 @@
 /**
- * What a keyed write keeps under its Idempotency-Key when its work fails (API-CONTRACT.md §11,
- * src/writes/user-write.ts): a refusal the work decided (a 422 of a rule) is kept and replayed;
- * a failure of the moment (a 503 of a database outage, a 429) and a refusal before anything
- * ran (an input that did not parse) are not, so a retry with the same key runs again. A
- * batch's step turns a database outage into a 503 domain error inside the write, which is how
- * such an error reaches the write path.
+ * What a keyed write that runs in TypeScript (`plainWrite`, src/writes/user-write.ts: the
+ * webhooks' writes) keeps under its Idempotency-Key when its work fails (API-CONTRACT.md §11):
+ * a refusal the work decided (a 422 of a rule) is kept and replayed; a failure of the moment
+ * (a 503 of a database outage, a 429) and a refusal before anything ran (an input that did not
+ * parse) are not, so a retry with the same key runs again. (The writes of projects, tasks and
+ * batches keep theirs in the database: test/http/idempotency.test.ts.)
  */
 import { describe, expect, it } from 'vitest';
 import type { AuthedContext } from '../../src/core/context.js';
 import { DomainError } from '../../src/core/errors.js';
-import { userWrite, type UseCase } from '../../src/writes/user-write.js';
+import { plainWrite } from '../../src/writes/user-write.js';
 import { useProcedures } from '../helpers/procedures.js';
 
 const procedures = useProcedures();
@@ -26,13 +26,11 @@ async function keyedContext(token: string, key: string, replayed: string[]): Pro
 }
 
 /** A write whose work throws `error` the first time, and answers `ran` after. */
-function failingOnce(error: () => DomainError): UseCase<unknown, string> {
+function failingOnce(error: () => DomainError): () => Promise<string> {
   let calls = 0;
-  return {
-    async transaction() {
-      if (calls++ === 0) throw error();
-      return 'ran';
-    },
+  return async () => {
+    if (calls++ === 0) throw error();
+    return 'ran';
   };
 }
 
@@ -49,10 +47,10 @@ describe('a keyed write whose work failed', () => {
     const key = `k-${Math.random().toString(36).slice(2)}`;
     const write = failingOnce(error);
     const replayed: string[] = [];
-    const first = await userWrite(await keyedContext(user.token, key, replayed), write, {}).catch((e) => e);
+    const first = await plainWrite(await keyedContext(user.token, key, replayed), write).catch((e) => e);
     expect(first).toBeInstanceOf(DomainError);
     expect(first.status).toBe(error().status);
-    const retry = await userWrite(await keyedContext(user.token, key, replayed), write, {}).catch((e) => e);
+    const retry = await plainWrite(await keyedContext(user.token, key, replayed), write).catch((e) => e);
     if (kept === 'kept') {
       expect(retry).toBeInstanceOf(DomainError);
       expect(retry.errors).toEqual(first.errors);

@@ -18,9 +18,12 @@ describe('the write functions', () => {
     await expect(`-- ${operation.op}\n\n${text.replaceAll(writeFunctionSet.schema, 'w')}\n`).toMatchFileSnapshot(`./write-sql/functions/${operation.fn}.sql`);
   });
 
-  it('apply: the one call every write makes', async () => {
-    const text = writeFunctionSet.statements.find((s) => s.includes('.apply('))!;
-    await expect(`-- apply\n\n${text.replaceAll(writeFunctionSet.schema, 'w')}\n`).toMatchFileSnapshot('./write-sql/functions/apply.sql');
+  it.each([
+    ['apply', 'the one call every write makes'],
+    ['json_put', "sets a batch's refs in an operation's input"],
+  ])('%s: %s', async (fn) => {
+    const text = writeFunctionSet.statements.find((s) => s.includes(`.${fn}(`))!;
+    await expect(`-- ${fn}\n\n${text.replaceAll(writeFunctionSet.schema, 'w')}\n`).toMatchFileSnapshot(`./write-sql/functions/${fn}.sql`);
   });
 
   it('are installed under the schema their text names, with every function', async () => {
@@ -28,6 +31,6 @@ describe('the write functions', () => {
       `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = ? order by 1`,
       [writeFunctionSet.schema],
     );
-    expect(rows.map((r) => r.name)).toEqual(['apply', ...writeOperations.map((o) => o.fn)].sort());
+    expect(rows.map((r) => r.name)).toEqual(['apply', 'json_put', ...writeOperations.map((o) => o.fn)].sort());
   });
 });

@@ -6,16 +6,6 @@ with counted as ( insert into rate_limit_hits ("key", "window_start", "hits") va
 
 with previous as ( select coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as hits), counted as ( insert into rate_limit_hits ("key", "window_start", "hits") select ?, ?, ? from previous where previous.hits * ?::float8 + ? <= ? on conflict ("key", "window_start") do update set "hits" = rate_limit_hits."hits" + excluded."hits" where (select hits from previous) * ?::float8 + rate_limit_hits."hits" + excluded."hits" <= ? returning "hits") select (select "hits" from counted) as counted, coalesce((select "hits" from rate_limit_hits where "key" = ? and "window_start" = ?), 0) as current, (select hits from previous) as previous
 
-begin
-
-/* batched */ select set_config('lock_timeout', '5000ms', true), id from users where id = ? for no key update
-
-select w.tasks_create( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text[]) as result
-
-select w.tasks_create( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text[]) as result
-
-with evs as (select e.n, e.type, e.data from rows from (json_array_elements(?::json), unnest(?::text[])) with ordinality as e(data, type, n)), mark as ( update users set last_event_seq = last_event_seq + (select count(*) from evs) where id = ? and exists (select 1 from evs) returning last_event_seq ), stored as ( insert into events (user_id, seq, type, data, at) select ?, mark.last_event_seq - (select count(*) from evs) + evs.n, evs.type, evs.data, ?::timestamptz from mark, evs returning seq, type, data, at ), counted as ( select ? || ':' || min(seq) || ':' || max(seq) as head, sum(octet_length(data::text)) as documents from stored having count(*) > 0 ), payload as ( select case when octet_length(body) <= 7000 then head || ':' || body else head end as notification from counted left join lateral (select json_agg(json_build_object('id', seq::text, 'type', type, 'data', data, 'at', floor(extract(epoch from at))::bigint) order by seq)::text as body from stored where counted.documents <= 7000) as events on true ) select (select notification from payload) as notification
-
-commit
+select w.apply( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text, $6::bigint, $7::text, $8::timestamptz, $9::boolean) as applied
 
 select pg_notify($1, payload) from unnest($2::text[]) as payload

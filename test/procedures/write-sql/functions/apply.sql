@@ -15,6 +15,9 @@ declare
   v_refusal json;
   v_last bigint;
   v_body json;
+  v_input json;
+  v_at json;
+  v_refs jsonb := '{}';
 begin
   -- The key first, never waited for: a request with the same key running is 409 at once.
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
@@ -38,15 +41,22 @@ begin
   end if;
   begin
     for v_op in select value from json_array_elements(p_ops) loop
+      if v_op->>'op' = 'stop' then
+        raise exception using errcode = 'PX000', message = '{"stop": true}';
+      end if;
+      v_input := v_op->'input';
+      for v_at in select value from json_array_elements(coalesce(v_op->'refs', '[]')) loop
+        v_input := w.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
+      end loop;
       v_result := case v_op->>'op'
-        when 'projects.create' then w.projects_create(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'projects.update' then w.projects_update(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'projects.changeState' then w.projects_change_state(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'projects.delete' then w.projects_delete(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.create' then w.tasks_create(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.update' then w.tasks_update(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.changeState' then w.tasks_change_state(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.reorder' then w.tasks_reorder(p_user, p_now, p_day, v_op->'input', case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.create' then w.projects_create(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.update' then w.projects_update(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.changeState' then w.projects_change_state(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'projects.delete' then w.projects_delete(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.create' then w.tasks_create(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.update' then w.tasks_update(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.changeState' then w.tasks_change_state(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
+        when 'tasks.reorder' then w.tasks_reorder(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
       end;
       if v_result is null then
         raise exception 'unknown operation %', v_op->>'op';
@@ -55,13 +65,16 @@ begin
       v_statuses := v_statuses || (v_op->>'status')::int;
       v_events := v_events || array(select json_array_elements(v_result->'events'));
       v_etag := v_result->>'etag';
+      if v_op->>'ref' is not null then
+        v_refs := v_refs || jsonb_build_object(v_op->>'ref', v_result->'answer'->'data'->'id');
+      end if;
       v_index := v_index + 1;
     end loop;
   exception when sqlstate 'PX000' then
     -- Everything the operations did is undone with this block; a refusal of work that ran is
     -- kept under the key (API-CONTRACT.md §11).
     v_refusal := sqlerrm::json;
-    if p_key is not null then
+    if p_key is not null and v_refusal->>'stop' is null then
       insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
       values (p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now)
       on conflict (user_id, key) do update
@@ -69,6 +82,14 @@ begin
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
+  if p_batch and cardinality(v_events) > 1 then
+    v_events := array(
+      select e.event from (
+        select e.event, e.n, max(e.n) over (partition by e.event->>'type', e.event->'data'->>'id') as last
+          from unnest(v_events) with ordinality as e(event, n)) as e
+       where e.event->>'type' <> 'project.updated' or e.n = e.last
+       order by e.n);
+  end if;
   if cardinality(v_events) > 0 then
     update users u set last_event_seq = u.last_event_seq + cardinality(v_events) where u.id = p_user returning u.last_event_seq into v_last;
     insert into events (user_id, seq, type, data, at)
