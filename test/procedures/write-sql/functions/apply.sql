@@ -9,7 +9,12 @@ declare
   v_result json;
   v_answers json[] := '{}';
   v_statuses int[] := '{}';
-  v_events json[] := '{}';
+  v_types text[] := '{}';
+  v_data json[] := '{}';
+  v_answer json;
+  v_results json;
+  v_type text;
+  v_datum json;
   v_etag text;
   v_index int := 0;
   v_refusal json;
@@ -18,6 +23,9 @@ declare
   v_input json;
   v_at json;
   v_refs jsonb := '{}';
+  v_count int := 0;
+  v_project text;
+  v_projects jsonb := '{}';
 begin
   -- The key first, never waited for: a request with the same key running is 409 at once.
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
@@ -61,12 +69,26 @@ begin
       if v_result is null then
         raise exception 'unknown operation %', v_op->>'op';
       end if;
-      v_answers := v_answers || (v_result->'answer');
-      v_statuses := v_statuses || (v_op->>'status')::int;
-      v_events := v_events || array(select json_array_elements(v_result->'events'));
-      v_etag := v_result->>'etag';
+      -- The result's members read in one pass (each -> would parse the whole text again), the
+      -- events in another; arrays set by subscript, in place (|| would copy them every time).
+      select r.answer, r.etag, r.events into v_answer, v_etag, v_results from json_to_record(v_result) as r(answer json, etag text, events json);
+      v_answers[v_index + 1] := v_answer;
+      v_statuses[v_index + 1] := (v_op->>'status')::int;
+      for v_type, v_datum in select e.type, e.data from json_to_recordset(v_results) as e(type text, data json) loop
+        v_count := v_count + 1;
+        v_types[v_count] := v_type;
+        v_data[v_count] := v_datum;
+        -- A batch keeps one project.updated a project, its last: the one before is dropped.
+        if p_batch and v_type = 'project.updated' then
+          v_project := v_datum->>'id';
+          if v_projects ? v_project then
+            v_types[(v_projects->>v_project)::int] := null;
+          end if;
+          v_projects := v_projects || jsonb_build_object(v_project, v_count);
+        end if;
+      end loop;
       if v_op->>'ref' is not null then
-        v_refs := v_refs || jsonb_build_object(v_op->>'ref', v_result->'answer'->'data'->'id');
+        v_refs := v_refs || jsonb_build_object(v_op->>'ref', v_answer->'data'->'id');
       end if;
       v_index := v_index + 1;
     end loop;
@@ -82,19 +104,14 @@ begin
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
-  if p_batch and cardinality(v_events) > 1 then
-    v_events := array(
-      select e.event from (
-        select e.event, e.n, max(e.n) over (partition by e.event->>'type', e.event->'data'->>'id') as last
-          from unnest(v_events) with ordinality as e(event, n)) as e
-       where e.event->>'type' <> 'project.updated' or e.n = e.last
-       order by e.n);
-  end if;
-  if cardinality(v_events) > 0 then
-    update users u set last_event_seq = u.last_event_seq + cardinality(v_events) where u.id = p_user returning u.last_event_seq into v_last;
+  -- The events, numbered after the user's newest (the dropped ones left out).
+  v_count := cardinality(array_remove(v_types, null));
+  if v_count > 0 then
+    update users u set last_event_seq = u.last_event_seq + v_count where u.id = p_user returning u.last_event_seq into v_last;
     insert into events (user_id, seq, type, data, at)
-    select p_user, v_last - cardinality(v_events) + e.n, e.event->>'type', e.event->'data', p_now
-      from unnest(v_events) with ordinality as e(event, n);
+    select p_user, v_last - v_count + row_number() over (order by e.n), e.type, e.data, p_now
+      from unnest(v_types, v_data) with ordinality as e(type, data, n)
+     where e.type is not null;
   end if;
   v_body := case when p_batch
     then json_build_object('data', (select coalesce(json_agg(json_build_object('status', v_statuses[a.n], 'body', a.answer) order by a.n), '[]'::json)
@@ -106,6 +123,8 @@ begin
     on conflict (user_id, key) do update
       set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
   end if;
-  return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events', array_to_json(v_events));
+  return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events',
+    (select coalesce(json_agg(json_build_object('type', e.type, 'data', e.data) order by e.n), '[]')
+       from unnest(v_types, v_data) with ordinality as e(type, data, n) where e.type is not null));
 end
 $$
