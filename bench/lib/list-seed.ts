@@ -5,6 +5,7 @@
  */
 import type pg from 'pg';
 import { sleep } from './env.js';
+import { recountUserCountersSql } from '../../src/tasks/task.sql.js';
 import { seedUser, type SeededUser } from './seed.js';
 
 export const ZONE = 'Europe/Paris';
@@ -116,8 +117,8 @@ export async function seedListUser(client: pg.Client, username: string, label: s
       today0, now, PLANNED_TODAY, project50, `{${WORDS.join(',')}}`, RARE_EVERY, RARE_WORD,
     ],
   );
-  // The order the user's next task takes, as a write moves it (docs/design/writes.md).
-  await client.query('update users set next_task_order = $2 where id = $1', [user.id, size + 1]);
+  // The counters on the user's row a write moves (the next order, the open tasks: docs/design/writes.md).
+  await client.query(recountUserCountersSql('$1'), [user.id]);
   return { ...user, tasks: size, projects: projects.map((p) => p.id), label, project50, projectCount: projectCount + 1 };
 }
 

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { hashAccessToken, hashPassword } from '../../src/users/credentials.js';
 import { loadConfig } from '../../src/config.js';
+import { recountUserCountersSql } from '../../src/tasks/task.sql.js';
 
 export const BENCH_PASSWORD = 'bench-password';
 
@@ -83,8 +84,8 @@ export async function seedUser(
      from generate_series(1, $2::int) g`,
     [id, taskCount, `{${projectIds.join(',')}}`, planned, finishedTo, abandonedTo],
   );
-  // The order the user's next task takes, as a write moves it (docs/design/writes.md).
-  await client.query('update users set next_task_order = $2 where id = $1', [id, taskCount + 1]);
+  // The counters on the user's row a write moves (the next order, the open tasks: docs/design/writes.md).
+  await client.query(recountUserCountersSql('$1'), [id]);
   const token = knownToken(id, username);
   await client.query(
     `insert into access_tokens (user_id, token_hash, created_at, expires_at)

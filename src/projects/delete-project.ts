@@ -1,11 +1,12 @@
 /**
  * DELETE /api/projects/{id} (API-CONTRACT.md §6): the operation's function. Under the user's
- * lock (docs/design/writes.md): the project (404), If-Match (412), then its tasks released in
- * one UPDATE (PROJECT_DELETED: those that can be abandoned are, every one loses its project),
- * the project deleted, and the events: `project.deleted`, then each released task by order.
+ * lock (docs/design/writes.md): the project (404), If-Match (412), the user's open tasks less
+ * those it closes, then its tasks released in one UPDATE (PROJECT_DELETED: those that can be
+ * abandoned are, every one loses its project), the project deleted, and the events:
+ * `project.deleted`, then each released task by order.
  */
 import { compileStatement, sql, v } from '../db/sql-builder.js';
-import { PROJECT_DELETED, taskEffectsSql } from '../tasks/task.lifecycle.js';
+import { PROJECT_DELETED, openSql, taskAction, taskEffectsSql } from '../tasks/task.lifecycle.js';
 import { taskSql } from '../tasks/task.sql.js';
 import { taskDocumentSql } from '../tasks/task.view.js';
 import { text, type WriteOperation } from '../writes/write-functions.js';
@@ -32,6 +33,11 @@ export function deleteProjectOperation(): WriteOperation {
   v_events json[];
 begin
   ${READ_PROJECT}
+  -- The user's open tasks lose those the deletion closes.
+  update users u set open_tasks = u.open_tasks + moved.delta
+    from (select coalesce(sum(${openSql(`'${taskAction(PROJECT_DELETED.action).to}'`)} - ${openSql('t.state')}), 0) as delta
+            from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state in (${PROJECT_DELETED.states.map(text).join(', ')})) as moved
+   where u.id = p_user and moved.delta <> 0;
   with released as (${compileStatement(release, taskSql)})
   select array[json_build_object('type', 'project.deleted', 'data', json_build_object('type', 'project', 'id', v_project.id))]
          || coalesce(array_agg(json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('released')}) order by released."order", released.id), '{}')

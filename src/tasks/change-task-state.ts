@@ -3,14 +3,14 @@
  * Under the user's lock (docs/design/writes.md): the task (404), If-Match (412), the action the
  * requested state selects from the task's state (TASK_ACTIONS: `invalid_transition` when
  * none), any member besides `state` (`cannot_be_set`), then the table's effects in one UPDATE,
- * its event, and, when the task is abandoned, its project's event (the project lists only the
- * tasks that are not abandoned).
+ * the user's open tasks moved when it opens or closes, its event, and, when the task is
+ * abandoned, its project's event (the project lists only the tasks that are not abandoned).
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { answerSql, pointerSegmentSql } from '../writes/operation-sql.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
-import { requestedActionSql, taskEffectsSql } from './task.lifecycle.js';
+import { openSql, requestedActionSql, taskEffectsSql } from './task.lifecycle.js';
 import { READ_TASK, listedIdsInFunction, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
@@ -32,6 +32,7 @@ export function changeTaskStateOperation(projectDocument: ProjectDocumentSql): W
   v_task tasks%rowtype;
   v_to text := p_input->'task'->>'state';
   v_action text;
+  v_from text;
   v_member text;
   v_events json[];
 begin
@@ -44,7 +45,11 @@ begin
   if v_member is not null then
     ${refusalSql({ code: 'cannot_be_set', pointer: `'/task/' || ${pointerSegmentSql('v_member')}`, detail: `v_member || ' cannot be set when changing the state.'` })}
   end if;
+  v_from := v_task.state;
   ${compileStatement(update, taskSql)} into v_task;
+  if ${openSql('v_task.state')} <> ${openSql('v_from')} then
+    update users u set open_tasks = u.open_tasks + ${openSql('v_task.state')} - ${openSql('v_from')} where u.id = p_user;
+  end if;
   v_events := array[json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')})];
   if v_task.state = 'abandoned' and v_task.project_id is not null then
     v_events := v_events || array(

@@ -3,15 +3,15 @@
  * the user's lock (docs/design/writes.md): the project `project_id` names, if any (422
  * `record_not_found` on it when the user has none), the action NEW_TASK_RULES gives (plan,
  * start, or none), the task inserted blank with that action's effects at the end of the user's
- * order (the counter on the user's row), its event, and its project's, whose list now ends with
- * it.
+ * order (the counters on the user's row: the next order, the open tasks), its event, and its
+ * project's, whose list now ends with it.
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql } from '../db/sql-builder.js';
 import { answerSql } from '../writes/operation-sql.js';
 import type { WriteOperation } from '../writes/write-functions.js';
 import type { ProjectDocumentSql } from './change-task-state.js';
-import { newTaskActionSql, taskEffectsSql } from './task.lifecycle.js';
+import { newTaskActionSql, openSql, stateAfterSql, taskEffectsSql } from './task.lifecycle.js';
 import { listedIdsInFunction, readLinkedProjectSql, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
@@ -44,7 +44,8 @@ export function createTaskOperation(projectDocument: ProjectDocumentSql): WriteO
 begin
   ${readLinkedProjectSql('v_project_id', 'v_project')}
   v_action := ${newTaskActionSql('v_planned_at', "(v_project.state = 'started')")};
-  update users u set next_task_order = u.next_task_order + 1 where u.id = p_user returning u.next_task_order - 1 into v_order;
+  update users u set next_task_order = u.next_task_order + 1, open_tasks = u.open_tasks + ${openSql(stateAfterSql('v_action', "'newed'"))}
+   where u.id = p_user returning u.next_task_order - 1 into v_order;
   ${compileStatement(insert, taskSql)} into v_task;
   v_events := array[json_build_object('type', 'task.created', 'data', ${taskDocumentSql('v_task')})];
   if v_project.id is not null then

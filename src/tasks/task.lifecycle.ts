@@ -54,6 +54,22 @@ export const TASK_ACTIONS: readonly TaskAction[] = [
   { action: 'abandon', from: ['newed', 'started', 'planned'], to: 'abandoned', dates: { abandonedAt: 'now' } },
 ];
 
+/**
+ * The states that close a task: it leaves the user's open tasks (`users.open_tasks`, moved by
+ * the write that changes a task's state, under the user's lock; the list counts its page from it).
+ */
+export const CLOSED_TASK_STATES: readonly TaskState[] = ['finished', 'abandoned'];
+
+/** Whether a task in state `state` (a SQL expression) is open, as 1 or 0. */
+export function openSql(state: string): string {
+  return `(${state} not in (${CLOSED_TASK_STATES.map((s) => `'${s}'`).join(', ')}))::int`;
+}
+
+/** The state `action` (a SQL expression naming an action of TASK_ACTIONS, or null) leads to; `otherwise` when none. */
+export function stateAfterSql(action: string, otherwise: string): string {
+  return `case ${action} ${TASK_ACTIONS.map((a) => `when '${a.action}' then '${a.to}'`).join(' ')} else ${otherwise} end`;
+}
+
 export function taskAction(name: TaskActionName): TaskAction {
   return TASK_ACTIONS.find((a) => a.action === name)!;
 }
@@ -189,7 +205,7 @@ export function taskEffectsSql(action: string, now: string): Record<string, stri
   }
   const counting = TASK_ACTIONS.filter((a) => a.counts).map((a) => `'${a.action}'`);
   set.planned_count = `case when ${action} in (${counting.join(', ')}) then planned_count + 1 else planned_count end`;
-  set.state = `case ${action} ${TASK_ACTIONS.map((a) => `when '${a.action}' then '${a.to}'`).join(' ')} else state end`;
+  set.state = stateAfterSql(action, 'state');
   return set;
 }
 

@@ -12,8 +12,20 @@ import { ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
 import { refusalSql, text } from '../writes/write-functions.js';
 import type { TaskSchema } from './task.entity.js';
 import { USER } from '../db/user-param.js';
+import { openSql } from './task.lifecycle.js';
 
 /** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
+/**
+ * The counters on the user's row that follow their tasks (the order of the next task, the open
+ * tasks), counted again from the rows, for the user `user` names (a SQL parameter): for tasks
+ * written by plain SQL (a seed), never by the service's writes, which move them themselves.
+ */
+export function recountUserCountersSql(user: string): string {
+  return `update users u set next_task_order = coalesce((select max(t."order") + 1 from tasks t where t.user_id = u.id), 1),
+           open_tasks = (select coalesce(sum(${openSql('t.state')}), 0) from tasks t where t.user_id = u.id)
+     where u.id = ${user}`;
+}
+
 export const LISTED = (t: string) => `${t}.state <> 'abandoned'`;
 
 /** The user's order of tasks (SPEC.md 4.6), ties by id. */

@@ -127,8 +127,8 @@ const keepsAll = (s: TaskSelection) =>
  * statement that reads plain rows.
  *
  * Every listed task, by order (the list without a query): the total is the user's open tasks
- * (counted in their own partial index, `tasks_open_by_user`, an index-only scan) plus the
- * finished ones since `finishedSince` (an index range), so the user's tasks finished long ago,
+ * (the counter on the user's row, `users.open_tasks`) plus the finished ones since
+ * `finishedSince` (an index range), so the user's tasks finished long ago,
  * most of them in time, cost nothing. The page's ids come from the
  * (user_id, order, id) index alone, which also carries the filtered columns: a deep page skips
  * the tasks before it without reading them (still O(offset), but index entries only); then its
@@ -206,7 +206,7 @@ export function taskPageStatement(
 
   const all = keepsAll(selection);
   const total = all
-    ? `((select count(*) from tasks where user_id = ? and state not in ('abandoned', 'finished'))
+    ? `((select open_tasks from users where id = ?)
         + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int`
     : `(select count(*) from tasks where ${where.sql})::int`;
   const totalParams = all ? [userId, userId, selection.finishedSince] : where.params;

@@ -1,13 +1,16 @@
 /**
- * The task list counts its pages from the user's open tasks (neither abandoned nor finished,
- * counted in their own partial index) plus the finished tasks inside its window. These tests
- * drive every way a task can enter or leave the open set, in sequence and in parallel, through
- * the API and through plain SQL, and compare the list's links and pages with the tasks that
- * should be listed.
+ * The task list counts its pages from the user's open tasks (neither abandoned nor finished: a
+ * counter on the user's row that every write opening or closing a task moves, under the user's
+ * lock) plus the finished tasks inside its window. These tests drive every way a task can
+ * enter or leave the open set through the API, in sequence and in parallel, and compare the
+ * list's links and pages with the tasks that should be listed. Tasks written by plain SQL
+ * (a seed) move no counter: `recountUserCountersSql` counts them again from the rows, as the
+ * migration that made the counter did.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { daysAgo, userDay } from '../../src/core/user-day.js';
+import { recountUserCountersSql } from '../../src/tasks/task.sql.js';
 import { DAY, T0, seconds, useTestApp } from '../helpers/test-app.js';
 
 const LIST = '/api/users/me/tasks';
@@ -117,8 +120,9 @@ describe('task counts', () => {
     await expectListConsistent(user);
   });
 
-  it('hold through plain SQL too (inserts, updates and deletes of many rows)', async () => {
+  it('are counted again from the rows after plain SQL (inserts, updates and deletes of many rows), and then follow the API', async () => {
     const user = await app.register();
+    const recount = () => sql(recountUserCountersSql('?'), [user.id]);
     await sql(
       `insert into tasks (user_id, label, "order", state, planned_count, created_at, finished_at)
        select ?, 'bulk', g, (array['newed','started','planned','finished','abandoned'])[1 + g % 5], 0, now(),
@@ -126,13 +130,25 @@ describe('task counts', () => {
          from generate_series(1, 500) g`,
       [user.id],
     );
+    await recount();
     await expectListConsistent(user);
     await sql(`update tasks set state = 'abandoned' where user_id = ? and state = 'newed'`, [user.id]);
     await sql(`delete from tasks where user_id = ? and "order" > 450`, [user.id]);
+    await recount();
+    await expectListConsistent(user);
+    // The counters recounted, the API's writes move them on: a create takes the next order.
+    const created = await app.request('POST', LIST, { token: user.token, body: { task: { label: 'after the seed' } } });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body.data.attributes.order).toBe(451);
+    const listed = (await sql<{ id: number }>(`select id from tasks where user_id = ? and state not in ('finished', 'abandoned') order by "order" limit 60`, [user.id])).map((r) => r.id);
+    for (const id of listed) {
+      const res = await app.request('PUT', `/api/tasks/${id}/state`, { token: user.token, body: { task: { state: 'abandoned' } } });
+      expect(res.status, res.text).toBe(200);
+    }
     await expectListConsistent(user);
   });
 
-  it('hold when plain SQL moves tasks to another user or another id, open or not', async () => {
+  it('hold when plain SQL moves tasks to another user or another id, open or not, once recounted', async () => {
     const from = await app.register();
     const to = await app.register();
     await sql(
@@ -143,6 +159,7 @@ describe('task counts', () => {
     );
     await sql(`update tasks set user_id = ? where user_id = ? and "order" <= 20`, [to.id, from.id]);
     await sql(`update tasks set id = id + 1000003 where user_id = ? and "order" > 30`, [from.id]);
+    for (const user of [from, to]) await sql(recountUserCountersSql('?'), [user.id]);
     await expectListConsistent(from);
     await expectListConsistent(to);
   });

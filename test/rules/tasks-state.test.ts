@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError, fromZodError } from '../../src/core/errors.js';
 import { Task } from '../../src/tasks/task.entity.js';
-import { TASK_STATES, newTaskFields, type TaskState } from '../../src/tasks/task.lifecycle.js';
+import { PROJECT_TRANSITIONS } from '../../src/projects/project.lifecycle.js';
+import { CLOSED_TASK_STATES, PROJECT_SYNC_RULES, TASK_STATES, newTaskFields, taskAction, type TaskState } from '../../src/tasks/task.lifecycle.js';
 import { ChangeTaskStateInput } from '../../src/tasks/task.schema.js';
 import { DAY, HOUR, T0S } from '../helpers/times.js';
 
@@ -277,5 +278,27 @@ describe('newTaskFields (SPEC.md 4.5, API-CONTRACT.md §5)', () => {
       finishedAt: null,
       abandonedAt: null,
     });
+  });
+});
+
+describe("the user's open tasks (users.open_tasks)", () => {
+  // Only a requested change, a creation and a project's deletion move the counter
+  // (src/tasks/change-task-state.ts, create-task.ts, src/projects/delete-project.ts); the
+  // actions a project applies to its tasks on its own changes, and the re-sync of a task that
+  // joins or leaves a project, must keep a task open or closed, or the counter would drift.
+  it('is not moved by the actions a project applies to its tasks, nor by the re-sync of a moved task', () => {
+    const closed = (state: TaskState) => CLOSED_TASK_STATES.includes(state);
+    const applied = [
+      ...PROJECT_TRANSITIONS.flatMap((t) => (t.tasks ? [t.tasks] : [])),
+      ...PROJECT_SYNC_RULES.map((r) => ({ action: r.action, states: [r.from] })),
+    ];
+    expect(applied.length).toBeGreaterThan(0);
+    for (const { action, states } of applied) {
+      for (const from of states) expect(closed(taskAction(action).to), `${action} from ${from}`).toBe(closed(from));
+    }
+  });
+
+  it('counts every state but finished and abandoned as open', () => {
+    expect(TASK_STATES.filter((s) => !CLOSED_TASK_STATES.includes(s))).toEqual(['newed', 'started', 'planned']);
   });
 });

@@ -20,6 +20,7 @@ import { Migration20261130000000_retired_secrets } from './Migration202611300000
 import { Migration20261130100000_user_counters } from './Migration20261130100000_user_counters.js';
 import { Migration20261201000000_personal_tokens } from './Migration20261201000000_personal_tokens.js';
 import { Migration20261202000000_webhook_sending } from './Migration20261202000000_webhook_sending.js';
+import { Migration20261203000000_open_tasks } from './Migration20261203000000_open_tasks.js';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_initial', class: Migration20261122000000_initial },
@@ -39,4 +40,5 @@ export const migrationsList = [
   { name: 'Migration20261130100000_user_counters', class: Migration20261130100000_user_counters },
   { name: 'Migration20261201000000_personal_tokens', class: Migration20261201000000_personal_tokens },
   { name: 'Migration20261202000000_webhook_sending', class: Migration20261202000000_webhook_sending },
+  { name: 'Migration20261203000000_open_tasks', class: Migration20261203000000_open_tasks },
 ];
