@@ -1,7 +1,7 @@
 /**
  * The write functions of this code (docs/design/writes.md): every write operation, made by its
  * feature from its rule tables, gathered here at the composition root (a feature's operation
- * may need another's SQL: a task's abandon writes its project's document), then installed with
+ * may need another's SQL: `apply` writes the project documents the tasks' operations name), then installed with
  * the migrations (src/app/orm.ts) and named in every context (`writes`).
  */
 import type { WriteFunctionNames } from '../core/context.js';
@@ -13,6 +13,7 @@ import { projectDocumentSql } from '../projects/project.view.js';
 import { changeTaskStateOperation } from '../tasks/change-task-state.js';
 import { createTaskOperation } from '../tasks/create-task.js';
 import { reorderTaskOperation } from '../tasks/reorder-task.js';
+import { listedIdsInFunction } from '../tasks/task.sql.js';
 import { updateTaskOperation } from '../tasks/update-task.js';
 import { writeFunctions, type WriteOperation } from '../writes/write-functions.js';
 
@@ -21,13 +22,16 @@ export const writeOperations: readonly WriteOperation[] = [
   updateProjectOperation(),
   changeProjectStateOperation(),
   deleteProjectOperation(),
-  createTaskOperation(projectDocumentSql),
-  updateTaskOperation(projectDocumentSql),
-  changeTaskStateOperation(projectDocumentSql),
-  reorderTaskOperation(projectDocumentSql),
+  createTaskOperation(),
+  updateTaskOperation(),
+  changeTaskStateOperation(),
+  reorderTaskOperation(),
 ];
 
-export const writeFunctionSet = writeFunctions(writeOperations);
+/** A project's document, as `apply` writes it for a `project.updated` a task's operation names. */
+const projectDocument = (p: string) => projectDocumentSql(p, listedIdsInFunction(p));
+
+export const writeFunctionSet = writeFunctions(writeOperations, projectDocument);
 
 export const writes: WriteFunctionNames = {
   apply: writeFunctionSet.apply,

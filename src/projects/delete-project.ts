@@ -28,6 +28,7 @@ export function deleteProjectOperation(): WriteOperation {
   return {
     op: 'projects.delete',
     fn: 'projects_delete',
+    deletesProject: true,
     body: `declare
   ${PROJECT_VARIABLES}
   v_events json[];

@@ -8,16 +8,13 @@
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql, v } from '../db/sql-builder.js';
-import { answerSql, pointerSegmentSql } from '../writes/operation-sql.js';
+import { answerSql, pointerSegmentSql, projectUpdatedSql } from '../writes/operation-sql.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
 import { openSql, requestedActionSql, taskEffectsSql } from './task.lifecycle.js';
-import { READ_TASK, listedIdsInFunction, taskSql } from './task.sql.js';
+import { READ_TASK, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
-/** How a project's document is written in SQL (src/projects/project.view.ts), handed in by the composition root. */
-export type ProjectDocumentSql = (p: string, taskIds: string) => string;
-
-export function changeTaskStateOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+export function changeTaskStateOperation(): WriteOperation {
   const effects = taskEffectsSql('v_action', 'p_now');
   const update = taskSql
     .updateTable('tasks')
@@ -53,7 +50,7 @@ begin
   v_events := array[json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')})];
   if v_task.state = 'abandoned' and v_task.project_id is not null then
     v_events := v_events || array(
-      select json_build_object('type', 'project.updated', 'data', ${projectDocument('p', listedIdsInFunction('p'))})
+      select ${projectUpdatedSql('p.id')}
         from projects p where p.user_id = p_user and p.id = v_task.project_id);
   end if;
   return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));

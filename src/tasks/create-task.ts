@@ -8,18 +8,17 @@
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql } from '../db/sql-builder.js';
-import { answerSql } from '../writes/operation-sql.js';
+import { answerSql, projectUpdatedSql } from '../writes/operation-sql.js';
 import type { WriteOperation } from '../writes/write-functions.js';
-import type { ProjectDocumentSql } from './change-task-state.js';
 import { newTaskActionSql, openSql, stateAfterSql, taskEffectsSql } from './task.lifecycle.js';
-import { listedIdsInFunction, readLinkedProjectSql, taskSql } from './task.sql.js';
+import { readLinkedProjectSql, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 /** A task before any action: newed, nothing set (the columns the effects read). */
 const BLANK = `(select null::timestamptz as started_at, null::timestamptz as planned_at, null::timestamptz as finished_at,
                  null::timestamptz as abandoned_at, 0 as planned_count, 'newed'::text as state) as blank`;
 
-export function createTaskOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+export function createTaskOperation(): WriteOperation {
   const effect = taskEffectsSql('v_action', 'p_now');
   const insert = taskSql
     .insertInto('tasks')
@@ -49,7 +48,7 @@ begin
   ${compileStatement(insert, taskSql)} into v_task;
   v_events := array[json_build_object('type', 'task.created', 'data', ${taskDocumentSql('v_task')})];
   if v_project.id is not null then
-    v_events := v_events || json_build_object('type', 'project.updated', 'data', ${projectDocument('v_project', listedIdsInFunction('v_project'))});
+    v_events := v_events || ${projectUpdatedSql('v_project.id')};
   end if;
   return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
 end`,

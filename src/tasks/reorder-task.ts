@@ -7,16 +7,15 @@
  * order changed, by order (just the task when it did not move).
  */
 import { compileStatement, sql, v } from '../db/sql-builder.js';
-import { STABILITY_META_SQL } from '../writes/operation-sql.js';
+import { STABILITY_META_SQL, projectUpdatedSql } from '../writes/operation-sql.js';
 import type { WriteOperation } from '../writes/write-functions.js';
-import type { ProjectDocumentSql } from './change-task-state.js';
-import { READ_TASK, listedIdsInFunction, taskSql } from './task.sql.js';
+import { READ_TASK, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 /** A task as the order answer shows it. */
 const orderItem = (t: string) => `json_build_object('type', 'task', 'id', ${t}.id, 'attributes', json_build_object('order', ${t}."order"))`;
 
-export function reorderTaskOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+export function reorderTaskOperation(): WriteOperation {
   const shift = taskSql
     .updateTable('tasks')
     .set({
@@ -47,7 +46,7 @@ begin
     select e.event from (
       select t."order" as at, 0 as after, json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('t')}) as event from ${moved}
       union all
-      select f.first, 1, json_build_object('type', 'project.updated', 'data', ${projectDocument('p', listedIdsInFunction('p'))})
+      select f.first, 1, ${projectUpdatedSql('p.id')}
         from (select t.project_id, min(t."order") as first from ${moved} and t.project_id is not null group by t.project_id) as f
         join projects p on p.user_id = p_user and p.id = f.project_id
     ) as e order by e.at, e.after);

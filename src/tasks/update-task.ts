@@ -8,14 +8,13 @@
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql, v } from '../db/sql-builder.js';
-import { answerSql } from '../writes/operation-sql.js';
+import { answerSql, projectUpdatedSql } from '../writes/operation-sql.js';
 import type { WriteOperation } from '../writes/write-functions.js';
-import type { ProjectDocumentSql } from './change-task-state.js';
 import { projectSyncActionSql, taskEffectsSql } from './task.lifecycle.js';
-import { READ_TASK, listedIdsInFunction, readLinkedProjectSql, taskSql } from './task.sql.js';
+import { READ_TASK, readLinkedProjectSql, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
-export function updateTaskOperation(projectDocument: ProjectDocumentSql): WriteOperation {
+export function updateTaskOperation(): WriteOperation {
   const effects = taskEffectsSql('v_action', 'p_now');
   const changes = `(v_label is not null and label is distinct from v_label) or (v_moving and project_id is distinct from v_target) or v_action is not null`;
   const update = taskSql
@@ -29,7 +28,6 @@ export function updateTaskOperation(projectDocument: ProjectDocumentSql): WriteO
     .where('user_id', '=', v<number>('p_user'))
     .where('id', '=', v<number>('v_task.id'))
     .returningAll();
-  const projectEvent = (p: string) => `json_build_object('type', 'project.updated', 'data', ${projectDocument(p, listedIdsInFunction(p))})`;
   return {
     op: 'tasks.update',
     fn: 'tasks_update',
@@ -51,7 +49,7 @@ begin
   end if;
   ${compileStatement(update, taskSql)} into v_task;
   if v_left is distinct from v_task.project_id then
-    v_events := array(select ${projectEvent('p')} from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
+    v_events := array(select ${projectUpdatedSql('p.id')} from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
                        order by p.id = v_task.project_id);
   end if;
   v_events := v_events || json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')});

@@ -27,5 +27,13 @@ export const STABILITY_META_SQL = `json_build_object(${Object.entries(STABILITY_
 /** An answer `{data, meta}` with `data` the document `document`. */
 export const answerSql = (document: string): string => `json_build_object('data', ${document}, 'meta', ${STABILITY_META_SQL})`;
 
+/**
+ * The `project.updated` event of a project whose task list a task's operation changed (its
+ * create, move, abandon, reorder), as a reference: `apply` writes the project's document once
+ * for it (src/writes/write-functions.ts), and in a batch once for all the operations that
+ * changed that project, with its final document (API-CONTRACT.md §15).
+ */
+export const projectUpdatedSql = (id: string): string => `json_build_object('type', 'project.updated', 'project', ${id})`;
+
 /** A JSON Pointer's segment (RFC 6901) in SQL: `~` as `~0`, `/` as `~1`. */
 export const pointerSegmentSql = (segment: string): string => `replace(replace(${segment}, '~', '~0'), '/', '~1')`;

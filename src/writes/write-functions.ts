@@ -29,6 +29,8 @@ export interface WriteOperation {
   /** The function's name in the set's schema. */
   fn: string;
   body: string;
+  /** It deletes a project: the documents of the `project.updated` events named so far are written before it runs. */
+  deletesProject?: true;
 }
 
 /** The SQLSTATE of a refusal raised by an operation; its message is the refusal as JSON. */
@@ -97,6 +99,9 @@ export interface WriteFunctions {
  * - A batch's `project.updated` events of one project are folded into its last (API-CONTRACT.md
  *   §15): a client applying the log in order ends in the same state, and 100 creates in a
  *   project append one copy of its task list, not 100 copies growing by one.
+ * - A `project.updated` event an operation names by its project (`{"type", "project"}`,
+ *   `projectUpdatedSql`) gets the project's document here, written once after the operations
+ *   (and before one that deletes a project: `deletesProject`), with `projectDocument`.
  * - `p_key`…`p_key_since`: the Idempotency-Key, the 64-bit lock of its user and key, the
  *   request's fingerprint, and the instant before which a record is expired; all null without one.
  * - `p_batch`: the answer is the batch's (`{"data": [{"status", "body"}, …]}`), else the one
@@ -107,7 +112,17 @@ export interface WriteFunctions {
  * `{"body", "etag", "last", "events": [{"type", "data"}, …]}`, `last` the number of the last
  * event appended (the first is `last - count + 1`).
  */
-function applySql(schema: string, operations: readonly WriteOperation[]): string {
+function applySql(schema: string, operations: readonly WriteOperation[], projectDocument: (p: string) => string): string {
+  // The project documents the events name (\`projectUpdatedSql\`, src/writes/operation-sql.ts), as the projects are now.
+  const documents = (indent: string) =>
+    [
+      'for v_k in 1..v_count loop',
+      '  if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then',
+      `    v_data[v_k] := (select ${projectDocument('p')} from projects p where p.user_id = p_user and p.id = v_ids[v_k]);`,
+      '  end if;',
+      'end loop;',
+    ].join(`\n${indent}`);
+  const deleting = operations.filter((o) => o.deletesProject).map((o) => text(o.op));
   const dispatch = operations
     .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)`)
     .join('\n        ');
@@ -135,6 +150,9 @@ declare
   v_at json;
   v_refs jsonb := '{}';
   v_count int := 0;
+  v_ids bigint[] := '{}';
+  v_id bigint;
+  v_k int;
   v_project text;
   v_projects jsonb := '{}';
 begin
@@ -163,7 +181,10 @@ begin
       if v_op->>'op' = 'stop' then
         raise exception using errcode = '${REFUSAL_STATE}', message = '{"stop": true}';
       end if;
-      v_input := v_op->'input';
+      ${deleting.length ? `if v_op->>'op' in (${deleting.join(', ')}) then
+        ${documents('        ')}
+      end if;
+      ` : ''}v_input := v_op->'input';
       for v_at in select value from json_array_elements(coalesce(v_op->'refs', '[]')) loop
         v_input := ${schema}.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
       end loop;
@@ -178,13 +199,14 @@ begin
       select r.answer, r.etag, r.events into v_answer, v_etag, v_results from json_to_record(v_result) as r(answer json, etag text, events json);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
-      for v_type, v_datum in select e.type, e.data from json_to_recordset(v_results) as e(type text, data json) loop
+      for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_results) as e(type text, data json, project bigint) loop
         v_count := v_count + 1;
         v_types[v_count] := v_type;
         v_data[v_count] := v_datum;
+        v_ids[v_count] := v_id;
         -- A batch keeps one project.updated a project, its last: the one before is dropped.
         if p_batch and v_type = 'project.updated' then
-          v_project := v_datum->>'id';
+          v_project := coalesce(v_id::text, v_datum->>'id');
           if v_projects ? v_project then
             v_types[(v_projects->>v_project)::int] := null;
           end if;
@@ -208,6 +230,7 @@ begin
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
+  ${documents('  ')}
   -- The events, numbered after the user's newest (the dropped ones left out).
   v_count := cardinality(array_remove(v_types, null));
   if v_count > 0 then
@@ -248,11 +271,11 @@ $$`;
 }
 
 /** The whole set for these operations: its schema, the statements that create it, and `apply`. */
-export function writeFunctions(operations: readonly WriteOperation[]): WriteFunctions {
+export function writeFunctions(operations: readonly WriteOperation[], projectDocument: (p: string) => string): WriteFunctions {
   const body = (schema: string) => [
     jsonPutSql(schema),
     ...operations.map((o) => `create function ${schema}.${o.fn}(${OPERATION_ARGUMENTS}) returns json language plpgsql volatile as $$\n${o.body}\n$$`),
-    applySql(schema, operations),
+    applySql(schema, operations, projectDocument),
   ];
   // The name is the hash of the text with a placeholder for itself.
   const schema = `w_${createHash('sha256').update(body('w').join(';\n')).digest('hex').slice(0, 16)}`;

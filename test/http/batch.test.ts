@@ -118,6 +118,39 @@ describe('a batch that succeeds', () => {
     expect(events.find((e) => e.data.id === a && e.type === 'project.updated')!.data.relationships.tasks.data).toHaveLength(66);
   });
 
+  it('writes the document of a project deleted later in the batch as it was before its deletion', async () => {
+    const { token } = await app.register();
+    const before = await lastEventId(token);
+    const res = await batch(token, [
+      { op: 'projects.create', ref: 'p', input: { project: { name: 'Short-lived' } } },
+      { op: 'tasks.create', ref: 't', input: { task: { label: 'kept', project_id: { ref: 'p' } } } },
+      { op: 'tasks.create', ref: 'u', input: { task: { label: 'abandoned', project_id: { ref: 'p' } } } },
+      { op: 'projects.delete', input: { id: { ref: 'p' } } },
+      { op: 'projects.create', ref: 'q', input: { project: { name: 'Next' } } },
+      { op: 'tasks.update', input: { id: { ref: 't' }, task: { project_id: { ref: 'q' } } } },
+    ]);
+    expect(res.status, res.text).toBe(200);
+    const [p, t, u, , q] = res.body.data.map((r: { body: { data: { id: number } } | null }) => r.body?.data.id);
+    const events = await eventsAfter(token, before);
+    expect(events.map((e) => `${e.type}:${e.data.id}`)).toEqual([
+      `project.created:${p}`,
+      `task.created:${t}`,
+      `task.created:${u}`,
+      `project.updated:${p}`,
+      `project.deleted:${p}`,
+      `task.updated:${t}`,
+      `task.updated:${u}`,
+      `project.created:${q}`,
+      `project.updated:${q}`,
+      `task.updated:${t}`,
+    ]);
+    const deleted = events.find((e) => e.type === 'project.updated' && e.data.id === p)!;
+    expect(deleted.data.attributes.name).toBe('Short-lived');
+    expect(deleted.data.relationships.tasks.data.map((r: { id: number }) => r.id)).toEqual([t, u]);
+    const next = events.find((e) => e.type === 'project.updated' && e.data.id === q)!;
+    expect(next.data).toEqual((await app.request('GET', `/api/projects/${q}`, { token })).body.data);
+  });
+
   it('answers a delete as 204 with a null body, a reorder with its order document, and sees each step', async () => {
     const { token } = await app.register();
     const res = await batch(token, [

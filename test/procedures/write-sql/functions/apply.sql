@@ -24,6 +24,9 @@ declare
   v_at json;
   v_refs jsonb := '{}';
   v_count int := 0;
+  v_ids bigint[] := '{}';
+  v_id bigint;
+  v_k int;
   v_project text;
   v_projects jsonb := '{}';
 begin
@@ -52,6 +55,29 @@ begin
       if v_op->>'op' = 'stop' then
         raise exception using errcode = 'PX000', message = '{"stop": true}';
       end if;
+      if v_op->>'op' in ('projects.delete') then
+        for v_k in 1..v_count loop
+          if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then
+            v_data[v_k] := (select json_build_object(
+    'type', 'project',
+    'id', p.id,
+    'attributes', json_build_object(
+      'name', p.name,
+      'slug', p.slug,
+      'description', p.description,
+      'state', p.state,
+      'startedAt', coalesce(floor(extract(epoch from p.started_at)), 0)::float8::bigint,
+      'dueAt', coalesce(floor(extract(epoch from p.due_at)), 0)::float8::bigint,
+      'pausedAt', coalesce(floor(extract(epoch from p.paused_at)), 0)::float8::bigint,
+      'finishedAt', coalesce(floor(extract(epoch from p.finished_at)), 0)::float8::bigint,
+      'isInProgress', p.state in ('started')),
+    'relationships', json_build_object(
+      'user', json_build_object('data', json_build_object('type', 'user', 'id', p.user_id)),
+      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
+                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))) from projects p where p.user_id = p_user and p.id = v_ids[v_k]);
+          end if;
+        end loop;
+      end if;
       v_input := v_op->'input';
       for v_at in select value from json_array_elements(coalesce(v_op->'refs', '[]')) loop
         v_input := w.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
@@ -74,13 +100,14 @@ begin
       select r.answer, r.etag, r.events into v_answer, v_etag, v_results from json_to_record(v_result) as r(answer json, etag text, events json);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
-      for v_type, v_datum in select e.type, e.data from json_to_recordset(v_results) as e(type text, data json) loop
+      for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_results) as e(type text, data json, project bigint) loop
         v_count := v_count + 1;
         v_types[v_count] := v_type;
         v_data[v_count] := v_datum;
+        v_ids[v_count] := v_id;
         -- A batch keeps one project.updated a project, its last: the one before is dropped.
         if p_batch and v_type = 'project.updated' then
-          v_project := v_datum->>'id';
+          v_project := coalesce(v_id::text, v_datum->>'id');
           if v_projects ? v_project then
             v_types[(v_projects->>v_project)::int] := null;
           end if;
@@ -104,6 +131,27 @@ begin
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
+  for v_k in 1..v_count loop
+    if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then
+      v_data[v_k] := (select json_build_object(
+    'type', 'project',
+    'id', p.id,
+    'attributes', json_build_object(
+      'name', p.name,
+      'slug', p.slug,
+      'description', p.description,
+      'state', p.state,
+      'startedAt', coalesce(floor(extract(epoch from p.started_at)), 0)::float8::bigint,
+      'dueAt', coalesce(floor(extract(epoch from p.due_at)), 0)::float8::bigint,
+      'pausedAt', coalesce(floor(extract(epoch from p.paused_at)), 0)::float8::bigint,
+      'finishedAt', coalesce(floor(extract(epoch from p.finished_at)), 0)::float8::bigint,
+      'isInProgress', p.state in ('started')),
+    'relationships', json_build_object(
+      'user', json_build_object('data', json_build_object('type', 'user', 'id', p.user_id)),
+      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
+                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))) from projects p where p.user_id = p_user and p.id = v_ids[v_k]);
+    end if;
+  end loop;
   -- The events, numbered after the user's newest (the dropped ones left out).
   v_count := cardinality(array_remove(v_types, null));
   if v_count > 0 then

@@ -47,23 +47,7 @@ begin
                                                 else json_build_object('type', 'project', 'id', v_task.project_id) end))))];
   if v_task.state = 'abandoned' and v_task.project_id is not null then
     v_events := v_events || array(
-      select json_build_object('type', 'project.updated', 'data', json_build_object(
-    'type', 'project',
-    'id', p.id,
-    'attributes', json_build_object(
-      'name', p.name,
-      'slug', p.slug,
-      'description', p.description,
-      'state', p.state,
-      'startedAt', coalesce(floor(extract(epoch from p.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from p.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from p.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from p.finished_at)), 0)::float8::bigint,
-      'isInProgress', p.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', p.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))))
+      select json_build_object('type', 'project.updated', 'project', p.id)
         from projects p where p.user_id = p_user and p.id = v_task.project_id);
   end if;
   return json_build_object('answer', json_build_object('data', v_events[1]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"t' || v_task.id || '.' || v_task.version || '"', 'events', array_to_json(v_events));

@@ -40,23 +40,7 @@ begin
       'project', json_build_object('data', case when v_task.project_id is null then null
                                                 else json_build_object('type', 'project', 'id', v_task.project_id) end))))];
   if v_project.id is not null then
-    v_events := v_events || json_build_object('type', 'project.updated', 'data', json_build_object(
-    'type', 'project',
-    'id', v_project.id,
-    'attributes', json_build_object(
-      'name', v_project.name,
-      'slug', v_project.slug,
-      'description', v_project.description,
-      'state', v_project.state,
-      'startedAt', coalesce(floor(extract(epoch from v_project.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from v_project.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from v_project.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from v_project.finished_at)), 0)::float8::bigint,
-      'isInProgress', v_project.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', v_project.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))));
+    v_events := v_events || json_build_object('type', 'project.updated', 'project', v_project.id);
   end if;
   return json_build_object('answer', json_build_object('data', v_events[1]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"t' || v_task.id || '.' || v_task.version || '"', 'events', array_to_json(v_events));
 end

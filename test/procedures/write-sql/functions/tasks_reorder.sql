@@ -40,23 +40,7 @@ begin
       'project', json_build_object('data', case when t.project_id is null then null
                                                 else json_build_object('type', 'project', 'id', t.project_id) end)))) as event from tasks t where t.user_id = p_user and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)
       union all
-      select f.first, 1, json_build_object('type', 'project.updated', 'data', json_build_object(
-    'type', 'project',
-    'id', p.id,
-    'attributes', json_build_object(
-      'name', p.name,
-      'slug', p.slug,
-      'description', p.description,
-      'state', p.state,
-      'startedAt', coalesce(floor(extract(epoch from p.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from p.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from p.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from p.finished_at)), 0)::float8::bigint,
-      'isInProgress', p.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', p.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))))
+      select f.first, 1, json_build_object('type', 'project.updated', 'project', p.id)
         from (select t.project_id, min(t."order") as first from tasks t where t.user_id = p_user and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to) and t.project_id is not null group by t.project_id) as f
         join projects p on p.user_id = p_user and p.id = f.project_id
     ) as e order by e.at, e.after);

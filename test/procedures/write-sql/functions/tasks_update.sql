@@ -30,23 +30,7 @@ begin
   end if;
   update "tasks" set "started_at" = case v_action when 'start' then coalesce(started_at, p_now) when 'plan' then coalesce(started_at, p_now) when 'cancel' then null else started_at end, "planned_at" = case v_action when 'plan' then p_now when 'replan' then p_now when 'cancel' then null else planned_at end, "finished_at" = case v_action when 'replan' then null when 'finish' then p_now else finished_at end, "abandoned_at" = case v_action when 'abandon' then p_now else abandoned_at end, "planned_count" = case when v_action in ('plan', 'replan') then planned_count + 1 else planned_count end, "state" = case v_action when 'start' then 'started' when 'plan' then 'planned' when 'replan' then 'planned' when 'finish' then 'finished' when 'cancel' then 'newed' when 'abandon' then 'abandoned' else state end, "label" = coalesce(v_label, label), "project_id" = case when v_moving then v_target else project_id end, "version" = version + case when (v_label is not null and label is distinct from v_label) or (v_moving and project_id is distinct from v_target) or v_action is not null then 1 else 0 end where "user_id" = p_user and "id" = v_task.id returning * into v_task;
   if v_left is distinct from v_task.project_id then
-    v_events := array(select json_build_object('type', 'project.updated', 'data', json_build_object(
-    'type', 'project',
-    'id', p.id,
-    'attributes', json_build_object(
-      'name', p.name,
-      'slug', p.slug,
-      'description', p.description,
-      'state', p.state,
-      'startedAt', coalesce(floor(extract(epoch from p.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from p.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from p.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from p.finished_at)), 0)::float8::bigint,
-      'isInProgress', p.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', p.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality)))))) from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
+    v_events := array(select json_build_object('type', 'project.updated', 'project', p.id) from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
                        order by p.id = v_task.project_id);
   end if;
   v_events := v_events || json_build_object('type', 'task.updated', 'data', json_build_object(
