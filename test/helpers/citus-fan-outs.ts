@@ -3,7 +3,8 @@
  * break the rule that a user table is read with its user named as a parameter
  * (test/helpers/citus-statements.ts, `user-param`) and nothing else excuses them. An entry is
  * a committed snapshot (`write-sql/<name>` or `read-sql/<name>`, under test/procedures/) and
- * a fragment of the statement's text as that snapshot holds it (`?` for each value).
+ * a fragment of the statement's text as that snapshot holds it (`?` for each value), white
+ * space aside: the snapshot has it one clause a line, the fragment is written on one.
  *
  * test/rules/citus-statements.test.ts fails on an entry that matches no statement breaking
  * that rule: a statement rewritten to route leaves the list with it.

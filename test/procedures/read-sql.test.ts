@@ -5,8 +5,8 @@
  * event stream's statements (its ticket, its lease, catching up, re-checking its token), the
  * login and the token's lookup, webhooks as their owner manages them and as the deliverer
  * sends them, housekeeping, batches, and the rate limit. Statements in order, one per
- * paragraph, their values as `?`; test/rules/citus-statements.test.ts holds each to the rules
- * a database split by user needs.
+ * paragraph, formatted one clause a line (test/helpers/sql-format.ts), their values as `?`;
+ * test/rules/citus-statements.test.ts holds each to the rules a database split by user needs.
  *
  * Requests run through their procedures (createCaller, no HTTP) on a database of the file's
  * own, with a clock that does not move. What no procedure sends (the event stream's lease and
@@ -37,6 +37,7 @@ import { authenticate, isTokenValid, pruneExpiredTokens } from '../../src/users/
 import { hashAccessToken } from '../../src/users/credentials.js';
 import { claimDue, markSending, recordStep, releaseLease, releaseLeases, waitingEvents } from '../../src/webhooks/delivery.store.js';
 import { pruneDeliveries } from '../../src/webhooks/webhook.store.js';
+import { formatStatements } from '../helpers/sql-format.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
 import { testResolver } from '../helpers/test-resolver.js';
 
@@ -107,7 +108,7 @@ async function sqlOf(call: () => Promise<unknown>, refused: boolean): Promise<st
 const snapshot = async (name: string, call: () => Promise<unknown>, { refused = false } = {}) => {
   const statements = await sqlOf(call, refused);
   expect(statements.length, `${name} sent no statement`).toBeGreaterThan(0);
-  await expect(`-- ${name}\n\n${statements.join('\n\n')}\n`).toMatchFileSnapshot(`./read-sql/${name}.sql`);
+  await expect(`-- ${name}\n\n${(await formatStatements(statements)).join('\n\n')}\n`).toMatchFileSnapshot(`./read-sql/${name}.sql`);
 };
 
 let users = 0;

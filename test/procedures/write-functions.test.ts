@@ -1,21 +1,24 @@
 /**
  * The write functions (docs/design/writes.md), committed as text under
  * test/procedures/write-sql/functions/, one file each (as Immich commits its queries): a change
- * of a rule table or of a write shows in review as a diff of the SQL it makes. Also: the set
- * is installed with the migrations, once, under the schema its text names.
+ * of a rule table or of a write shows in review as a diff of the SQL it makes. Each SQL
+ * statement of a body that sits alone on a long line is formatted one clause a line
+ * (test/helpers/sql-format.ts). Also: the set is installed with the migrations, once, under
+ * the schema its text names.
  *
  * After a deliberate change: `npx vitest run test/procedures/write-functions.test.ts -u`.
  */
 import { describe, expect, it } from 'vitest';
 import { writeFunctionSet, writeOperations } from '../../src/app/write-functions.js';
 import { useProcedures } from '../helpers/procedures.js';
+import { formatFunction } from '../helpers/sql-format.js';
 
 const app = useProcedures();
 
 describe('the write functions', () => {
   it.each(writeOperations.map((o) => [o.op, o] as const))('%s: its function, as installed', async (_op, operation) => {
     const text = writeFunctionSet.statements.find((s) => s.includes(`.${operation.fn}(`))!;
-    await expect(`-- ${operation.op}\n\n${text.replaceAll(writeFunctionSet.schema, 'w')}\n`).toMatchFileSnapshot(`./write-sql/functions/${operation.fn}.sql`);
+    await expect(`-- ${operation.op}\n\n${await formatFunction(text.replaceAll(writeFunctionSet.schema, 'w'))}\n`).toMatchFileSnapshot(`./write-sql/functions/${operation.fn}.sql`);
   });
 
   it.each([
@@ -23,7 +26,7 @@ describe('the write functions', () => {
     ['json_put', "sets a batch's refs in an operation's input"],
   ])('%s: %s', async (fn) => {
     const text = writeFunctionSet.statements.find((s) => s.includes(`.${fn}(`))!;
-    await expect(`-- ${fn}\n\n${text.replaceAll(writeFunctionSet.schema, 'w')}\n`).toMatchFileSnapshot(`./write-sql/functions/${fn}.sql`);
+    await expect(`-- ${fn}\n\n${await formatFunction(text.replaceAll(writeFunctionSet.schema, 'w'))}\n`).toMatchFileSnapshot(`./write-sql/functions/${fn}.sql`);
   });
 
   it('are installed under the schema their text names, with every function', async () => {

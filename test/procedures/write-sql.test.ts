@@ -3,7 +3,8 @@
  * Immich commits its query snapshots): a change to a write's statements shows in review as a
  * diff of those files. Each write runs through its procedure (createCaller, no HTTP) on a
  * database of its own, with a clock that does not move, and the statements the ORM sends are
- * written out in order, one per paragraph, their parameters as `?`.
+ * written out in order, one per paragraph, formatted one clause a line
+ * (test/helpers/sql-format.ts), their parameters as `?`.
  * The writes made by a write function (docs/design/writes.md) send one call, the same for
  * every write; their SQL is the function's, committed by test/procedures/write-functions.test.ts.
  *
@@ -19,6 +20,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { createContextInner } from '../../src/core/context.js';
 import { Announcer } from '../../src/writes/announcer.js';
 import { authenticate } from '../../src/users/authentication.js';
+import { formatStatements } from '../helpers/sql-format.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
 
 const clock = new ManualClock(T0);
@@ -71,8 +73,8 @@ async function sqlOf(write: () => Promise<unknown>): Promise<string[]> {
   }
 }
 
-const snapshot = (name: string, statements: string[]) =>
-  expect(`-- ${name}\n\n${statements.join('\n\n')}\n`).toMatchFileSnapshot(`./write-sql/${name}.sql`);
+const snapshot = async (name: string, statements: string[]) =>
+  expect(`-- ${name}\n\n${(await formatStatements(statements)).join('\n\n')}\n`).toMatchFileSnapshot(`./write-sql/${name}.sql`);
 
 let users = 0;
 async function user() {

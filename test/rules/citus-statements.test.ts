@@ -37,7 +37,7 @@ interface Statement {
   sql: string;
 }
 
-/** A snapshot's statements: after its `-- name` line, one per paragraph. */
+/** A snapshot's statements: after its `-- name` line, one per paragraph (formatted one clause a line). */
 function statementsOf(snapshot: string): Statement[] {
   const text = readFileSync(path.join(PROCEDURES, `${snapshot}.sql`), 'utf8');
   return text
@@ -87,15 +87,18 @@ afterAll(async () => {
   await orm?.close(true);
 });
 
-/** An allow-list entry matches a statement of its snapshot whose text contains its fragment. */
-const matches = (entry: FanOut, statement: Statement) => entry.snapshot === statement.snapshot && statement.sql.includes(entry.fragment);
+const withoutSpace = (text: string) => text.replace(/\s+/g, '');
+
+/** An allow-list entry matches a statement of its snapshot whose text contains its fragment, white space aside. */
+const matches = (entry: FanOut, statement: Statement) =>
+  entry.snapshot === statement.snapshot && withoutSpace(statement.sql).includes(withoutSpace(entry.fragment));
 
 /** What a statement breaks, each as one line; the `user-param` faults of a listed fan-out left out. */
 function faultsOf(statement: Statement, fanOuts: readonly FanOut[] = FAN_OUTS): string[] {
   const listed = fanOuts.some((entry) => matches(entry, statement));
   return checkStatement(statement.sql, catalogue)
     .filter((v) => !(listed && v.rule === 'user-param'))
-    .map((v) => `${statement.snapshot}.sql #${statement.index} [${v.rule}] ${v.detail} — ${v.fragment}`);
+    .map((v) => `${statement.snapshot}.sql #${statement.index} [${v.rule}] ${v.detail} — ${v.fragment.replace(/\s+/g, ' ')}`);
 }
 
 /** The allow-list entries that match no statement breaking the `user-param` rule. */

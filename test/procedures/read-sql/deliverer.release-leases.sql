@@ -1,3 +1,8 @@
 -- deliverer.release-leases
 
-update webhooks set lease_owner = null, lease_until = null where lease_owner like ?
+update webhooks
+set
+  lease_owner = null,
+  lease_until = null
+where
+  lease_owner like ?

@@ -1,3 +1,5 @@
 -- housekeeping.access-tokens
 
-delete from access_tokens where expires_at < ?
+delete from access_tokens
+where
+  expires_at < ?

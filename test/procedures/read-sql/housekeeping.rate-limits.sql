@@ -1,3 +1,5 @@
 -- housekeeping.rate-limits
 
-delete from rate_limit_hits where window_start < ?
+delete from rate_limit_hits
+where
+  window_start < ?

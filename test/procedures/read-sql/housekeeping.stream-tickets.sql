@@ -1,3 +1,5 @@
 -- housekeeping.stream-tickets
 
-delete from event_stream_tickets where expires_at < ?
+delete from event_stream_tickets
+where
+  expires_at < ?

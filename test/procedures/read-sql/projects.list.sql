@@ -1,5 +1,110 @@
 -- projects.list
 
-select u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes, (t.last_used_at is null or t.last_used_at <= ?::timestamptz - interval '60 seconds') as stale from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+select
+  u.id,
+  u.username,
+  u.time_zone,
+  u.last_event_seq::text as seq,
+  t.id as token_id,
+  t.kind,
+  t.scopes,
+  (
+    t.last_used_at is null
+    or t.last_used_at <= ?::timestamptz - interval '60 seconds'
+  ) as stale
+from
+  access_tokens t
+  join users u on u.id = t.user_id
+where
+  t.user_id = ?
+  and t.token_hash = ?
+  and u.id = ?
+  and t.expires_at > ?
 
-select c.total, p.id, p.user_id, p.name, p.slug, p.description, p.state, p.version, coalesce(floor(extract(epoch from p.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from p.due_at)), 0)::float8 as due_at, coalesce(floor(extract(epoch from p.paused_at)), 0)::float8 as paused_at, coalesce(floor(extract(epoch from p.finished_at)), 0)::float8 as finished_at, array(select t.id from tasks t where t.user_id = ? and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id) as task_ids from (select count(*)::int as total from projects where projects.user_id = ?) as c left join lateral ( select * from projects where projects.user_id = ? order by projects.id limit 25 offset ? ) as p on true order by p.id
+select
+  c.total,
+  p.id,
+  p.user_id,
+  p.name,
+  p.slug,
+  p.description,
+  p.state,
+  p.version,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          p.started_at
+      )
+    ),
+    0
+  )::float8 as started_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          p.due_at
+      )
+    ),
+    0
+  )::float8 as due_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          p.paused_at
+      )
+    ),
+    0
+  )::float8 as paused_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          p.finished_at
+      )
+    ),
+    0
+  )::float8 as finished_at,
+  array(
+    select
+      t.id
+    from
+      tasks t
+    where
+      t.user_id = ?
+      and t.project_id = p.id
+      and t.state <> 'abandoned'
+    order by
+      t."order",
+      t.id
+  ) as task_ids
+from
+  (
+    select
+      count(*)::int as total
+    from
+      projects
+    where
+      projects.user_id = ?
+  ) as c
+  left join lateral (
+    select
+      *
+    from
+      projects
+    where
+      projects.user_id = ?
+    order by
+      projects.id
+    limit
+      25
+    offset
+      ?
+  ) as p on true
+order by
+  p.id

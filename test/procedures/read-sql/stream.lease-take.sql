@@ -1,3 +1,4 @@
 -- stream.lease-take
 
-select take_event_stream_lease(?, ?::text, ?::uuid, ?::integer, ?::integer) as taken
+select
+  take_event_stream_lease (?, ?::text, ?::uuid, ?::integer, ?::integer) as taken

@@ -1,5 +1,77 @@
 -- tasks.get-unknown
 
-select u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes, (t.last_used_at is null or t.last_used_at <= ?::timestamptz - interval '60 seconds') as stale from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+select
+  u.id,
+  u.username,
+  u.time_zone,
+  u.last_event_seq::text as seq,
+  t.id as token_id,
+  t.kind,
+  t.scopes,
+  (
+    t.last_used_at is null
+    or t.last_used_at <= ?::timestamptz - interval '60 seconds'
+  ) as stale
+from
+  access_tokens t
+  join users u on u.id = t.user_id
+where
+  t.user_id = ?
+  and t.token_hash = ?
+  and u.id = ?
+  and t.expires_at > ?
 
-select t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state, coalesce(floor(extract(epoch from t.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from t.planned_at)), 0)::float8 as planned_at, coalesce(floor(extract(epoch from t.finished_at)), 0)::float8 as finished_at, coalesce(floor(extract(epoch from t.abandoned_at)), 0)::float8 as abandoned_at, t.version from tasks t where t.id = ? and t.user_id = ?
+select
+  t.id,
+  t.user_id,
+  t.project_id,
+  t.label,
+  t."order",
+  t.planned_count,
+  t.state,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.started_at
+      )
+    ),
+    0
+  )::float8 as started_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.planned_at
+      )
+    ),
+    0
+  )::float8 as planned_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.finished_at
+      )
+    ),
+    0
+  )::float8 as finished_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.abandoned_at
+      )
+    ),
+    0
+  )::float8 as abandoned_at,
+  t.version
+from
+  tasks t
+where
+  t.id = ?
+  and t.user_id = ?

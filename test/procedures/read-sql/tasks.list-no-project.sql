@@ -1,5 +1,130 @@
 -- tasks.list-no-project
 
-select u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes, (t.last_used_at is null or t.last_used_at <= ?::timestamptz - interval '60 seconds') as stale from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+select
+  u.id,
+  u.username,
+  u.time_zone,
+  u.last_event_seq::text as seq,
+  t.id as token_id,
+  t.kind,
+  t.scopes,
+  (
+    t.last_used_at is null
+    or t.last_used_at <= ?::timestamptz - interval '60 seconds'
+  ) as stale
+from
+  access_tokens t
+  join users u on u.id = t.user_id
+where
+  t.user_id = ?
+  and t.token_hash = ?
+  and u.id = ?
+  and t.expires_at > ?
 
-select c.total, t.id, t.user_id, t.project_id, t.label, t."order", t.planned_count, t.state, coalesce(floor(extract(epoch from t.started_at)), 0)::float8 as started_at, coalesce(floor(extract(epoch from t.planned_at)), 0)::float8 as planned_at, coalesce(floor(extract(epoch from t.finished_at)), 0)::float8 as finished_at, coalesce(floor(extract(epoch from t.abandoned_at)), 0)::float8 as abandoned_at from (select (select count(*) from tasks where tasks.user_id = ? and tasks.state <> 'abandoned' and (tasks.state <> 'finished' or tasks.finished_at >= ?) and tasks.project_id is null)::int as total) as c left join lateral ( select one.* from ( select tasks.id from tasks where tasks.user_id = ? and tasks.state <> 'abandoned' and (tasks.state <> 'finished' or tasks.finished_at >= ?) and tasks.project_id is null order by coalesce(tasks.started_at, 'epoch'::timestamptz), tasks.id limit 50 offset ? ) as page cross join lateral (select tasks.* from tasks where tasks.user_id = ? and tasks.id = page.id limit 1) as one ) as t on true order by coalesce(t.started_at, 'epoch'::timestamptz), t.id
+select
+  c.total,
+  t.id,
+  t.user_id,
+  t.project_id,
+  t.label,
+  t."order",
+  t.planned_count,
+  t.state,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.started_at
+      )
+    ),
+    0
+  )::float8 as started_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.planned_at
+      )
+    ),
+    0
+  )::float8 as planned_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.finished_at
+      )
+    ),
+    0
+  )::float8 as finished_at,
+  coalesce(
+    floor(
+      extract(
+        epoch
+        from
+          t.abandoned_at
+      )
+    ),
+    0
+  )::float8 as abandoned_at
+from
+  (
+    select
+      (
+        select
+          count(*)
+        from
+          tasks
+        where
+          tasks.user_id = ?
+          and tasks.state <> 'abandoned'
+          and (
+            tasks.state <> 'finished'
+            or tasks.finished_at >= ?
+          )
+          and tasks.project_id is null
+      )::int as total
+  ) as c
+  left join lateral (
+    select
+      one.*
+    from
+      (
+        select
+          tasks.id
+        from
+          tasks
+        where
+          tasks.user_id = ?
+          and tasks.state <> 'abandoned'
+          and (
+            tasks.state <> 'finished'
+            or tasks.finished_at >= ?
+          )
+          and tasks.project_id is null
+        order by
+          coalesce(tasks.started_at, 'epoch'::timestamptz),
+          tasks.id
+        limit
+          50
+        offset
+          ?
+      ) as page
+      cross join lateral (
+        select
+          tasks.*
+        from
+          tasks
+        where
+          tasks.user_id = ?
+          and tasks.id = page.id
+        limit
+          1
+      ) as one
+  ) as t on true
+order by
+  coalesce(t.started_at, 'epoch'::timestamptz),
+  t.id

@@ -1,3 +1,8 @@
 -- users.authorize-unknown
 
-select user_id from usernames where username = ?
+select
+  user_id
+from
+  usernames
+where
+  username = ?

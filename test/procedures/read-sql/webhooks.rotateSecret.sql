@@ -1,13 +1,74 @@
 -- webhooks.rotateSecret
 
-select u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes, (t.last_used_at is null or t.last_used_at <= ?::timestamptz - interval '60 seconds') as stale from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+select
+  u.id,
+  u.username,
+  u.time_zone,
+  u.last_event_seq::text as seq,
+  t.id as token_id,
+  t.kind,
+  t.scopes,
+  (
+    t.last_used_at is null
+    or t.last_used_at <= ?::timestamptz - interval '60 seconds'
+  ) as stale
+from
+  access_tokens t
+  join users u on u.id = t.user_id
+where
+  t.user_id = ?
+  and t.token_hash = ?
+  and u.id = ?
+  and t.expires_at > ?
 
 begin
 
-/* batched */ select set_config('lock_timeout', '5000ms', true), id from users where id = ? for no key update
+/* batched */
+select
+  set_config('lock_timeout', '5000ms', true),
+  id
+from
+  users
+where
+  id = ?
+for no key update
 
-select w.secret, w.retired_secrets, w.retired_until from webhooks w where w.user_id = ? and w.id = ?
+select
+  w.secret,
+  w.retired_secrets,
+  w.retired_until
+from
+  webhooks w
+where
+  w.user_id = ?
+  and w.id = ?
 
-with changed as (update webhooks w set retired_secrets = ?::text[], retired_until = ?::timestamptz[], secret = ?, updated_at = ?, generation = w.generation + 1 where w.user_id = ? and w.id = ? returning w.*) select w.user_id, w.id, w.url, w.events, w.description, w.state, w.disabled_reason, w.created_at, w.cursor::text as cursor from changed w
+with
+  changed as (
+    update webhooks w
+    set
+      retired_secrets = ?::text[],
+      retired_until = ?::timestamptz[],
+      secret = ?,
+      updated_at = ?,
+      generation = w.generation + 1
+    where
+      w.user_id = ?
+      and w.id = ?
+    returning
+      w.*
+  )
+select
+  w.user_id,
+  w.id,
+  w.url,
+  w.events,
+  w.description,
+  w.state,
+  w.disabled_reason,
+  w.created_at,
+  w.cursor::text as cursor
+from
+  changed w
 
 commit

@@ -1,7 +1,40 @@
 -- projects.update-name
 
-select u.id, u.username, u.time_zone, u.last_event_seq::text as seq, t.id as token_id, t.kind, t.scopes, (t.last_used_at is null or t.last_used_at <= ?::timestamptz - interval '60 seconds') as stale from access_tokens t join users u on u.id = t.user_id where t.user_id = ? and t.token_hash = ? and u.id = ? and t.expires_at > ?
+select
+  u.id,
+  u.username,
+  u.time_zone,
+  u.last_event_seq::text as seq,
+  t.id as token_id,
+  t.kind,
+  t.scopes,
+  (
+    t.last_used_at is null
+    or t.last_used_at <= ?::timestamptz - interval '60 seconds'
+  ) as stale
+from
+  access_tokens t
+  join users u on u.id = t.user_id
+where
+  t.user_id = ?
+  and t.token_hash = ?
+  and u.id = ?
+  and t.expires_at > ?
 
-select w.apply( $1::bigint, $2::timestamptz, $3::json, $4::json, $5::text, $6::bigint, $7::text, $8::timestamptz, $9::boolean) as applied
+select
+  w.apply (
+    $1::bigint,
+    $2::timestamptz,
+    $3::json,
+    $4::json,
+    $5::text,
+    $6::bigint,
+    $7::text,
+    $8::timestamptz,
+    $9::boolean
+  ) as applied
 
-select pg_notify($1, payload) from unnest($2::text[]) as payload
+select
+  pg_notify ($1, payload)
+from
+  unnest($2::text[]) as payload

@@ -155,7 +155,13 @@ begin
   -- The events, numbered after the user's newest (the dropped ones left out).
   v_count := cardinality(array_remove(v_types, null));
   if v_count > 0 then
-    update users u set last_event_seq = u.last_event_seq + v_count where u.id = p_user returning u.last_event_seq into v_last;
+    update users u
+    set
+      last_event_seq = u.last_event_seq + v_count
+    where
+      u.id = p_user
+    returning
+      u.last_event_seq into v_last;
     insert into events (user_id, seq, type, data, at)
     select p_user, v_last - v_count + row_number() over (order by e.n), e.type, e.data, p_now
       from unnest(v_types, v_data) with ordinality as e(type, data, n)

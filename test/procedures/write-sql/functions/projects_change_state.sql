@@ -25,7 +25,14 @@ begin
   if v_transition is null then
     raise exception using errcode = 'PX000', message = json_build_object('code', 'invalid_transition', 'pointer', '/project/state', 'detail', 'A ' || v_project.state || ' project cannot become ' || v_to || '.')::text;
   end if;
-  select m into v_member from json_object_keys(p_input->'project') as m where m not in ('state', 'due_at', 'finished_at') limit 1;
+  select
+    m into v_member
+  from
+    json_object_keys(p_input -> 'project') as m
+  where
+    m not in ('state', 'due_at', 'finished_at')
+  limit
+    1;
   if v_member is not null then
     raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_set', 'pointer', '/project/' || replace(replace(v_member, '~', '~0'), '/', '~1'), 'detail', v_member || ' cannot be set when changing the state.')::text;
   end if;
@@ -51,7 +58,39 @@ begin
      and (select count(*) from projects p where p.user_id = p_user and p.state = 'started') >= 3 then
     raise exception using errcode = 'PX000', message = json_build_object('code', 'reached_max_started', 'pointer', '/project/state', 'detail', 'At most 3 projects can be started at the same time.')::text;
   end if;
-  update "projects" set "started_at" = case v_transition when 'start' then p_now else started_at end, "due_at" = case v_transition when 'start' then v_due when 'restart' then coalesce(v_due, due_at) else due_at end, "paused_at" = case v_transition when 'pause' then p_now when 'restart' then null else paused_at end, "finished_at" = case v_transition when 'finish' then coalesce(v_finished, p_now) else finished_at end, "state" = case v_transition when 'start' then 'started' when 'pause' then 'paused' when 'restart' then 'started' when 'finish' then 'finished' else state end, "version" = version + 1 where "user_id" = p_user and "id" = v_project.id returning * into v_project;
+  update "projects"
+  set
+    "started_at" = case v_transition
+      when 'start' then p_now
+      else started_at
+    end,
+    "due_at" = case v_transition
+      when 'start' then v_due
+      when 'restart' then coalesce(v_due, due_at)
+      else due_at
+    end,
+    "paused_at" = case v_transition
+      when 'pause' then p_now
+      when 'restart' then null
+      else paused_at
+    end,
+    "finished_at" = case v_transition
+      when 'finish' then coalesce(v_finished, p_now)
+      else finished_at
+    end,
+    "state" = case v_transition
+      when 'start' then 'started'
+      when 'pause' then 'paused'
+      when 'restart' then 'started'
+      when 'finish' then 'finished'
+      else state
+    end,
+    "version" = version + 1
+  where
+    "user_id" = p_user
+    and "id" = v_project.id
+  returning
+    * into v_project;
   v_events := array[json_build_object('type', 'project.updated', 'data', json_build_object(
     'type', 'project',
     'id', v_project.id,

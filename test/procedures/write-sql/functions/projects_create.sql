@@ -10,7 +10,24 @@ begin
   if exists (select 1 from projects p where p.user_id = p_user and p.slug = lower(v_name)) then
     raise exception using errcode = 'PX000', message = json_build_object('code', 'taken', 'pointer', '/project/name', 'detail', 'Project name already exists for this user.')::text;
   end if;
-  insert into "projects" ("user_id", "name", "slug", "description", "state", "created_at") select p_user, v_name, lower(v_name), '', 'newed', p_now returning * into v_project;
+  insert into
+    "projects" (
+      "user_id",
+      "name",
+      "slug",
+      "description",
+      "state",
+      "created_at"
+    )
+  select
+    p_user,
+    v_name,
+    lower(v_name),
+    '',
+    'newed',
+    p_now
+  returning
+    * into v_project;
   v_events := array[json_build_object('type', 'project.created', 'data', json_build_object(
     'type', 'project',
     'id', v_project.id,

@@ -35,7 +35,32 @@ begin
   if cardinality(v_errors) > 0 then
     raise exception using errcode = 'PX000', message = json_build_object('errors', array_to_json(v_errors))::text;
   end if;
-  update "projects" set "name" = coalesce(v_name, name), "slug" = coalesce(lower(v_name), slug), "description" = coalesce(v_description, description), "due_at" = case when v_due_changes then v_due else due_at end, "version" = version + case when (v_name is not null and name is distinct from v_name) or (v_description is not null and description is distinct from v_description) or v_due_changes then 1 else 0 end where "user_id" = p_user and "id" = v_project.id returning * into v_project;
+  update "projects"
+  set
+    "name" = coalesce(v_name, name),
+    "slug" = coalesce(lower(v_name), slug),
+    "description" = coalesce(v_description, description),
+    "due_at" = case
+      when v_due_changes then v_due
+      else due_at
+    end,
+    "version" = version + case
+      when (
+        v_name is not null
+        and name is distinct from v_name
+      )
+      or (
+        v_description is not null
+        and description is distinct from v_description
+      )
+      or v_due_changes then 1
+      else 0
+    end
+  where
+    "user_id" = p_user
+    and "id" = v_project.id
+  returning
+    * into v_project;
   v_events := array[json_build_object('type', 'project.updated', 'data', json_build_object(
     'type', 'project',
     'id', v_project.id,

@@ -25,9 +25,54 @@ begin
     raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_set', 'pointer', '/task/' || replace(replace(v_member, '~', '~0'), '/', '~1'), 'detail', v_member || ' cannot be set when changing the state.')::text;
   end if;
   v_from := v_task.state;
-  update "tasks" set "started_at" = case v_action when 'start' then coalesce(started_at, p_now) when 'plan' then coalesce(started_at, p_now) when 'cancel' then null else started_at end, "planned_at" = case v_action when 'plan' then p_now when 'replan' then p_now when 'cancel' then null else planned_at end, "finished_at" = case v_action when 'replan' then null when 'finish' then p_now else finished_at end, "abandoned_at" = case v_action when 'abandon' then p_now else abandoned_at end, "planned_count" = case when v_action in ('plan', 'replan') then planned_count + 1 else planned_count end, "state" = case v_action when 'start' then 'started' when 'plan' then 'planned' when 'replan' then 'planned' when 'finish' then 'finished' when 'cancel' then 'newed' when 'abandon' then 'abandoned' else state end, "version" = version + 1 where "user_id" = p_user and "id" = v_task.id returning * into v_task;
+  update "tasks"
+  set
+    "started_at" = case v_action
+      when 'start' then coalesce(started_at, p_now)
+      when 'plan' then coalesce(started_at, p_now)
+      when 'cancel' then null
+      else started_at
+    end,
+    "planned_at" = case v_action
+      when 'plan' then p_now
+      when 'replan' then p_now
+      when 'cancel' then null
+      else planned_at
+    end,
+    "finished_at" = case v_action
+      when 'replan' then null
+      when 'finish' then p_now
+      else finished_at
+    end,
+    "abandoned_at" = case v_action
+      when 'abandon' then p_now
+      else abandoned_at
+    end,
+    "planned_count" = case
+      when v_action in ('plan', 'replan') then planned_count + 1
+      else planned_count
+    end,
+    "state" = case v_action
+      when 'start' then 'started'
+      when 'plan' then 'planned'
+      when 'replan' then 'planned'
+      when 'finish' then 'finished'
+      when 'cancel' then 'newed'
+      when 'abandon' then 'abandoned'
+      else state
+    end,
+    "version" = version + 1
+  where
+    "user_id" = p_user
+    and "id" = v_task.id
+  returning
+    * into v_task;
   if (v_task.state not in ('finished', 'abandoned'))::int <> (v_from not in ('finished', 'abandoned'))::int then
-    update users u set open_tasks = u.open_tasks + (v_task.state not in ('finished', 'abandoned'))::int - (v_from not in ('finished', 'abandoned'))::int where u.id = p_user;
+    update users u
+    set
+      open_tasks = u.open_tasks + (v_task.state not in ('finished', 'abandoned'))::int - (v_from not in ('finished', 'abandoned'))::int
+    where
+      u.id = p_user;
   end if;
   v_events := array[json_build_object('type', 'task.updated', 'data', json_build_object(
     'type', 'task',

@@ -19,8 +19,36 @@ begin
     return json_build_object('answer', json_build_object('data', json_build_array(json_build_object('type', 'task', 'id', v_task.id, 'attributes', json_build_object('order', v_task."order"))), 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')),
                              'etag', null, 'events', '[]'::json);
   end if;
-  update "tasks" set "order" = case when id = v_task.id then v_to when v_to < v_task."order" then "order" + 1 else "order" - 1 end, "version" = version + 1 where "user_id" = p_user and "order" between least(v_task."order", v_to) and greatest(v_task."order", v_to);
-  select json_agg(json_build_object('type', 'task', 'id', t.id, 'attributes', json_build_object('order', t."order")) order by t."order", t.id) into v_answer from tasks t where t.user_id = p_user and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to);
+  update "tasks"
+  set
+    "order" = case
+      when id = v_task.id then v_to
+      when v_to < v_task."order" then "order" + 1
+      else "order" - 1
+    end,
+    "version" = version + 1
+  where
+    "user_id" = p_user
+    and "order" between least(v_task."order", v_to) and greatest(v_task."order", v_to);
+  select
+    json_agg(
+      json_build_object(
+        'type',
+        'task',
+        'id',
+        t.id,
+        'attributes',
+        json_build_object('order', t."order")
+      )
+      order by
+        t."order",
+        t.id
+    ) into v_answer
+  from
+    tasks t
+  where
+    t.user_id = p_user
+    and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to);
   v_events := array(
     select e.event from (
       select t."order" as at, 0 as after, json_build_object('type', 'task.updated', 'data', json_build_object(

@@ -28,7 +28,64 @@ begin
   if v_moving then
     v_action := case when v_task.state = 'newed' and (v_target is null or v_joined.state = 'started') then 'start' when v_task.state = 'started' and not (v_target is null or v_joined.state = 'started') then 'cancel' end;
   end if;
-  update "tasks" set "started_at" = case v_action when 'start' then coalesce(started_at, p_now) when 'plan' then coalesce(started_at, p_now) when 'cancel' then null else started_at end, "planned_at" = case v_action when 'plan' then p_now when 'replan' then p_now when 'cancel' then null else planned_at end, "finished_at" = case v_action when 'replan' then null when 'finish' then p_now else finished_at end, "abandoned_at" = case v_action when 'abandon' then p_now else abandoned_at end, "planned_count" = case when v_action in ('plan', 'replan') then planned_count + 1 else planned_count end, "state" = case v_action when 'start' then 'started' when 'plan' then 'planned' when 'replan' then 'planned' when 'finish' then 'finished' when 'cancel' then 'newed' when 'abandon' then 'abandoned' else state end, "label" = coalesce(v_label, label), "project_id" = case when v_moving then v_target else project_id end, "version" = version + case when (v_label is not null and label is distinct from v_label) or (v_moving and project_id is distinct from v_target) or v_action is not null then 1 else 0 end where "user_id" = p_user and "id" = v_task.id returning * into v_task;
+  update "tasks"
+  set
+    "started_at" = case v_action
+      when 'start' then coalesce(started_at, p_now)
+      when 'plan' then coalesce(started_at, p_now)
+      when 'cancel' then null
+      else started_at
+    end,
+    "planned_at" = case v_action
+      when 'plan' then p_now
+      when 'replan' then p_now
+      when 'cancel' then null
+      else planned_at
+    end,
+    "finished_at" = case v_action
+      when 'replan' then null
+      when 'finish' then p_now
+      else finished_at
+    end,
+    "abandoned_at" = case v_action
+      when 'abandon' then p_now
+      else abandoned_at
+    end,
+    "planned_count" = case
+      when v_action in ('plan', 'replan') then planned_count + 1
+      else planned_count
+    end,
+    "state" = case v_action
+      when 'start' then 'started'
+      when 'plan' then 'planned'
+      when 'replan' then 'planned'
+      when 'finish' then 'finished'
+      when 'cancel' then 'newed'
+      when 'abandon' then 'abandoned'
+      else state
+    end,
+    "label" = coalesce(v_label, label),
+    "project_id" = case
+      when v_moving then v_target
+      else project_id
+    end,
+    "version" = version + case
+      when (
+        v_label is not null
+        and label is distinct from v_label
+      )
+      or (
+        v_moving
+        and project_id is distinct from v_target
+      )
+      or v_action is not null then 1
+      else 0
+    end
+  where
+    "user_id" = p_user
+    and "id" = v_task.id
+  returning
+    * into v_task;
   if v_left is distinct from v_task.project_id then
     v_events := array(select json_build_object('type', 'project.updated', 'project', p.id) from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
                        order by p.id = v_task.project_id);
