@@ -72,6 +72,10 @@ export async function seedWorld(admin: pg.Client): Promise<World> {
     `update tasks set state = 'started', started_at = coalesce(started_at, now()) where user_id = $1 and project_id = $2 and state = 'newed'`,
     [inProjectUser.id, inProject.project],
   );
+  // The fewest floor counts a user's open tasks through this partial index (its writes keep no
+  // counter on the user's row); the service reads users.open_tasks, never this index, and so
+  // only pays its upkeep here (its migrations dropped it).
+  await admin.query(`create index if not exists tasks_open_by_user on tasks (user_id) where state not in ('abandoned', 'finished')`);
   await admin.query('vacuum analyze');
   const totalTasks = Number((await admin.query<{ n: string }>('select count(*) as n from tasks')).rows[0]!.n);
   const plannedPool = await taskIdsByOrder(admin, main.id, 1, 3_000);
