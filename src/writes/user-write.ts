@@ -54,8 +54,7 @@ async function keyedTurn<T>(ctx: AuthedContext, work: (key: IdempotencyKey | und
 
 /**
  * Kept under a key: what the work decided. Not a refusal before it ran, nor a failure of the
- * moment (429, 5xx: a batch's step turns a database outage into a 503), which a retry with the
- * same key must run again, as a single request's would.
+ * moment (429, 5xx), which a retry with the same key must run again.
  */
 function noteRan(error: unknown): void {
   if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
