@@ -85,13 +85,13 @@ export function numberPlaceholders(sql: string): string {
 
 // The parse tree is JSON: a node is `{ "TypeName": { …fields } }`; a field of a fixed node type
 // (an UPDATE's `relation`, a `withClause`, an `alias`) holds the fields without the wrapper.
-type Fields = Record<string, unknown>;
+export type Fields = Record<string, unknown>;
 
-const isObject = (value: unknown): value is Fields => typeof value === 'object' && value !== null && !Array.isArray(value);
-const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+export const isObject = (value: unknown): value is Fields => typeof value === 'object' && value !== null && !Array.isArray(value);
+export const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
 
 /** The node type and fields of a wrapped node, if `value` is one. */
-function tagged(value: unknown): [string, Fields] | undefined {
+export function tagged(value: unknown): [string, Fields] | undefined {
   if (!isObject(value)) return undefined;
   const keys = Object.keys(value);
   if (keys.length !== 1 || !/^[A-Z]/.test(keys[0]!)) return undefined;
@@ -99,7 +99,7 @@ function tagged(value: unknown): [string, Fields] | undefined {
   return isObject(fields) ? [keys[0]!, fields] : undefined;
 }
 
-const sval = (value: unknown): string | undefined => {
+export const sval = (value: unknown): string | undefined => {
   const node = tagged(value);
   return node?.[0] === 'String' ? (node[1].sval as string | undefined) : undefined;
 };

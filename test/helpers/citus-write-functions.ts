@@ -17,6 +17,7 @@
  * A statement the grammar refuses is reported (`parse`), so nothing is skipped silently.
  */
 import { parseSync } from 'libpg-query';
+import { isObject, list, sval, tagged, type Fields } from './citus-statements.js';
 
 /** One overload, as pg_proc has it. */
 export interface Overload {
@@ -225,23 +226,6 @@ export function readWriteFunction(statement: string): WriteFunction {
   return { name, variables, statements };
 }
 
-// The parse tree is JSON: a node is `{ "TypeName": { …fields } }`.
-type Fields = Record<string, unknown>;
-const isObject = (value: unknown): value is Fields => typeof value === 'object' && value !== null && !Array.isArray(value);
-const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
-
-function tagged(value: unknown): [string, Fields] | undefined {
-  if (!isObject(value)) return undefined;
-  const keys = Object.keys(value);
-  if (keys.length !== 1 || !/^[A-Z]/.test(keys[0]!)) return undefined;
-  const fields = value[keys[0]!];
-  return isObject(fields) ? [keys[0]!, fields] : undefined;
-}
-
-const sval = (value: unknown): string | undefined => {
-  const node = tagged(value);
-  return node?.[0] === 'String' ? (node[1].sval as string | undefined) : undefined;
-};
 
 function visitAll(value: unknown, visit: (type: string, fields: Fields) => void): void {
   if (Array.isArray(value)) for (const item of value) visitAll(item, visit);
