@@ -35,5 +35,4 @@ export const writeFunctionSet = writeFunctions(writeOperations, projectDocument)
 
 export const writes: WriteFunctionNames = {
   apply: writeFunctionSet.apply,
-  operations: Object.fromEntries(writeOperations.map((o) => [o.op, `${writeFunctionSet.schema}.${o.fn}`])),
 };

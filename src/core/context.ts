@@ -82,10 +82,9 @@ export interface Context {
   refusal?: DomainError;
 }
 
-/** Where the write functions are: `apply`, and each operation's function by its procedure's path. */
+/** Where the write functions are: `apply`, the one call every write makes. */
 export interface WriteFunctionNames {
   apply: string;
-  operations: Readonly<Record<string, string>>;
 }
 
 /** Where a committed write's NOTIFY payload goes (src/writes/announcer.ts). */

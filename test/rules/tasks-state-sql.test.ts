@@ -16,7 +16,7 @@ import {
   type TaskDates,
   type TaskState,
 } from '../../src/tasks/task.lifecycle.js';
-import { writes } from '../../src/app/write-functions.js';
+import { writeFunctionSet, writeOperations } from '../../src/app/write-functions.js';
 import type { DomainError } from '../../src/core/errors.js';
 import { Task } from '../../src/tasks/task.entity.js';
 import { refusalOf } from '../../src/writes/write.js';
@@ -121,12 +121,15 @@ describe('a requested state change gives the same answer from the entity and fro
     return { state: task.state, plannedCount: task.plannedCount, ...Object.fromEntries(DATES.map((d) => [d, task[d] ?? null])) } as TaskDates;
   }
 
+  /** The state change's own function, as installed. */
+  const CHANGE_STATE = `${writeFunctionSet.schema}.${writeOperations.find((o) => o.op === 'tasks.changeState')!.fn}`;
+
   it.each(requests)('%s → %s (dates set: %s)', async (from, to, datesSet) => {
     const id = await insert(taskIn(from, datesSet));
     const input = JSON.stringify({ id, task: { state: to } });
     const called = await app.orm.em
       .fork()
-      .execute(`select ${writes.operations['tasks.changeState']}(?, ?, '{}'::json, ?::json, null)`, [userId, NOW, input])
+      .execute(`select ${CHANGE_STATE}(?, ?, '{}'::json, ?::json, null)`, [userId, NOW, input])
       .then(() => null, (error: unknown) => refusalOf(error));
     const expected = entityAnswer(from, to, datesSet);
     if ('refused' in expected) {

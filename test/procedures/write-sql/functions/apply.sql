@@ -12,7 +12,7 @@ declare
   v_types text[] := '{}';
   v_data json[] := '{}';
   v_answer json;
-  v_results json;
+  v_events json;
   v_type text;
   v_datum json;
   v_etag text;
@@ -97,10 +97,10 @@ begin
       end if;
       -- The result's members read in one pass (each -> would parse the whole text again), the
       -- events in another; arrays set by subscript, in place (|| would copy them every time).
-      select r.answer, r.etag, r.events into v_answer, v_etag, v_results from json_to_record(v_result) as r(answer json, etag text, events json);
+      select r.answer, r.etag, r.events into v_answer, v_etag, v_events from json_to_record(v_result) as r(answer json, etag text, events json);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
-      for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_results) as e(type text, data json, project bigint) loop
+      for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_events) as e(type text, data json, project bigint) loop
         v_count := v_count + 1;
         v_types[v_count] := v_type;
         v_data[v_count] := v_datum;
