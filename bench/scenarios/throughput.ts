@@ -28,7 +28,8 @@
  *
  * Env: BENCH_SECONDS (10), BENCH_GROWTH_SECONDS (6), BENCH_CONNECTIONS (32), BENCH_ROUNDS (5),
  *      BENCH_IDLE_REQUESTS (300), BENCH_CHECK_ONLY, BENCH_ONLY (comma-separated beginnings of
- *      the compared rows' names: only those, and no idle latency, growth or EXPLAIN),
+ *      the compared rows' names: only those, and no idle latency, growth or EXPLAIN; `idle`
+ *      adds the idle-latency rows),
  *      BENCH_QUIET_WAIT (240: seconds it may wait in all for other processes to go quiet),
  *      BENCH_OUT (also write the Markdown report to this file), BENCH_DEBUG (statements per row).
  */
@@ -306,8 +307,8 @@ runScenario('throughput', async (session) => {
     idleRows.push({ scenario: name, results });
     log(`idle ${name}: ${results.map((r) => `${r.target.name} median ${r.median.toFixed(2)} ms p90 ${r.p90.toFixed(2)} ms`).join(', ')}${failed ? `  NON-2xx ${failed}` : ''}`);
   };
-  // BENCH_ONLY runs the compared rows it names, nothing after them.
-  if (!ONLY) {
+  // BENCH_ONLY runs the compared rows it names, nothing after them; `idle` names these rows.
+  if (!ONLY || ONLY.includes('idle')) {
     await idle('change task state', (c) => changeStateOf(c), [service, fewest]);
     await idle('create task', createMain, [service, fewest, floor]);
     await idle('list tasks', listTasks(mainUser, mainPages), [service, fewest, floor]);
@@ -397,7 +398,7 @@ runScenario('throughput', async (session) => {
     `### ${utcMinute(startedAt)} UTC`,
     '',
     `Command: \`npm run bench\` (BENCH_SECONDS=${SECONDS}, BENCH_GROWTH_SECONDS=${GROWTH_SECONDS}, BENCH_CONNECTIONS=${CONNECTIONS}, BENCH_ROUNDS=${ROUNDS}` +
-      `${ONLY ? `, BENCH_ONLY=${ONLY.join(',')}: only those rows, no idle latency, growth or EXPLAIN` : ''}). ` +
+      `${ONLY ? `, BENCH_ONLY=${ONLY.join(',')}: only those rows${ONLY.includes('idle') ? ' and the idle latency' : ', no idle latency'}, no growth or EXPLAIN` : ''}). ` +
       `Machine: ${os.availableParallelism()} CPUs (nproc; ${cpu}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()}; ` +
       `Node ${process.version}; PostgreSQL ${pgVersion} (embedded, fsync/synchronous_commit/full_page_writes off, pg_stat_statements on). ` +
       `PostgreSQL, the service, the floor and autocannon all share these CPUs. ${CONNECTIONS} connections, ${SECONDS} s per row, ${GROWTH_SECONDS} s per growth row.`,
