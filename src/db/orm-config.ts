@@ -115,7 +115,7 @@ function onPoolCreated(settings: OrmSettings) {
       (n) => process.emitWarning(`${n} batched statement(s) left on a released connection were dropped`, 'BatchingWarning'),
       behindPooler ? { transactionPrelude: `select set_config('statement_timeout', '${STATEMENT_TIMEOUT_MS}', true)` } : {},
     );
-    usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler, { inSql: !behindPooler });
+    usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler);
     // Last, so that it sees every failure as the ORM does: a connection to a server gone or
     // read-only (a failover) is closed on release, never handed out again.
     discardUnfitConnections(pool);

@@ -1,9 +1,9 @@
 /**
  * Prepared statements for the statements every request sends outside a transaction: the
- * token's lookup, the lists and single reads, the one-statement writes. The ORM sends each
- * statement as text with its values written in, which PostgreSQL parses and plans every time;
- * for these statements that was most of their cost (the token's lookup: 0.11–0.18 ms of
- * planning for 0.02 ms of execution; a one-statement write: 0.4 ms of 0.9 ms). Prepared once
+ * token's lookup, the lists and single reads. The ORM sends each statement as text with its
+ * values written in, which PostgreSQL parses and plans every time; for these statements that
+ * was most of their cost (the token's lookup: 0.11–0.18 ms of planning for 0.02 ms of
+ * execution). Prepared once
  * per connection under a name derived from their text, they are only bound and run.
  *
  * A statement is written once, with `?` for its values as everywhere else. Inside a
@@ -26,8 +26,6 @@
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type pg from 'pg';
-import { BATCHED } from './batching.js';
-import { escapeLiteral } from './literals.js';
 
 export interface Prepared {
   /** The statement as the ORM takes it, with `?` placeholders. */
@@ -42,20 +40,13 @@ const cache = new Map<string, Prepared>();
 /** Pools whose statements are not prepared (behind a pooler). */
 const unprepared = new WeakSet<object>();
 
-/** Pools whose one-statement writes are not prepared in SQL (`executeAndCommit`): behind a pooler. */
-const notSqlPrepared = new WeakSet<object>();
-
 /**
- * Whether the statements sent through `pool` outside transactions are prepared (the default),
- * and whether a write's statement may be prepared in SQL (`PREPARE`, which a pooler carries to
- * no other server connection, not even PgBouncer's `max_prepared_statements`): by default
- * only where protocol-level statements are prepared and no pooler stands between.
+ * Whether the statements sent through `pool` outside transactions are prepared (the default;
+ * off behind a pooler unless asked for, see above).
  */
-export function usePreparedStatements(pool: object, on: boolean, options: { inSql?: boolean } = {}): void {
+export function usePreparedStatements(pool: object, on: boolean): void {
   if (on) unprepared.delete(pool);
   else unprepared.add(pool);
-  if (options.inSql ?? on) notSqlPrepared.delete(pool);
-  else notSqlPrepared.add(pool);
 }
 
 /** The prepared form of a statement (kept by text: the set of texts is small and fixed). */
@@ -106,112 +97,6 @@ export async function execute<T extends object = Record<string, unknown>>(em: Sq
     }
     throw em.getDriver().convertException(error as Error);
   }
-}
-
-/**
- * Runs a statement in a transaction of its own, prepared, then the statement `after` makes of
- * its rows (plain text, its result unread: a NOTIFY) sent with the `commit`, so that it
- * commits with the statement or not at all.
- *
- * Two messages: `begin` and the statement, then `after` and the commit (src/db/batching.ts).
- * A statement sent with parameters cannot share a message with `begin` (the extended protocol
- * is a message of its own), so this one is prepared in SQL (`PREPARE`, once per connection,
- * sent in front of its first use) and run by an `EXECUTE` with its values written in as
- * literals: planned once per connection like `execute`'s, and sent as text like the ORM's.
- * `first`, a statement whose result is not read (a lock; its values written in as literals),
- * goes in the first message too, between the `begin` and the statement, so that the statement's snapshot is
- * taken once it holds. Without prepared statements (behind a pooler) it is the ORM's
- * transaction, in two messages too. Each statement is logged and counted as the ORM's are
- * (the statement as written, not its EXECUTE).
- */
-export async function executeAndCommit<T extends object = Record<string, unknown>>(
-  em: SqlEntityManager,
-  sql: string,
-  params: unknown[],
-  after: (rows: T[]) => string | null,
-  first?: { sql: string; params: unknown[] },
-): Promise<T[]> {
-  const connection = em.getConnection() as unknown as ConnectionInternals;
-  const pool = await connection.getNativeClient();
-  const viaOrm = () =>
-    em.fork().transactional(async (tx) => {
-      if (first) await tx.execute(BATCHED + first.sql, first.params);
-      const rows = await tx.execute<T[]>(sql, params);
-      const then = after(rows);
-      if (then) await tx.execute(BATCHED + then);
-      return rows;
-    });
-  if (unprepared.has(pool) || notSqlPrepared.has(pool)) return viaOrm();
-  const statement = prepared(sql);
-  const name = `q${statement.name.slice(1)}`;
-  // Written out before anything is queued on the connection: a value with no literal throws here.
-  const execute = params.length ? `execute ${name}(${params.map(literalOf).join(', ')})` : `execute ${name}`;
-  const firstText = first && withLiterals(first.sql, first.params);
-  const client = await pool.connect();
-  const names = sqlPrepared.get(client) ?? new Set<string>();
-  sqlPrepared.set(client, names);
-  const preparing = !names.has(name);
-  let begun = false;
-  let rows: T[];
-  try {
-    if (preparing) await client.query(`${BATCHED}prepare ${name} as ${statement.text}`);
-    names.add(name);
-    await connection.executeQuery('begin', () => client.query('begin'));
-    begun = true;
-    if (first) await connection.executeQuery(first.sql, () => client.query(BATCHED + firstText));
-    rows = await connection.executeQuery(statement.sql, async () =>
-      (await client.query<T & pg.QueryResultRow>(execute)).rows);
-    const then = after(rows);
-    if (then) await connection.executeQuery(then, () => client.query(BATCHED + then));
-    await connection.executeQuery('commit', () => client.query('commit'));
-  } catch (error) {
-    // As in `execute`: the connection is dropped only when the error is the connection's, or
-    // when the statement is missing from it or already there (a pooler gave another server
-    // connection: the pool then stops preparing in SQL, and this write goes through the ORM).
-    let broken = answeredByServer(error) && !preparedElsewhere(error) ? undefined : (error as Error);
-    if (begun && !broken) {
-      try {
-        await client.query('rollback');
-        // The PREPARE went in the message that failed: whether it ran is the server's to say.
-        if (preparing && (await client.query('select 1 from pg_prepared_statements where name = $1', [name])).rowCount === 0) names.delete(name);
-      } catch (rollbackError) {
-        broken = rollbackError as Error;
-      }
-    }
-    client.release(broken);
-    if (preparedElsewhere(error)) {
-      notSqlPrepared.add(pool);
-      warnPreparedElsewhere(error as Error);
-      return viaOrm();
-    }
-    throw em.getDriver().convertException(error as Error);
-  }
-  client.release();
-  return rows;
-}
-
-/** `sql` with each `?` (outside quotes, as `prepared` finds them) replaced by its value's literal. */
-function withLiterals(sql: string, params: readonly unknown[]): string {
-  let n = 0;
-  const text = sql.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|\?/g, (match) => (match === '?' ? literalOf(params[n++]) : match));
-  if (n !== params.length) throw new Error(`a statement has ${n} \`?\` for ${params.length} values`);
-  return text;
-}
-
-/** The statements each connection holds from `PREPARE` (`executeAndCommit`). */
-const sqlPrepared = new WeakMap<object, Set<string>>();
-
-/**
- * A value written into an EXECUTE as a literal of no type, which PostgreSQL reads as the
- * parameter's type, as it reads a value sent apart (node-postgres sends them all as text).
- * Timestamps are timestamptz everywhere in the schema: an instant, in UTC.
- */
-function literalOf(value: unknown): string {
-  if (value === null || value === undefined) return 'null';
-  if (value instanceof Date) return escapeLiteral(value.toISOString());
-  if (typeof value === 'string') return escapeLiteral(value);
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return escapeLiteral(String(value));
-  throw new Error(`a statement's value of type ${Array.isArray(value) ? 'array' : typeof value} has no literal here: pass arrays as PostgreSQL array literals`);
 }
 
 /**
