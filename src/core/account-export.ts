@@ -2,8 +2,7 @@
  * What the account's export (API-CONTRACT.md §16, `users.export`) reads besides the user: each
  * kind of record the user owns, as its GET shows it. The export is a use case of src/users/,
  * which sits below the features and imports none of them; the composition root
- * (src/app/account-export.ts) hands these sections in, as it hands in the write path's readers
- * (src/core/resource.ts).
+ * (src/app/account-export.ts) hands these sections in.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { z } from 'zod';

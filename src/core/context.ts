@@ -11,7 +11,7 @@ import { PASSWORD_HASH_COST } from '../config.js';
 import type { Clock } from './clock.js';
 import type { DomainError, ErrorCode } from './errors.js';
 import type { Logger } from './logger.js';
-import type { PathResource, ResourceReaders } from './resource.js';
+import type { PathResource } from './resource.js';
 import type { Access } from './scopes.js';
 
 export interface AppMeta extends OpenApiMeta {
@@ -58,8 +58,6 @@ export interface Context {
   enterProcedure?: () => () => void;
   /** The user and token an Authorization header names, if it is valid now (src/users/). */
   authenticate: (authorization: string | undefined) => Promise<Authentication | null>;
-  /** How the write path reads back the resources a write changed (src/app/resources.ts). */
-  resources: ResourceReaders;
   /** The write functions of this code, as installed (src/app/write-functions.ts, docs/design/writes.md). */
   writes: WriteFunctionNames;
   /** Announces committed writes to every process's listeners (src/writes/announcer.ts). */
@@ -179,7 +177,6 @@ export interface ContextInner {
   em: SqlEntityManager;
   clock: Clock;
   authenticate: Context['authenticate'];
-  resources: ResourceReaders;
   writes: WriteFunctionNames;
   announcer: Announcements;
   /** Request headers by any case of their names; none by default. */

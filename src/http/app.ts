@@ -18,7 +18,6 @@ import { isDatabaseUnavailable, isReadOnlyDatabase, isServerGone, toErrorRespons
 import { DatabaseRoleWatch } from '../db/database-role.js';
 import type { Logger } from '../core/logger.js';
 import { createContextInner, type Context, type WebhookHost } from '../core/context.js';
-import { resources } from '../app/resources.js';
 import { writes } from '../app/write-functions.js';
 import { appRouter } from '../app/router.js';
 import { authenticate } from '../users/authentication.js';
@@ -131,7 +130,6 @@ export function createApp(deps: AppDependencies): express.Express {
       em,
       clock,
       authenticate: (authorization) => authenticate(em, authorization, clock.now()),
-      resources,
       writes,
       announcer,
       authorization: req.headers.authorization,

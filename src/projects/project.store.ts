@@ -8,9 +8,7 @@ import type { Sort } from '../core/list-query.js';
 import { execute } from '../db/prepared.js';
 import { bindUser } from '../db/user-param.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
-import { projectEtag } from '../core/conditional.js';
-import type { ResourceReader } from '../core/resource.js';
-import { presentProjectFields, projectDocumentSql, type ProjectFields } from './project.view.js';
+import type { ProjectFields } from './project.view.js';
 
 interface ProjectRow {
   total?: number;
@@ -142,15 +140,3 @@ export async function projectsAfter(
   );
   return (await execute<ProjectRow>(em, statement.sql, statement.params)).map(fieldsOf);
 }
-
-/** How the write path reads a project back (src/core/resource.ts): its document, its ETag. */
-export const projectReader: ResourceReader = {
-  async documents(em, userId, ids) {
-    return new Map((await projectsByIds(em, userId, ids)).map((project) => [project.id, presentProjectFields(project)]));
-  },
-  documentSql: projectDocumentSql,
-  async currentEtag(em, userId, id) {
-    const [project] = await projectsByIds(em, userId, [id]);
-    return project ? projectEtag(id, project.version, project.taskIds) : null;
-  },
-};

@@ -7,9 +7,7 @@
  * (`user_id`): tasks are keyed by (user_id, id) (src/db/data-layout.ts).
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { taskEtag } from '../core/conditional.js';
-import type { ResourceReader } from '../core/resource.js';
-import { presentTaskFields, taskDocumentSql, type TaskFields } from './task.view.js';
+import type { TaskFields } from './task.view.js';
 import { Conditions, containsPattern, foldedText, idArray, pageLimit, textArray } from '../db/sql-fragments.js';
 import type { Sort } from '../core/list-query.js';
 import { MAX_ID } from '../core/fields.js';
@@ -225,25 +223,3 @@ export function taskPageStatement(
   const byOrder = sort.attribute === 'order' && !sort.descending;
   return { sql, params, prepare: all && byOrder };
 }
-
-/** The user's tasks with these ids, as presented. */
-export async function tasksByIds(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<TaskFields[]> {
-  if (ids.length === 0) return [];
-  const rows = await em.execute<ListedTaskRow[]>(
-    `select ${TASK_COLUMNS('t')} from tasks t where t.user_id = ? and t.id = any(?::bigint[])`,
-    [userId, idArray(ids)],
-  );
-  return rows.map(taskFieldsOf);
-}
-
-/** How the write path reads a task back (src/core/resource.ts): its document, its ETag. */
-export const taskReader: ResourceReader = {
-  async documents(em, userId, ids) {
-    return new Map((await tasksByIds(em, userId, ids)).map((task) => [task.id, presentTaskFields(task)]));
-  },
-  documentSql: (row) => taskDocumentSql(row),
-  async currentEtag(em, userId, id) {
-    const [row] = await em.execute<Array<{ version: number }>>('select version from tasks where id = ? and user_id = ?', [id, userId]);
-    return row ? taskEtag(id, row.version) : null;
-  },
-};

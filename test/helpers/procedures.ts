@@ -14,7 +14,6 @@ import { toErrorResponse } from '../../src/core/failures.js';
 import { createContextInner, type Context } from '../../src/core/context.js';
 import { Announcer } from '../../src/writes/announcer.js';
 import { openOrm } from '../../src/app/orm.js';
-import { resources } from '../../src/app/resources.js';
 import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
 import { authenticate } from '../../src/users/authentication.js';
@@ -54,7 +53,6 @@ export function useProcedures(options: ProcedureOptions = {}) {
       em,
       clock,
       authenticate: (a) => authenticate(em, a, clock.now()),
-      resources,
       writes,
       announcer,
       headers: { ...headers, authorization },

@@ -11,7 +11,6 @@ import { randomBytes } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openOrm } from '../../src/app/orm.js';
-import { resources } from '../../src/app/resources.js';
 import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
 import { hashTicket } from '../../src/changes/events.router.js';
@@ -284,7 +283,7 @@ describe('the statements name the user', () => {
     const caller = createCaller(() => {
       const em = orm.em.fork();
       return createContextInner({
-        em, clock, resources, writes, announcer, passwordHashCost: 1024,
+        em, clock, writes, announcer, passwordHashCost: 1024,
         authenticate: (a) => authenticate(em, a, clock.now()),
         headers: { authorization: u.token },
       });

@@ -20,7 +20,6 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
-import { resources } from '../../src/app/resources.js';
 import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
 import { hashTicket } from '../../src/changes/events.router.js';
@@ -73,7 +72,7 @@ function caller(token?: string, options: { rateLimited?: boolean } = {}) {
   return createCaller(() => {
     const context = em();
     return createContextInner({
-      em: context, clock, resources, writes, announcer, passwordHashCost: 1024,
+      em: context, clock, writes, announcer, passwordHashCost: 1024,
       authenticate: (a) => authenticate(context, a, clock.now()),
       headers: { authorization: token },
       baseUrl: 'http://read-sql.test',

@@ -13,7 +13,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
-import { resources } from '../../src/app/resources.js';
 import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
 import { ManualClock } from '../../src/core/clock.js';
@@ -49,7 +48,7 @@ function caller(token?: string, headers: Record<string, string> = {}) {
   return createCaller(() => {
     const em = orm.em.fork();
     return createContextInner({
-      em, clock, resources, writes, announcer, passwordHashCost: 1024,
+      em, clock, writes, announcer, passwordHashCost: 1024,
       authenticate: (a) => authenticate(em, a, clock.now()),
       headers: { ...headers, authorization: token },
     });
