@@ -14,14 +14,12 @@
  *    own src/ by folder; V8 builtins with no script; GC, idle, program).
  * 4. Round trips per request from pg_stat_statements (the role's calls ÷ its token lookups),
  *    with each statement's calls per request and mean time.
- * 5. The owner's lock hold time per write, in a second short run of the same load with every
- *    statement logged (log_min_duration_statement = 0, millisecond timestamps, read from the
- *    embedded server's stderr): for each
- *    backend, from the end of the statement that takes the owner's lock (`… for no key
- *    update`; its end is when the lock is held) to the end of the transaction's `commit`.
- *    Logging costs the database time, so this run's throughput is not reported; the hold
- *    time it gives is an upper bound of the unlogged one (the lock waits are in the lock
- *    statement, before the interval starts).
+ * 5. The owner's lock hold time per write, in a second short run of the same requests one at a
+ *    time, every statement logged with its duration (log_min_duration_statement = 0, read from
+ *    the embedded server's stderr). A write is one statement, `select w_….apply(…)`, that takes
+ *    the lock near its start and commits at its end: alone (nothing to wait for), its duration
+ *    is the time it holds the lock, an upper bound (the key's check comes before the lock).
+ *    Logging costs the database time, so this run's throughput is not reported.
  *
  * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there),
  *      PROFILE_ONLY (comma-separated beginnings of the scenarios' names: only those).
@@ -99,13 +97,13 @@ runScenario('profile', async (session) => {
     const stats = await statementStats(admin, ROLE);
     const { requests, calls } = totals(stats);
 
-    // The lock's hold time: the same load again for a few seconds, every statement logged.
+    // The lock's hold time: the same requests again, one at a time, every statement logged.
     await loadStates();
     await q(`alter system set log_min_duration_statement = 0`);
     await q('select pg_reload_conf()');
     await sleep(300);
     pgLog = [];
-    const logged = await runLoad(url, script, { connections: CONNECTIONS, seconds: Math.min(5, SECONDS) });
+    const logged = await runLoad(url, script, { connections: 1, seconds: Math.min(5, SECONDS) });
     await q(`alter system reset log_min_duration_statement`);
     await q('select pg_reload_conf()');
     await sleep(500);
@@ -135,8 +133,8 @@ runScenario('profile', async (session) => {
       '|---|---:|---:|',
       ...stats.map((s) => `| \`${s.query.replace(/\s+/g, ' ').replace(/\|/g, '\\|').slice(0, 110)}\` | ${(s.calls / Math.max(1, requests)).toFixed(2)} | ${s.meanMs.toFixed(3)} |`),
       '',
-      `Owner's lock held per write (lock statement's end → commit's end, ${hold.count} writes in ${Math.min(5, SECONDS)} s with every statement logged, ${logged.rps.toFixed(0)} req/s meanwhile): ` +
-        `median **${hold.median.toFixed(1)} ms**, mean ${hold.mean.toFixed(2)} ms, p90 ${hold.p90.toFixed(1)} ms; ${hold.between.toFixed(1)} statements after the lock's, commit included.`,
+      `Owner's lock held per write (the duration of its one call of apply, one request at a time: ${hold.count} writes in ${Math.min(5, SECONDS)} s with every statement logged, ${logged.rps.toFixed(0)} req/s meanwhile): ` +
+        `median **${hold.median.toFixed(2)} ms**, mean ${hold.mean.toFixed(2)} ms, p90 ${hold.p90.toFixed(2)} ms.`,
       '',
       `CPU profile: ${agg.total.toFixed(0)} ms of samples (${window}), of which ${busy.toFixed(0)} ms busy (not idle): the service used ${((busy / ((to - from) / 1000)) * 100).toFixed(0)} % of one core. ` +
         '"V8 builtins and native" includes `writeBuffer`, the socket write: with loopback TCP the kernel delivers the bytes inside that call, so each round trip to PostgreSQL and each response costs CPU there.',
@@ -167,43 +165,16 @@ runScenario('profile', async (session) => {
 });
 
 /**
- * From a PostgreSQL log with `%m [%p]` prefixes and every statement's duration: per backend,
- * the time from the end of a statement that locks the owner (`for no key update`) to the end
- * of the next `commit`, and how many statements ran in between (the commit included).
+ * From a PostgreSQL log with every statement's duration: the durations of the write calls
+ * (`select w_<hash>.apply(…)`), each the time its statement held the owner's lock at most.
  */
 function lockHold(text: string) {
-  const open = new Map<string, { at: number; n: number }>();
-  const holds: number[] = [];
-  const between: number[] = [];
-  const line = /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \w+ \[(\d+)\] LOG:\s+duration: [\d.]+ ms\s+(?:statement|execute [^:]*): ([\s\S]*)$/;
-  // A statement's continuation lines follow its first, without the prefix.
-  const entries: string[] = [];
-  for (const raw of text.split('\n')) {
-    if (/^\d{4}-\d\d-\d\d /.test(raw) || entries.length === 0) entries.push(raw);
-    else entries[entries.length - 1] += ' ' + raw.trim();
-  }
-  for (const entry of entries) {
-    const m = line.exec(entry);
-    if (!m) continue;
-    const at = Date.parse(m[1]!.replace(' ', 'T') + 'Z');
-    const pid = m[2]!;
-    const sql = m[3]!.trim().toLowerCase();
-    const held = open.get(pid);
-    if (held) held.n++;
-    if (/for no key update/.test(sql)) open.set(pid, { at, n: 0 });
-    else if (held && (sql === 'commit' || sql === 'rollback')) {
-      holds.push(at - held.at);
-      between.push(held.n);
-      open.delete(pid);
-    }
-  }
+  const line = /duration: ([\d.]+) ms\s+(?:statement|execute [^:]*): select w_[0-9a-f]+\.apply\(/;
+  const holds = text.split('\n').flatMap((raw) => {
+    const m = line.exec(raw);
+    return m ? [Number(m[1])] : [];
+  });
   const sorted = ascending(holds);
   const at = (p: number) => quantile(sorted, p, 0);
-  return {
-    count: sorted.length,
-    median: at(0.5),
-    p90: at(0.9),
-    mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length),
-    between: between.reduce((a, b) => a + b, 0) / Math.max(1, between.length),
-  };
+  return { count: sorted.length, median: at(0.5), p90: at(0.9), mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length) };
 }
