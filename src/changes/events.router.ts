@@ -14,14 +14,14 @@ import { tracked } from '@trpc/server';
 import { z } from 'zod';
 import { toSeconds } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
-import { authedProcedure } from '../core/procedures.js';
+import { authedProcedure, routesUnder } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { followEvents, startCursor } from './event-feed.js';
 import { ChangeEvent, EVENTS_PAGE_SIZE, EventsInput, EventsPage, OnChangeInput, StreamTicketDocument } from './event.schema.js';
 import { newStreamTicket, readEvents, storeStreamTicket, type StoredEvent } from './event.store.js';
 import { isTokenValid } from '../users/authentication.js';
 
-const TAGS = ['events'];
+const route = routesUnder('events', authedProcedure);
 export const EVENTS_PATH = '/api/users/me/events';
 /** A stream ticket opens one stream within this many seconds. */
 export const TICKET_SECONDS = 60;
@@ -36,21 +36,16 @@ async function* trackedEvents(feed: AsyncGenerator<StoredEvent | null>) {
 }
 
 export const eventsRouter = router({
-  list: authedProcedure
-    .meta({
-      openapi: {
-        method: 'GET', path: EVENTS_PATH, tags: TAGS,
-        summary: 'Changes since a cursor (delta sync), or a live stream',
-        description: [
-          `The changes to your projects and tasks after \`after\`, oldest first, at most ${EVENTS_PAGE_SIZE} a page, with \`links.next\` while more remain and \`meta.last_event_id\` to pass as \`after\` next time.`,
-          'Without `after`, `data` is empty and `meta.last_event_id` is the newest id: take it first, then load your lists, then follow from it (events carry whole documents, so seeing a change twice is harmless).',
-          'With `Accept: text/event-stream` the same path is a Server-Sent Events stream (`id:` the event id, `event:` its type, `data:` the event), resumable with `Last-Event-ID` or `?after=`, with a `: heartbeat` comment every 15 s. A browser\'s EventSource, which cannot send an Authorization header, opens it with `?ticket=` from POST /api/users/me/events/tickets.',
-          'A cursor older than what is kept (EVENTS_RETENTION_DAYS), or beyond the newest id (`after` on a fresh account, a cursor of another account or database), is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading.',
-        ].join('\n\n'),
-      },
-      queryParameters: ['after'],
-      errorCodes: ['cursor_expired'],
-    })
+  list: route({
+    method: 'GET', path: EVENTS_PATH,
+    summary: 'Changes since a cursor (delta sync), or a live stream',
+    description: [
+      `The changes to your projects and tasks after \`after\`, oldest first, at most ${EVENTS_PAGE_SIZE} a page, with \`links.next\` while more remain and \`meta.last_event_id\` to pass as \`after\` next time.`,
+      'Without `after`, `data` is empty and `meta.last_event_id` is the newest id: take it first, then load your lists, then follow from it (events carry whole documents, so seeing a change twice is harmless).',
+      'With `Accept: text/event-stream` the same path is a Server-Sent Events stream (`id:` the event id, `event:` its type, `data:` the event), resumable with `Last-Event-ID` or `?after=`, with a `: heartbeat` comment every 15 s. A browser\'s EventSource, which cannot send an Authorization header, opens it with `?ticket=` from POST /api/users/me/events/tickets.',
+      'A cursor older than what is kept (EVENTS_RETENTION_DAYS), or beyond the newest id (`after` on a fresh account, a cursor of another account or database), is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading.',
+    ].join('\n\n'),
+  }, { queryParameters: ['after'], errorCodes: ['cursor_expired'] })
     .input(EventsInput)
     .output(EventsPage)
     .query(async ({ ctx, input }) => {
@@ -91,15 +86,11 @@ export const eventsRouter = router({
     );
   }),
 
-  ticket: authedProcedure
-    .meta({
-      openapi: {
-        method: 'POST', path: `${EVENTS_PATH}/tickets`, tags: TAGS,
-        summary: 'A ticket for a browser\'s event stream',
-        description: `A single-use ticket, valid ${TICKET_SECONDS} s, that opens one event stream as \`GET ${EVENTS_PATH}?ticket=...\` with \`Accept: text/event-stream\` (a browser's EventSource cannot send an Authorization header; the access token never goes in a URL). The stream ends when the token it was issued from is revoked or expires.`,
-      },
-      successStatus: 201,
-    })
+  ticket: route({
+    method: 'POST', path: `${EVENTS_PATH}/tickets`,
+    summary: 'A ticket for a browser\'s event stream',
+    description: `A single-use ticket, valid ${TICKET_SECONDS} s, that opens one event stream as \`GET ${EVENTS_PATH}?ticket=...\` with \`Accept: text/event-stream\` (a browser's EventSource cannot send an Authorization header; the access token never goes in a URL). The stream ends when the token it was issued from is revoked or expires.`,
+  }, { successStatus: 201 })
     .input(z.void())
     .output(StreamTicketDocument)
     .mutation(async ({ ctx }) => {

@@ -6,7 +6,8 @@
  *   doors (REST and /trpc) report the same codes (and a Retry-After where one applies);
  * - `authedProcedure`: one more, for the token's user (authentication, the per-token rate
  *   limit, conditional headers refused in a batch, the call's path and meta for the write path);
- * - `rateLimited(...)` and `keepDroppedMembers(...)`, middlewares a router adds where it needs them.
+ * - `rateLimited(...)` and `keepDroppedMembers(...)`, middlewares a router adds where it needs them;
+ * - `routesUnder(tag, procedure)`, how a router's table gives each of its procedures its meta.
  */
 import type { AppMeta, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
@@ -226,4 +227,17 @@ function refersToNoUser(error: unknown): boolean {
     e = (e as { cause?: unknown }).cause;
   }
   return false;
+}
+
+/** A procedure's REST operation: its method, path and documentation, as openapi.json shows them (its tag is its router's). */
+export type Operation = Omit<NonNullable<AppMeta['openapi']>, 'tags'>;
+
+/**
+ * How a router's table gives each procedure its meta: `route(operation, meta)` is `procedure`
+ * with its REST operation under the router's OpenAPI tag (openapi.json groups a router's
+ * operations under it) and the rest of its meta (`access` comes from src/app/scopes.ts).
+ */
+export function routesUnder<B>(tag: string, procedure: { meta(meta: AppMeta): B }) {
+  return (operation: Operation, meta: Omit<AppMeta, 'openapi' | 'access'> = {}): B =>
+    procedure.meta({ openapi: { ...operation, tags: [tag] }, ...meta });
 }

@@ -3,7 +3,7 @@
  * procedures, each served by manage-tokens.ts; no logic lives here.
  */
 import { z } from 'zod';
-import { authedProcedure } from '../core/procedures.js';
+import { authedProcedure, routesUnder } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { TOKENS_PATH, createToken, currentToken, getToken, listTokens, revokeTokenById } from './manage-tokens.js';
 import {
@@ -11,67 +11,51 @@ import {
   TokenWithSecretDocument,
 } from './token.schema.js';
 
-const TAGS = ['tokens'];
+const route = routesUnder('tokens', authedProcedure);
 const ONE = '/api/tokens/{id}';
 
 export const tokensRouter = router({
-  create: authedProcedure
-    .meta({
-      openapi: {
-        method: 'POST', path: TOKENS_PATH, tags: TAGS,
-        summary: 'Make a personal access token',
-        description: [
-          'A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most ' + MAX_TOKEN_DAYS + ' days ahead). `meta.secret` is the token, shown this once: it begins with `plnr_`, and only its hash is kept.',
-          `At most ${MAX_PERSONAL_TOKENS} live personal tokens per user (422 \`limit_reached\`). \`tokens:manage\` and \`account\` only from a session token; a personal token gives no scope it does not have (403 \`insufficient_scope\`).`,
-        ].join('\n\n'),
-      },
-      successStatus: 201,
-      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'limit_reached', 'insufficient_scope'],
-    })
+  create: route({
+    method: 'POST', path: TOKENS_PATH,
+    summary: 'Make a personal access token',
+    description: [
+      'A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most ' + MAX_TOKEN_DAYS + ' days ahead). `meta.secret` is the token, shown this once: it begins with `plnr_`, and only its hash is kept.',
+      `At most ${MAX_PERSONAL_TOKENS} live personal tokens per user (422 \`limit_reached\`). \`tokens:manage\` and \`account\` only from a session token; a personal token gives no scope it does not have (403 \`insufficient_scope\`).`,
+    ].join('\n\n'),
+  }, {
+    successStatus: 201,
+    errorCodes: ['parameter_missing', 'invalid', 'too_long', 'limit_reached', 'insufficient_scope'],
+  })
     .input(CreateTokenInput)
     .output(TokenWithSecretDocument)
     .mutation(({ ctx, input }) => createToken(ctx, input)),
 
-  list: authedProcedure
-    .meta({
-      openapi: {
-        method: 'GET', path: TOKENS_PATH, tags: TAGS,
-        summary: 'Your tokens',
-        description: `Every live token of yours, session tokens included, newest first, ${TOKENS_PAGE_SIZE} a page; \`current\` marks the one making this request.`,
-      },
-      queryParameters: ['page'],
-    })
+  list: route({
+    method: 'GET', path: TOKENS_PATH,
+    summary: 'Your tokens',
+    description: `Every live token of yours, session tokens included, newest first, ${TOKENS_PAGE_SIZE} a page; \`current\` marks the one making this request.`,
+  }, { queryParameters: ['page'] })
     .input(TokenListInput)
     .output(TokenPage)
     .query(({ ctx, input }) => listTokens(ctx, input)),
 
-  current: authedProcedure
-    .meta({ openapi: { method: 'GET', path: `${TOKENS_PATH}/current`, tags: TAGS, summary: 'The token in use', description: 'The token that made this request; any token may read itself.' } })
+  current: route({ method: 'GET', path: `${TOKENS_PATH}/current`, summary: 'The token in use', description: 'The token that made this request; any token may read itself.' })
     .input(z.void())
     .output(TokenDocument)
     .query(({ ctx }) => currentToken(ctx)),
 
-  get: authedProcedure
-    .meta({
-      openapi: {
-        method: 'GET', path: ONE, tags: TAGS, summary: 'A token',
-        description: 'One of your live tokens. An id that is unknown, malformed, expired, revoked or another user\'s is 404 `record_not_found`.',
-      },
-      resource: 'token',
-    })
+  get: route({
+    method: 'GET', path: ONE, summary: 'A token',
+    description: 'One of your live tokens. An id that is unknown, malformed, expired, revoked or another user\'s is 404 `record_not_found`.',
+  }, { resource: 'token' })
     .input(TokenIdInput)
     .output(TokenDocument)
     .query(({ ctx, input }) => getToken(ctx, input.id)),
 
-  revoke: authedProcedure
-    .meta({
-      openapi: {
-        method: 'DELETE', path: ONE, tags: TAGS, summary: 'Revoke a token',
-        description: 'The token stops working at once, on every instance; its open event streams end within seconds.',
-      },
-      resource: 'token',
-      successStatus: 204,
-    })
+  revoke: route({
+    method: 'DELETE', path: ONE, summary: 'Revoke a token',
+    description: 'The token stops working at once, on every instance; its open event streams end within seconds.',
+  }, { resource: 'token', successStatus: 204 })
     .input(TokenIdInput)
     .output(z.void())
     .mutation(({ ctx, input }) => revokeTokenById(ctx, input.id)),

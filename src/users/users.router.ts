@@ -5,7 +5,7 @@
  * of the features above this folder (src/app/account-export.ts).
  */
 import { z } from 'zod';
-import { authedProcedure } from '../core/procedures.js';
+import { authedProcedure, routesUnder } from '../core/procedures.js';
 import type { AccountSections } from '../core/account-export.js';
 import { router } from '../core/trpc.js';
 import { changePassword } from './change-password.js';
@@ -18,110 +18,79 @@ import { revokeToken } from './revoke-token.js';
 import { AuthorizeInput, ChangePasswordInput, DeleteUserInput, RegisterInput, UpdateUserInput, UserDocument, UserWithTokenDocument, presentUser } from './user.schema.js';
 import { updateUser } from './update-user.js';
 
-const TAGS = ['users'];
+const route = routesUnder('users', authedProcedure);
+const credentialsRoute = routesUnder('users', credentialsProcedure);
 
 export const usersRouter = (sections: AccountSections) => router({
-  register: credentialsProcedure
-    .meta({
-      openapi: {
-        method: 'POST', path: '/api/users', tags: TAGS, protect: false,
-        summary: 'Register a user',
-        description: 'Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user\'s "today".',
-      },
-      successStatus: 201,
-      errorCodes: ['parameter_missing', 'invalid', 'too_long', 'too_short', 'taken'],
-    })
+  register: credentialsRoute({
+    method: 'POST', path: '/api/users', protect: false,
+    summary: 'Register a user',
+    description: 'Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user\'s "today".',
+  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'too_long', 'too_short', 'taken'] })
     .input(RegisterInput)
     .output(UserWithTokenDocument)
     .mutation(({ ctx, input }) => registerUser(ctx, input)),
 
-  authorize: credentialsProcedure
-    .meta({
-      openapi: {
-        method: 'POST', path: '/api/users/authorizations', tags: TAGS, protect: false,
-        summary: 'Log in',
-        description: 'Exchanges a username and password for a new access token (valid 30 days). Wrong credentials are 401 `login_failed`.',
-      },
-      successStatus: 201,
-      errorCodes: ['parameter_missing', 'invalid', 'login_failed'],
-    })
+  authorize: credentialsRoute({
+    method: 'POST', path: '/api/users/authorizations', protect: false,
+    summary: 'Log in',
+    description: 'Exchanges a username and password for a new access token (valid 30 days). Wrong credentials are 401 `login_failed`.',
+  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'login_failed'] })
     .input(AuthorizeInput)
     .output(UserWithTokenDocument)
     .mutation(({ ctx, input }) => logIn(ctx, input)),
 
-  me: authedProcedure
-    .meta({ openapi: { method: 'GET', path: '/api/users/me', tags: TAGS, summary: 'The current user' } })
+  me: route({ method: 'GET', path: '/api/users/me', summary: 'The current user' })
     .input(z.void())
     .output(UserDocument)
     .query(({ ctx }) => ({ data: presentUser(ctx.user) })),
 
-  update: authedProcedure
-    .meta({
-      openapi: {
-        method: 'PATCH', path: '/api/users/me', tags: TAGS,
-        summary: 'Change the current user\'s time zone',
-        description: 'Sets `time_zone`, an IANA name (`Europe/Paris`, `America/New_York`, `UTC`; a name the tz database does not know is 422 `invalid`). Every rule that says "today" (a project\'s `due_at` and `finished_at`, the task list\'s 14-day window, `planned_on`) uses the user\'s day in that zone from the next request on.',
-      },
-      errorCodes: ['parameter_missing', 'invalid'],
-    })
+  update: route({
+    method: 'PATCH', path: '/api/users/me',
+    summary: 'Change the current user\'s time zone',
+    description: 'Sets `time_zone`, an IANA name (`Europe/Paris`, `America/New_York`, `UTC`; a name the tz database does not know is 422 `invalid`). Every rule that says "today" (a project\'s `due_at` and `finished_at`, the task list\'s 14-day window, `planned_on`) uses the user\'s day in that zone from the next request on.',
+  }, { errorCodes: ['parameter_missing', 'invalid'] })
     .input(UpdateUserInput)
     .output(UserDocument)
     .mutation(({ ctx, input }) => updateUser(ctx, input)),
 
-  changePassword: authedProcedure
-    .meta({
-      openapi: {
-        method: 'PUT', path: '/api/users/me/password', tags: TAGS,
-        summary: 'Change the password',
-        description: 'Takes the current password and a new one (8 to 200 characters). A wrong current password is 422 `invalid` on `/user/current_password`; each attempt counts against the login rate limit of the user and of the client address. Every other session token of the user is revoked (their event streams end); the token of this request and the personal access tokens stay valid.',
-      },
-      successStatus: 204,
-      errorCodes: ['parameter_missing', 'invalid', 'too_short', 'too_long'],
-    })
+  changePassword: route({
+    method: 'PUT', path: '/api/users/me/password',
+    summary: 'Change the password',
+    description: 'Takes the current password and a new one (8 to 200 characters). A wrong current password is 422 `invalid` on `/user/current_password`; each attempt counts against the login rate limit of the user and of the client address. Every other session token of the user is revoked (their event streams end); the token of this request and the personal access tokens stay valid.',
+  }, { successStatus: 204, errorCodes: ['parameter_missing', 'invalid', 'too_short', 'too_long'] })
     .input(ChangePasswordInput)
     .output(z.void())
     .mutation(({ ctx, input }) => changePassword(ctx, input)),
 
-  delete: authedProcedure
-    .meta({
-      openapi: {
-        method: 'POST', path: '/api/users/me/deletion', tags: TAGS,
-        summary: 'Delete the account',
-        description: 'Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user\'s event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address.',
-      },
-      successStatus: 204,
-      errorCodes: ['parameter_missing', 'invalid'],
-    })
+  delete: route({
+    method: 'POST', path: '/api/users/me/deletion',
+    summary: 'Delete the account',
+    description: 'Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user\'s event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address.',
+  }, { successStatus: 204, errorCodes: ['parameter_missing', 'invalid'] })
     .input(DeleteUserInput)
     .output(z.void())
     .mutation(({ ctx, input }) => deleteUser(ctx, input)),
 
-  revoke: authedProcedure
-    .meta({
-      openapi: {
-        method: 'DELETE', path: '/api/users/me/authorizations/current', tags: TAGS,
-        summary: 'Log out',
-        description: 'Revokes the access token used for this request. Other tokens of the user stay valid.',
-      },
-      successStatus: 204,
-    })
+  revoke: route({
+    method: 'DELETE', path: '/api/users/me/authorizations/current',
+    summary: 'Log out',
+    description: 'Revokes the access token used for this request. Other tokens of the user stay valid.',
+  }, { successStatus: 204 })
     .input(z.void())
     .output(z.void())
     .mutation(({ ctx }) => revokeToken(ctx)),
 
-  export: authedProcedure
-    .meta({
-      openapi: {
-        method: 'GET', path: '/api/users/me/export', tags: TAGS,
-        summary: 'Everything of the current user, as one document',
-        description: [
-          'The user, every project, every task (also abandoned ones and ones finished long ago, which the task list leaves out) and every webhook (without its secrets), each as its own GET shows it under `data`, in one snapshot of the account, in order of id.',
-          `Sent as an attachment (\`Content-Disposition: attachment; filename="export.json"\`) and streamed (read ${EXPORT_PAGE_SIZE} records at a time), whatever the size of the account.`,
-          `With \`Accept: ${NDJSON}\`: the same items as NDJSON (\`filename="export.ndjson"\`), one JSON object a line: the user first, then each project, task and webhook, each with its \`type\`.`,
-          'On /trpc (`users.export`) the same document comes whole.',
-        ].join('\n\n'),
-      },
-    })
+  export: route({
+    method: 'GET', path: '/api/users/me/export',
+    summary: 'Everything of the current user, as one document',
+    description: [
+      'The user, every project, every task (also abandoned ones and ones finished long ago, which the task list leaves out) and every webhook (without its secrets), each as its own GET shows it under `data`, in one snapshot of the account, in order of id.',
+      `Sent as an attachment (\`Content-Disposition: attachment; filename="export.json"\`) and streamed (read ${EXPORT_PAGE_SIZE} records at a time), whatever the size of the account.`,
+      `With \`Accept: ${NDJSON}\`: the same items as NDJSON (\`filename="export.ndjson"\`), one JSON object a line: the user first, then each project, task and webhook, each with its \`type\`.`,
+      'On /trpc (`users.export`) the same document comes whole.',
+    ].join('\n\n'),
+  })
     .input(z.void())
     .output(accountExportSchema(sections))
     .query(({ ctx }) => exportAccount(ctx, sections)),

@@ -65,8 +65,8 @@ async function createTemplate(adminUrl: string, name: string): Promise<() => Pro
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
 /**
- * src/ compiled into a temporary folder, with the package's package.json (its module type)
- * and a link to its node_modules beside it; returns the folder.
+ * src/ compiled into a temporary folder (its JSON modules copied), with the package's
+ * package.json (its module type) and a link to its node_modules beside it; returns the folder.
  */
 async function compileSources(): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-build-'));
@@ -76,6 +76,12 @@ async function compileSources(): Promise<string> {
   const compilerOptions = { ...options, module: ts.ModuleKind.ESNext, sourceMap: false, inlineSourceMap: false, declaration: false };
   const src = path.join(ROOT, 'src');
   for (const file of await fs.readdir(src, { recursive: true })) {
+    // A JSON module (src/core/tz-names.json) goes beside the code that imports it, as tsc copies it.
+    if (file.endsWith('.json')) {
+      await fs.mkdir(path.join(dir, 'src', path.dirname(file)), { recursive: true });
+      await fs.copyFile(path.join(src, file), path.join(dir, 'src', file));
+      continue;
+    }
     if (!file.endsWith('.ts')) continue;
     const { outputText } = ts.transpileModule(await fs.readFile(path.join(src, file), 'utf8'), { compilerOptions, fileName: file });
     const out = path.join(dir, 'src', file.replace(/\.ts$/, '.js'));

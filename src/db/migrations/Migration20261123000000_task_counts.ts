@@ -23,12 +23,7 @@ export class Migration20261123000000_task_counts extends Migration {
   override name = 'Migration20261123000000_task_counts';
 
   override up(): void {
-    this.addSql(`create table "task_counts" (
-      "user_id" integer not null references "users" ("id") on delete cascade,
-      "shard" smallint not null,
-      "open" integer not null check ("open" >= 0),
-      primary key ("user_id", "shard")
-    );`);
+    this.addSql(TASK_COUNTS_TABLE);
     // A count row for every shard that holds a task of the user, open or not: a later change
     // of that task's state only ever updates its row, never inserts one (an insert would take
     // a key-share lock on the user's row, which the owner's lock holds: a deadlock).
@@ -36,10 +31,45 @@ export class Migration20261123000000_task_counts extends Migration {
       select "user_id", "id" % 16, count(*) filter (where "state" not in ('abandoned', 'finished'))
         from "tasks" group by "user_id", "id" % 16;`);
 
-    // One function for the three events: the change of each count is the open rows after the
-    // statement minus the open rows before it. A task counts in the shard of its id, so
-    // state changes of different tasks of one user seldom wait for the same count row.
-    this.addSql(`create function "task_counts_apply"() returns trigger language plpgsql as $$
+    for (const sql of TASK_COUNT_STATEMENT_TRIGGERS) this.addSql(sql);
+
+    // Finished tasks by when they were finished: the list counts those inside its window.
+    this.addSql(`create index "tasks_finished_index" on "tasks" ("user_id", "finished_at") where "state" = 'finished';`);
+    // The list's index also carries what its filter reads, so that a deep page skips the
+    // tasks before it in the index alone (an index-only scan) and reads only its own rows.
+    this.addSql(`drop index "tasks_listed_index";`);
+    this.addSql(`create index "tasks_listed_index" on "tasks" ("user_id", "order", "id") include ("state", "finished_at") where "state" <> 'abandoned';`);
+  }
+
+  override down(): void {
+    this.addSql(`drop index "tasks_listed_index";`);
+    this.addSql(`create index "tasks_listed_index" on "tasks" ("user_id", "order", "id") where "state" <> 'abandoned';`);
+    this.addSql(`drop index if exists "tasks_finished_index";`);
+    this.addSql(`drop trigger if exists "tasks_count_delete" on "tasks";`);
+    this.addSql(`drop trigger if exists "tasks_count_update" on "tasks";`);
+    this.addSql(`drop trigger if exists "tasks_count_insert" on "tasks";`);
+    this.addSql(`drop function if exists "task_counts_apply"();`);
+    this.addSql(`drop table if exists "task_counts";`);
+  }
+}
+
+/** The table of the counts, as this migration creates it (Migration20261129000000_citus_ready's down() creates it again). */
+export const TASK_COUNTS_TABLE = `create table "task_counts" (
+      "user_id" integer not null references "users" ("id") on delete cascade,
+      "shard" smallint not null,
+      "open" integer not null check ("open" >= 0),
+      primary key ("user_id", "shard")
+    );`;
+
+/**
+ * `task_counts_apply` and its statement triggers on `tasks`, as this migration creates them
+ * (Migration20261125000000_task_count_row_triggers' down() creates them again). One function
+ * for the three events: the change of each count is the open rows after the statement minus
+ * the open rows before it. A task counts in the shard of its id, so state changes of
+ * different tasks of one user seldom wait for the same count row.
+ */
+export const TASK_COUNT_STATEMENT_TRIGGERS: readonly string[] = [
+  `create function "task_counts_apply"() returns trigger language plpgsql as $$
       begin
         if tg_op = 'INSERT' then
           insert into "task_counts" as c ("user_id", "shard", "open")
@@ -67,30 +97,11 @@ export class Migration20261123000000_task_counts extends Migration {
         end if;
         return null;
       end
-    $$;`);
-    this.addSql(`create trigger "tasks_count_insert" after insert on "tasks"
-      referencing new table as "new_rows" for each statement execute function "task_counts_apply"();`);
-    this.addSql(`create trigger "tasks_count_update" after update on "tasks"
-      referencing old table as "old_rows" new table as "new_rows" for each statement execute function "task_counts_apply"();`);
-    this.addSql(`create trigger "tasks_count_delete" after delete on "tasks"
-      referencing old table as "old_rows" for each statement execute function "task_counts_apply"();`);
-
-    // Finished tasks by when they were finished: the list counts those inside its window.
-    this.addSql(`create index "tasks_finished_index" on "tasks" ("user_id", "finished_at") where "state" = 'finished';`);
-    // The list's index also carries what its filter reads, so that a deep page skips the
-    // tasks before it in the index alone (an index-only scan) and reads only its own rows.
-    this.addSql(`drop index "tasks_listed_index";`);
-    this.addSql(`create index "tasks_listed_index" on "tasks" ("user_id", "order", "id") include ("state", "finished_at") where "state" <> 'abandoned';`);
-  }
-
-  override down(): void {
-    this.addSql(`drop index "tasks_listed_index";`);
-    this.addSql(`create index "tasks_listed_index" on "tasks" ("user_id", "order", "id") where "state" <> 'abandoned';`);
-    this.addSql(`drop index if exists "tasks_finished_index";`);
-    this.addSql(`drop trigger if exists "tasks_count_delete" on "tasks";`);
-    this.addSql(`drop trigger if exists "tasks_count_update" on "tasks";`);
-    this.addSql(`drop trigger if exists "tasks_count_insert" on "tasks";`);
-    this.addSql(`drop function if exists "task_counts_apply"();`);
-    this.addSql(`drop table if exists "task_counts";`);
-  }
-}
+    $$;`,
+  `create trigger "tasks_count_insert" after insert on "tasks"
+      referencing new table as "new_rows" for each statement execute function "task_counts_apply"();`,
+  `create trigger "tasks_count_update" after update on "tasks"
+      referencing old table as "old_rows" new table as "new_rows" for each statement execute function "task_counts_apply"();`,
+  `create trigger "tasks_count_delete" after delete on "tasks"
+      referencing old table as "old_rows" for each statement execute function "task_counts_apply"();`,
+];

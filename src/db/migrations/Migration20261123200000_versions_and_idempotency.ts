@@ -21,17 +21,7 @@ export class Migration20261123200000_versions_and_idempotency extends Migration 
   override up(): void {
     this.addSql(`alter table "projects" add column "version" integer not null default 1;`);
     this.addSql(`alter table "tasks" add column "version" integer not null default 1;`);
-    this.addSql(`create function "bump_version"() returns trigger language plpgsql as $$
-      begin
-        new."version" := old."version" + 1;
-        return new;
-      end
-    $$;`);
-    // Only rows that change, and only when the statement did not move the version itself.
-    this.addSql(`create trigger "projects_bump_version" before update on "projects" for each row
-      when (new."version" = old."version" and new is distinct from old) execute function "bump_version"();`);
-    this.addSql(`create trigger "tasks_bump_version" before update on "tasks" for each row
-      when (new."version" = old."version" and new is distinct from old) execute function "bump_version"();`);
+    for (const sql of VERSION_TRIGGERS) this.addSql(sql);
 
     this.addSql(`create table "idempotency_keys" (
       "user_id" integer not null references "users" ("id") on delete cascade,
@@ -55,3 +45,21 @@ export class Migration20261123200000_versions_and_idempotency extends Migration 
     this.addSql(`alter table "projects" drop column if exists "version";`);
   }
 }
+
+/**
+ * `bump_version` and the row triggers on `projects` and `tasks` that call it, as this migration
+ * creates them (Migration20261129000000_citus_ready's down() creates them again).
+ */
+export const VERSION_TRIGGERS: readonly string[] = [
+  `create function "bump_version"() returns trigger language plpgsql as $$
+      begin
+        new."version" := old."version" + 1;
+        return new;
+      end
+    $$;`,
+  // Only rows that change, and only when the statement did not move the version itself.
+  `create trigger "projects_bump_version" before update on "projects" for each row
+      when (new."version" = old."version" and new is distinct from old) execute function "bump_version"();`,
+  `create trigger "tasks_bump_version" before update on "tasks" for each row
+      when (new."version" = old."version" and new is distinct from old) execute function "bump_version"();`,
+];

@@ -12,14 +12,17 @@ export class Migration20261123300000_next_task_order extends Migration {
   override name = 'Migration20261123300000_next_task_order';
 
   override up(): void {
-    this.addSql(`create function "next_task_order"(owner integer) returns integer language plpgsql volatile as $$
-      begin
-        return (select coalesce(max("order"), 0) + 1 from tasks where user_id = owner);
-      end
-    $$;`);
+    this.addSql(NEXT_TASK_ORDER_FUNCTION);
   }
 
   override down(): void {
     this.addSql(`drop function if exists "next_task_order"(integer);`);
   }
 }
+
+/** `next_task_order` as this migration creates it (Migration20261129000000_citus_ready's down() creates it again). */
+export const NEXT_TASK_ORDER_FUNCTION = `create function "next_task_order"(owner integer) returns integer language plpgsql volatile as $$
+      begin
+        return (select coalesce(max("order"), 0) + 1 from tasks where user_id = owner);
+      end
+    $$;`;

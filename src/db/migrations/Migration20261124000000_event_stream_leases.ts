@@ -39,12 +39,27 @@ export class Migration20261124000000_event_stream_leases extends Migration {
       "expires_at" timestamptz not null,
       primary key ("user_id", "id")
     );`);
-    this.addSql(`create function "take_event_stream_lease"(p_user_id integer, p_token_hash text, p_id uuid, p_max integer, p_ttl_ms integer)
+    this.addSql(takeEventStreamLeaseFunction({ lockNote: true }));
+  }
+
+  override down(): void {
+    this.addSql(`drop function if exists "take_event_stream_lease"(integer, text, uuid, integer, integer);`);
+    this.addSql(`drop table if exists "event_stream_leases";`);
+  }
+}
+
+/**
+ * `take_event_stream_lease` as this migration creates it. Migration20261129000000_citus_ready's
+ * down() creates it again as it was, but without the comment that follows the lock
+ * (`lockNote: false`), which is how that migration has always sent it.
+ */
+export function takeEventStreamLeaseFunction({ lockNote }: { lockNote: boolean }): string {
+  const note = lockNote ? '\n        -- From here each statement sees every lease of the token committed before the lock.' : '';
+  return `create function "take_event_stream_lease"(p_user_id integer, p_token_hash text, p_id uuid, p_max integer, p_ttl_ms integer)
       returns boolean language plpgsql volatile as $$
       begin
         perform set_config('lock_timeout', '2s', true);
-        perform pg_advisory_xact_lock(1937011309, hashtext(p_token_hash));
-        -- From here each statement sees every lease of the token committed before the lock.
+        perform pg_advisory_xact_lock(1937011309, hashtext(p_token_hash));${note}
         delete from "event_stream_leases"
          where "user_id" = p_user_id and "token_hash" = p_token_hash and "expires_at" <= clock_timestamp();
         if (select count(*) from "event_stream_leases" where "user_id" = p_user_id and "token_hash" = p_token_hash) >= p_max then
@@ -54,11 +69,5 @@ export class Migration20261124000000_event_stream_leases extends Migration {
           values (p_user_id, p_id, p_token_hash, clock_timestamp() + make_interval(secs => p_ttl_ms / 1000.0));
         return true;
       end
-    $$;`);
-  }
-
-  override down(): void {
-    this.addSql(`drop function if exists "take_event_stream_lease"(integer, text, uuid, integer, integer);`);
-    this.addSql(`drop table if exists "event_stream_leases";`);
-  }
+    $$;`;
 }

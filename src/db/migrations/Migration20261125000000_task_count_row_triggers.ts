@@ -1,4 +1,5 @@
 import { Migration } from '@mikro-orm/migrations';
+import { TASK_COUNT_STATEMENT_TRIGGERS } from './Migration20261123000000_task_counts.js';
 
 /**
  * `task_counts` kept by row triggers that fire only where a count moves, instead of the
@@ -28,8 +29,6 @@ import { Migration } from '@mikro-orm/migrations';
  * A change of a task's `user_id` or `id` (plain SQL only; the service never makes one) moves
  * it between count rows, and makes sure the new one exists.
  */
-const OPEN = (t: string) => `${t}."state" not in ('abandoned', 'finished')`;
-
 export class Migration20261125000000_task_count_row_triggers extends Migration {
   override name = 'Migration20261125000000_task_count_row_triggers';
 
@@ -39,10 +38,32 @@ export class Migration20261125000000_task_count_row_triggers extends Migration {
     this.addSql(`drop trigger "tasks_count_delete" on "tasks";`);
     this.addSql(`drop function "task_counts_apply"();`);
 
-    // Adds `d` (-1, 0 or 1) to a shard's count, creating the row when it is missing. The UPDATE
-    // comes first: the row is there for every write but a user's first task in a shard. With
-    // nothing to add and the row there, nothing is written (and nothing locked).
-    this.addSql(`create function "task_counts_add"("owner" integer, "task" integer, "d" integer) returns void language plpgsql as $$
+    for (const sql of TASK_COUNT_ROW_TRIGGERS) this.addSql(sql);
+  }
+
+  override down(): void {
+    this.addSql(`drop trigger "tasks_count_delete" on "tasks";`);
+    this.addSql(`drop trigger "tasks_count_update" on "tasks";`);
+    this.addSql(`drop trigger "tasks_count_insert" on "tasks";`);
+    this.addSql(`drop function "task_counts_row"();`);
+    this.addSql(`drop function "task_counts_add"(integer, integer, integer);`);
+    // The statement triggers of Migration20261123000000_task_counts, as they were.
+    for (const sql of TASK_COUNT_STATEMENT_TRIGGERS) this.addSql(sql);
+  }
+}
+
+/** A task that is neither abandoned nor finished (`t`: a row or a table's name). */
+export const OPEN = (t: string) => `${t}."state" not in ('abandoned', 'finished')`;
+
+/**
+ * `task_counts_add`, `task_counts_row` and the row triggers on `tasks` that call it, as this
+ * migration creates them (Migration20261129000000_citus_ready's down() creates them again).
+ */
+export const TASK_COUNT_ROW_TRIGGERS: readonly string[] = [
+  // Adds `d` (-1, 0 or 1) to a shard's count, creating the row when it is missing. The UPDATE
+  // comes first: the row is there for every write but a user's first task in a shard. With
+  // nothing to add and the row there, nothing is written (and nothing locked).
+  `create function "task_counts_add"("owner" integer, "task" integer, "d" integer) returns void language plpgsql as $$
       begin
         if "d" = 0 then
           perform 1 from "task_counts" where "user_id" = "owner" and "shard" = "task" % 16;
@@ -57,10 +78,10 @@ export class Migration20261125000000_task_count_row_triggers extends Migration {
             on conflict ("user_id", "shard") do update set "open" = c."open" + excluded."open";
         end if;
       end
-    $$;`);
-    // The usual cases in line (a state change of a task that stays where it is, an open task
-    // inserted, deleted or moved out of the open set): one statement each.
-    this.addSql(`create function "task_counts_row"() returns trigger language plpgsql as $$
+    $$;`,
+  // The usual cases in line (a state change of a task that stays where it is, an open task
+  // inserted, deleted or moved out of the open set): one statement each.
+  `create function "task_counts_row"() returns trigger language plpgsql as $$
       begin
         if tg_op = 'UPDATE' and old."user_id" = new."user_id" and old."id" = new."id" then
           if (${OPEN('old')}) <> (${OPEN('new')}) then
@@ -82,57 +103,12 @@ export class Migration20261125000000_task_count_row_triggers extends Migration {
         end if;
         return null;
       end
-    $$;`);
-    this.addSql(`create trigger "tasks_count_insert" after insert on "tasks"
-      for each row execute function "task_counts_row"();`);
-    this.addSql(`create trigger "tasks_count_update" after update on "tasks" for each row
+    $$;`,
+  `create trigger "tasks_count_insert" after insert on "tasks"
+      for each row execute function "task_counts_row"();`,
+  `create trigger "tasks_count_update" after update on "tasks" for each row
       when ((${OPEN('old')}) <> (${OPEN('new')}) or old."user_id" <> new."user_id" or old."id" <> new."id")
-      execute function "task_counts_row"();`);
-    this.addSql(`create trigger "tasks_count_delete" after delete on "tasks" for each row
-      when (${OPEN('old')}) execute function "task_counts_row"();`);
-  }
-
-  override down(): void {
-    this.addSql(`drop trigger "tasks_count_delete" on "tasks";`);
-    this.addSql(`drop trigger "tasks_count_update" on "tasks";`);
-    this.addSql(`drop trigger "tasks_count_insert" on "tasks";`);
-    this.addSql(`drop function "task_counts_row"();`);
-    this.addSql(`drop function "task_counts_add"(integer, integer, integer);`);
-    // The statement triggers of Migration20261123000000_task_counts, as they were.
-    this.addSql(`create function "task_counts_apply"() returns trigger language plpgsql as $$
-      begin
-        if tg_op = 'INSERT' then
-          insert into "task_counts" as c ("user_id", "shard", "open")
-            select "user_id", "id" % 16, count(*) filter (where "state" not in ('abandoned', 'finished'))
-              from "new_rows" group by "user_id", "id" % 16
-             order by 1, 2
-            on conflict ("user_id", "shard") do update set "open" = c."open" + excluded."open";
-        elsif tg_op = 'UPDATE' then
-          with "delta" as (
-            select "user_id", "shard", sum("d")::integer as "d" from (
-              select "user_id", "id" % 16 as "shard", 1 as "d" from "new_rows" where "state" not in ('abandoned', 'finished')
-              union all
-              select "user_id", "id" % 16, -1 from "old_rows" where "state" not in ('abandoned', 'finished')
-            ) as "moves" group by "user_id", "shard" having sum("d") <> 0
-          )
-          update "task_counts" as c set "open" = c."open" + "delta"."d"
-            from "delta" where c."user_id" = "delta"."user_id" and c."shard" = "delta"."shard";
-        else
-          with "delta" as (
-            select "user_id", "id" % 16 as "shard", count(*)::integer as "d" from "old_rows"
-             where "state" not in ('abandoned', 'finished') group by "user_id", "id" % 16
-          )
-          update "task_counts" as c set "open" = c."open" - "delta"."d"
-            from "delta" where c."user_id" = "delta"."user_id" and c."shard" = "delta"."shard";
-        end if;
-        return null;
-      end
-    $$;`);
-    this.addSql(`create trigger "tasks_count_insert" after insert on "tasks"
-      referencing new table as "new_rows" for each statement execute function "task_counts_apply"();`);
-    this.addSql(`create trigger "tasks_count_update" after update on "tasks"
-      referencing old table as "old_rows" new table as "new_rows" for each statement execute function "task_counts_apply"();`);
-    this.addSql(`create trigger "tasks_count_delete" after delete on "tasks"
-      referencing old table as "old_rows" for each statement execute function "task_counts_apply"();`);
-  }
-}
+      execute function "task_counts_row"();`,
+  `create trigger "tasks_count_delete" after delete on "tasks" for each row
+      when (${OPEN('old')}) execute function "task_counts_row"();`,
+];

@@ -15,14 +15,17 @@ export class Migration20261127100000_listed_task_ids extends Migration {
   override name = 'Migration20261127100000_listed_task_ids';
 
   override up(): void {
-    this.addSql(`create function "listed_task_ids"(owner integer, project integer) returns integer[] language plpgsql volatile as $$
-      begin
-        return array(select t.id from tasks t where t.user_id = owner and t.project_id = project and t.state <> 'abandoned' order by t."order", t.id);
-      end
-    $$;`);
+    this.addSql(LISTED_TASK_IDS_FUNCTION);
   }
 
   override down(): void {
     this.addSql(`drop function if exists "listed_task_ids"(integer, integer);`);
   }
 }
+
+/** `listed_task_ids` as this migration creates it (Migration20261129000000_citus_ready's down() creates it again). */
+export const LISTED_TASK_IDS_FUNCTION = `create function "listed_task_ids"(owner integer, project integer) returns integer[] language plpgsql volatile as $$
+      begin
+        return array(select t.id from tasks t where t.user_id = owner and t.project_id = project and t.state <> 'abandoned' order by t."order", t.id);
+      end
+    $$;`;

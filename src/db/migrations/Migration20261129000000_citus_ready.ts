@@ -1,4 +1,10 @@
 import { Migration } from '@mikro-orm/migrations';
+import { TASK_COUNTS_TABLE } from './Migration20261123000000_task_counts.js';
+import { VERSION_TRIGGERS } from './Migration20261123200000_versions_and_idempotency.js';
+import { NEXT_TASK_ORDER_FUNCTION } from './Migration20261123300000_next_task_order.js';
+import { takeEventStreamLeaseFunction } from './Migration20261124000000_event_stream_leases.js';
+import { OPEN, TASK_COUNT_ROW_TRIGGERS } from './Migration20261125000000_task_count_row_triggers.js';
+import { LISTED_TASK_IDS_FUNCTION } from './Migration20261127100000_listed_task_ids.js';
 
 /**
  * A schema Citus can distribute as src/db/data-layout.ts says, and route each statement of a
@@ -81,104 +87,20 @@ export class Migration20261129000000_citus_ready extends Migration {
       this.addSql(`alter table "${table}" ${columns.map((c) => `alter column "${c}" type integer`).join(', ')};`);
     }
     // The functions and triggers as the migrations before this one left them.
-    this.addSql(`create function "take_event_stream_lease"(p_user_id integer, p_token_hash text, p_id uuid, p_max integer, p_ttl_ms integer)
-      returns boolean language plpgsql volatile as $$
-      begin
-        perform set_config('lock_timeout', '2s', true);
-        perform pg_advisory_xact_lock(1937011309, hashtext(p_token_hash));
-        delete from "event_stream_leases"
-         where "user_id" = p_user_id and "token_hash" = p_token_hash and "expires_at" <= clock_timestamp();
-        if (select count(*) from "event_stream_leases" where "user_id" = p_user_id and "token_hash" = p_token_hash) >= p_max then
-          return false;
-        end if;
-        insert into "event_stream_leases" ("user_id", "id", "token_hash", "expires_at")
-          values (p_user_id, p_id, p_token_hash, clock_timestamp() + make_interval(secs => p_ttl_ms / 1000.0));
-        return true;
-      end
-    $$;`);
-    this.addSql(`create function "listed_task_ids"(owner integer, project integer) returns integer[] language plpgsql volatile as $$
-      begin
-        return array(select t.id from tasks t where t.user_id = owner and t.project_id = project and t.state <> 'abandoned' order by t."order", t.id);
-      end
-    $$;`);
-    this.addSql(`create function "next_task_order"(owner integer) returns integer language plpgsql volatile as $$
-      begin
-        return (select coalesce(max("order"), 0) + 1 from tasks where user_id = owner);
-      end
-    $$;`);
+    this.addSql(takeEventStreamLeaseFunction({ lockNote: false }));
+    this.addSql(LISTED_TASK_IDS_FUNCTION);
+    this.addSql(NEXT_TASK_ORDER_FUNCTION);
 
     this.addSql(`drop index "tasks_open_by_user";`);
-    this.addSql(`create table "task_counts" (
-      "user_id" integer not null references "users" ("id") on delete cascade,
-      "shard" smallint not null,
-      "open" integer not null check ("open" >= 0),
-      primary key ("user_id", "shard")
-    );`);
+    this.addSql(TASK_COUNTS_TABLE);
     this.addSql(`insert into "task_counts" ("user_id", "shard", "open")
       select "user_id", "id" % 16, count(*) filter (where ${OPEN('tasks')})
         from "tasks" group by "user_id", "id" % 16;`);
-    this.addSql(`create function "task_counts_add"("owner" integer, "task" integer, "d" integer) returns void language plpgsql as $$
-      begin
-        if "d" = 0 then
-          perform 1 from "task_counts" where "user_id" = "owner" and "shard" = "task" % 16;
-          if not found then
-            insert into "task_counts" ("user_id", "shard", "open") values ("owner", "task" % 16, 0) on conflict do nothing;
-          end if;
-          return;
-        end if;
-        update "task_counts" set "open" = "open" + "d" where "user_id" = "owner" and "shard" = "task" % 16;
-        if not found then
-          insert into "task_counts" as c ("user_id", "shard", "open") values ("owner", "task" % 16, "d")
-            on conflict ("user_id", "shard") do update set "open" = c."open" + excluded."open";
-        end if;
-      end
-    $$;`);
-    this.addSql(`create function "task_counts_row"() returns trigger language plpgsql as $$
-      begin
-        if tg_op = 'UPDATE' and old."user_id" = new."user_id" and old."id" = new."id" then
-          if (${OPEN('old')}) <> (${OPEN('new')}) then
-            update "task_counts" set "open" = "open" + case when ${OPEN('new')} then 1 else -1 end
-             where "user_id" = new."user_id" and "shard" = new."id" % 16;
-          end if;
-          return null;
-        end if;
-        if tg_op = 'INSERT' then
-          if ${OPEN('new')} then
-            update "task_counts" set "open" = "open" + 1 where "user_id" = new."user_id" and "shard" = new."id" % 16;
-            if found then return null; end if;
-          end if;
-        elsif ${OPEN('old')} then
-          update "task_counts" set "open" = "open" - 1 where "user_id" = old."user_id" and "shard" = old."id" % 16;
-        end if;
-        if tg_op <> 'DELETE' then
-          perform "task_counts_add"(new."user_id", new."id", case when ${OPEN('new')} then 1 else 0 end);
-        end if;
-        return null;
-      end
-    $$;`);
-    this.addSql(`create trigger "tasks_count_insert" after insert on "tasks"
-      for each row execute function "task_counts_row"();`);
-    this.addSql(`create trigger "tasks_count_update" after update on "tasks" for each row
-      when ((${OPEN('old')}) <> (${OPEN('new')}) or old."user_id" <> new."user_id" or old."id" <> new."id")
-      execute function "task_counts_row"();`);
-    this.addSql(`create trigger "tasks_count_delete" after delete on "tasks" for each row
-      when (${OPEN('old')}) execute function "task_counts_row"();`);
+    for (const sql of TASK_COUNT_ROW_TRIGGERS) this.addSql(sql);
 
-    this.addSql(`create function "bump_version"() returns trigger language plpgsql as $$
-      begin
-        new."version" := old."version" + 1;
-        return new;
-      end
-    $$;`);
-    this.addSql(`create trigger "projects_bump_version" before update on "projects" for each row
-      when (new."version" = old."version" and new is distinct from old) execute function "bump_version"();`);
-    this.addSql(`create trigger "tasks_bump_version" before update on "tasks" for each row
-      when (new."version" = old."version" and new is distinct from old) execute function "bump_version"();`);
+    for (const sql of VERSION_TRIGGERS) this.addSql(sql);
   }
 }
-
-/** A task that is neither abandoned nor finished (`t`: a row or a table's name). */
-const OPEN = (t: string) => `${t}."state" not in ('abandoned', 'finished')`;
 
 /**
  * Every id column and every column that refers to one, by table; referenced tables first. (`webhook_deliveries.id`
