@@ -50,6 +50,8 @@ export const STATEMENT_TIMEOUT_MS = 15_000;
 /** OIDs of PostgreSQL's int8 and int8[]. */
 const INT8 = 20;
 const INT8_ARRAY = 1016;
+/** An int8[]'s text that is one dimension of integers, nothing else: `{1,-2,3}`. */
+const FLAT_INT8_ARRAY = /^\{-?\d+(?:,-?\d+)*\}$/;
 
 /**
  * An int8 as a JS number. Ids are bigint in the schema (Citus hands out an identity's values in
@@ -80,7 +82,12 @@ function readInt8AsNumbers(pool: pg.Pool): void {
   const int8Array = (pg.types.getTypeParser as (oid: number, format: 'text') => (text: string) => unknown)(INT8_ARRAY, 'text');
   const numbers = (value: unknown): unknown => (Array.isArray(value) ? value.map(numbers) : value === null ? null : parseInt8(String(value)));
   types.setTypeParser(INT8, 'text', parseInt8);
-  types.setTypeParser(INT8_ARRAY, 'text', (text: string) => numbers(int8Array(text)));
+  // A one-dimensional array of integers without NULLs (a project's task ids) is split at its
+  // commas: the general parser reads it a character at a time, which was a tenth of the CPU of
+  // a page of projects. Anything else (NULLs, nesting, bounds) goes to the general parser.
+  types.setTypeParser(INT8_ARRAY, 'text', (text: string) =>
+    text === '{}' ? [] : FLAT_INT8_ARRAY.test(text) ? text.slice(1, -1).split(',').map(parseInt8) : numbers(int8Array(text)),
+  );
 }
 
 /**
