@@ -43,9 +43,23 @@ begin
     return json_build_object('refusal', json_build_object('code', 'unauthorized'), 'index', 0);
   end if;
   if p_key is not null then
-    select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
-      from idempotency_keys k
-     where k.user_id = p_user and k.key = p_key and k.created_at > p_key_since;
+    select
+      json_build_object(
+        'fingerprint',
+        k.fingerprint,
+        'status',
+        k.status,
+        'body',
+        k.body,
+        'etag',
+        k.etag
+      ) into v_record
+    from
+      idempotency_keys k
+    where
+      k.user_id = p_user
+      and k.key = p_key
+      and k.created_at > p_key_since;
     if v_record is not null then
       return json_build_object('replay', v_record);
     end if;
@@ -100,7 +114,14 @@ begin
       select r.answer, r.etag, r.events into v_answer, v_etag, v_events from json_to_record(v_result) as r(answer json, etag text, events json);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
-      for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_events) as e(type text, data json, project bigint) loop
+      for v_type, v_datum, v_id in
+        select
+          e.type,
+          e.data,
+          e.project
+        from
+          json_to_recordset(v_events) as e (type text, data json, project bigint)
+      loop
         v_count := v_count + 1;
         v_types[v_count] := v_type;
         v_data[v_count] := v_datum;
@@ -124,10 +145,33 @@ begin
     -- kept under the key (API-CONTRACT.md §11).
     v_refusal := sqlerrm::json;
     if p_key is not null and v_refusal->>'stop' is null then
-      insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
-      values (p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now)
+      insert into
+        idempotency_keys as k (
+          user_id,
+          key,
+          fingerprint,
+          status,
+          body,
+          etag,
+          created_at
+        )
+      values
+        (
+          p_user,
+          p_key,
+          p_fingerprint,
+          0,
+          json_build_object('refusal', v_refusal, 'index', v_index),
+          null,
+          p_now
+        )
       on conflict (user_id, key) do update
-        set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+      set
+        fingerprint = excluded.fingerprint,
+        status = excluded.status,
+        body = excluded.body,
+        etag = excluded.etag,
+        created_at = excluded.created_at;
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
@@ -172,10 +216,39 @@ begin
                                       from unnest(v_answers) with ordinality as a(answer, n)))
     else v_answers[1] end;
   if p_key is not null then
-    insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
-    values (p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now)
+    insert into
+      idempotency_keys as k (
+        user_id,
+        key,
+        fingerprint,
+        status,
+        body,
+        etag,
+        created_at
+      )
+    values
+      (
+        p_user,
+        p_key,
+        p_fingerprint,
+        case
+          when p_batch then 200
+          else v_statuses[1]
+        end,
+        v_body,
+        case
+          when p_batch then null
+          else v_etag
+        end,
+        p_now
+      )
     on conflict (user_id, key) do update
-      set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+    set
+      fingerprint = excluded.fingerprint,
+      status = excluded.status,
+      body = excluded.body,
+      etag = excluded.etag,
+      created_at = excluded.created_at;
   end if;
   return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events',
     (select coalesce(json_agg(json_build_object('type', e.type, 'data', e.data) order by e.n), '[]')

@@ -111,24 +111,145 @@ begin
   v_task_action := case v_transition when 'start' then 'start' when 'pause' then 'cancel' when 'restart' then 'start' else null end;
   v_task_states := case v_transition when 'start' then array['newed'] when 'pause' then array['started'] when 'restart' then array['newed'] else null end;
   if v_task_action is not null then
-    with moved as (update "tasks" set "started_at" = case v_task_action when 'start' then coalesce(started_at, p_now) when 'plan' then coalesce(started_at, p_now) when 'cancel' then null else started_at end, "planned_at" = case v_task_action when 'plan' then p_now when 'replan' then p_now when 'cancel' then null else planned_at end, "finished_at" = case v_task_action when 'replan' then null when 'finish' then p_now else finished_at end, "abandoned_at" = case v_task_action when 'abandon' then p_now else abandoned_at end, "planned_count" = case when v_task_action in ('plan', 'replan') then planned_count + 1 else planned_count end, "state" = case v_task_action when 'start' then 'started' when 'plan' then 'planned' when 'replan' then 'planned' when 'finish' then 'finished' when 'cancel' then 'newed' when 'abandon' then 'abandoned' else state end, "version" = version + 1 where "user_id" = p_user and "project_id" = v_project.id and state = any(v_task_states) returning *)
-    select v_events || coalesce(array_agg(json_build_object('type', 'task.updated', 'data', json_build_object(
-    'type', 'task',
-    'id', moved.id,
-    'attributes', json_build_object(
-      'label', moved.label,
-      'order', moved."order",
-      'plannedCount', moved.planned_count,
-      'state', moved.state,
-      'startedAt', coalesce(floor(extract(epoch from moved.started_at)), 0)::float8::bigint,
-      'plannedAt', coalesce(floor(extract(epoch from moved.planned_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from moved.finished_at)), 0)::float8::bigint,
-      'abandonedAt', coalesce(floor(extract(epoch from moved.abandoned_at)), 0)::float8::bigint),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', moved.user_id)),
-      'project', json_build_object('data', case when moved.project_id is null then null
-                                                else json_build_object('type', 'project', 'id', moved.project_id) end)))) order by moved."order", moved.id), '{}')
-      into v_events from moved;
+    with
+      moved as (
+        update "tasks"
+        set
+          "started_at" = case v_task_action
+            when 'start' then coalesce(started_at, p_now)
+            when 'plan' then coalesce(started_at, p_now)
+            when 'cancel' then null
+            else started_at
+          end,
+          "planned_at" = case v_task_action
+            when 'plan' then p_now
+            when 'replan' then p_now
+            when 'cancel' then null
+            else planned_at
+          end,
+          "finished_at" = case v_task_action
+            when 'replan' then null
+            when 'finish' then p_now
+            else finished_at
+          end,
+          "abandoned_at" = case v_task_action
+            when 'abandon' then p_now
+            else abandoned_at
+          end,
+          "planned_count" = case
+            when v_task_action in ('plan', 'replan') then planned_count + 1
+            else planned_count
+          end,
+          "state" = case v_task_action
+            when 'start' then 'started'
+            when 'plan' then 'planned'
+            when 'replan' then 'planned'
+            when 'finish' then 'finished'
+            when 'cancel' then 'newed'
+            when 'abandon' then 'abandoned'
+            else state
+          end,
+          "version" = version + 1
+        where
+          "user_id" = p_user
+          and "project_id" = v_project.id
+          and state = any (v_task_states)
+        returning
+          *
+      )
+    select
+      v_events || coalesce(
+        array_agg(
+          json_build_object(
+            'type',
+            'task.updated',
+            'data',
+            json_build_object(
+              'type',
+              'task',
+              'id',
+              moved.id,
+              'attributes',
+              json_build_object(
+                'label',
+                moved.label,
+                'order',
+                moved."order",
+                'plannedCount',
+                moved.planned_count,
+                'state',
+                moved.state,
+                'startedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.started_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'plannedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.planned_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'finishedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.finished_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'abandonedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.abandoned_at
+                    )
+                  ),
+                  0
+                )::float8::bigint
+              ),
+              'relationships',
+              json_build_object(
+                'user',
+                json_build_object(
+                  'data',
+                  json_build_object('type', 'user', 'id', moved.user_id)
+                ),
+                'project',
+                json_build_object(
+                  'data',
+                  case
+                    when moved.project_id is null then null
+                    else json_build_object('type', 'project', 'id', moved.project_id)
+                  end
+                )
+              )
+            )
+          )
+          order by
+            moved."order",
+            moved.id
+        ),
+        '{}'
+      ) into v_events
+    from
+      moved;
   end if;
   v_ids := array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id);
   return json_build_object('answer', json_build_object('data', v_events[1]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"p' || v_project.id || '.' || v_project.version || '.' || translate(left(encode(sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')), 'base64'), 16), '+/', '-_') || '"', 'events', array_to_json(v_events));

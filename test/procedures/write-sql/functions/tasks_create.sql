@@ -17,12 +17,93 @@ begin
     end if;
   end if;
   v_action := case when v_planned_at is not null then 'plan' when (v_project.state = 'started') is not null and not (v_project.state = 'started') then null when true then 'start' end;
-  update users u set next_task_order = u.next_task_order + 1, open_tasks = u.open_tasks + (case v_action when 'start' then 'started' when 'plan' then 'planned' when 'replan' then 'planned' when 'finish' then 'finished' when 'cancel' then 'newed' when 'abandon' then 'abandoned' else 'newed' end not in ('finished', 'abandoned'))::int
-   where u.id = p_user returning u.next_task_order - 1 into v_order;
-  insert into "tasks" ("user_id", "order", "project_id", "label", "planned_count", "state", "started_at", "planned_at", "finished_at", "abandoned_at", "created_at") select p_user, v_order, v_project.id, p_input->'task'->>'label', case when v_action in ('plan', 'replan') then planned_count + 1 else planned_count end, case v_action when 'start' then 'started' when 'plan' then 'planned' when 'replan' then 'planned' when 'finish' then 'finished' when 'cancel' then 'newed' when 'abandon' then 'abandoned' else state end, case v_action when 'start' then coalesce(started_at, p_now) when 'plan' then coalesce(started_at, p_now) when 'cancel' then null else started_at end,
-                      coalesce(v_planned_at, case v_action when 'plan' then p_now when 'replan' then p_now when 'cancel' then null else planned_at end), case v_action when 'replan' then null when 'finish' then p_now else finished_at end, case v_action when 'abandon' then p_now else abandoned_at end, p_now
-                 from (select null::timestamptz as started_at, null::timestamptz as planned_at, null::timestamptz as finished_at,
-                 null::timestamptz as abandoned_at, 0 as planned_count, 'newed'::text as state) as blank returning * into v_task;
+  update users u
+  set
+    next_task_order = u.next_task_order + 1,
+    open_tasks = u.open_tasks + (
+      case v_action
+        when 'start' then 'started'
+        when 'plan' then 'planned'
+        when 'replan' then 'planned'
+        when 'finish' then 'finished'
+        when 'cancel' then 'newed'
+        when 'abandon' then 'abandoned'
+        else 'newed'
+      end not in ('finished', 'abandoned')
+    )::int
+  where
+    u.id = p_user
+  returning
+    u.next_task_order - 1 into v_order;
+  insert into
+    "tasks" (
+      "user_id",
+      "order",
+      "project_id",
+      "label",
+      "planned_count",
+      "state",
+      "started_at",
+      "planned_at",
+      "finished_at",
+      "abandoned_at",
+      "created_at"
+    )
+  select
+    p_user,
+    v_order,
+    v_project.id,
+    p_input -> 'task' ->> 'label',
+    case
+      when v_action in ('plan', 'replan') then planned_count + 1
+      else planned_count
+    end,
+    case v_action
+      when 'start' then 'started'
+      when 'plan' then 'planned'
+      when 'replan' then 'planned'
+      when 'finish' then 'finished'
+      when 'cancel' then 'newed'
+      when 'abandon' then 'abandoned'
+      else state
+    end,
+    case v_action
+      when 'start' then coalesce(started_at, p_now)
+      when 'plan' then coalesce(started_at, p_now)
+      when 'cancel' then null
+      else started_at
+    end,
+    coalesce(
+      v_planned_at,
+      case v_action
+        when 'plan' then p_now
+        when 'replan' then p_now
+        when 'cancel' then null
+        else planned_at
+      end
+    ),
+    case v_action
+      when 'replan' then null
+      when 'finish' then p_now
+      else finished_at
+    end,
+    case v_action
+      when 'abandon' then p_now
+      else abandoned_at
+    end,
+    p_now
+  from
+    (
+      select
+        null::timestamptz as started_at,
+        null::timestamptz as planned_at,
+        null::timestamptz as finished_at,
+        null::timestamptz as abandoned_at,
+        0 as planned_count,
+        'newed'::text as state
+    ) as blank
+  returning
+    * into v_task;
   v_events := array[json_build_object('type', 'task.created', 'data', json_build_object(
     'type', 'task',
     'id', v_task.id,
