@@ -23,8 +23,8 @@ const OPTIONS: FormatOptionsWithLanguage = {
 
 /**
  * In a write function's body, a piece of PL/pgSQL is formatted when one of its lines is longer
- * than this (the statements composed by Kysely, written as one line); the pieces whose lines
- * are all shorter are left as they read.
+ * than this (the statements composed by Kysely, written as one line; the expressions and
+ * conditions that hold one); the pieces whose lines are all shorter are left as they read.
  */
 const LONG_LINE = 120;
 
@@ -33,14 +33,25 @@ const STATEMENT_BEFORE = /(?:;|\b(?:begin|then|else|loop))$/i;
 
 /**
  * The pieces of a body that are formatted, from where a statement starts to where it ends (its
- * `;`, or the `loop` of a head), each split into a head kept as it is, the SQL that is
- * formatted and a tail. A tail of `;` ends the last line; a `loop` has a line of its own.
+ * `;`, or the `then` or `loop` of a head), each split into a head kept as it is, the SQL that
+ * is formatted and a tail. The SQL is a statement, or an expression: formatted as
+ * `select <expression>` (and checked so, before and after), its `select` then replaced by the
+ * head and its lines indented under it. A tail of `;` ends the last line; a `then` or `loop`
+ * has a line of its own.
  */
-const SHAPES: readonly RegExp[] = [
+const SHAPES: ReadonlyArray<{ piece: RegExp; expression: boolean }> = [
   // A SQL statement, whole (`select … into v_x from …;`, `insert … returning * into v_x;`).
-  /^()((?:select|insert|update|delete|with)\s[\s\S]*;)()$/i,
+  { piece: /^()((?:select|insert|update|delete|with)\s[\s\S]*;)()$/i, expression: false },
   // `for <targets> in <query> loop`: the query under its head.
-  /^(for\s[\s\S]*?\sin)\s+((?:select|with)\s[\s\S]*)\s+(loop)$/i,
+  { piece: /^(for\s[\s\S]*?\sin)\s+((?:select|with)\s[\s\S]*)\s+(loop)$/i, expression: false },
+  // An assignment, `v_x := <expression>;` (to an array's element too: `v_x[i] :=`).
+  { piece: /^([a-z_][\w.]*(?:\[[^\]]*\])?\s*:=)\s*([\s\S]*)(;)$/i, expression: true },
+  // `return <expression>;`, and `perform <query>;` (a select without its word).
+  { piece: /^(return|perform)\s+([\s\S]*)(;)$/i, expression: true },
+  // `raise exception using errcode = '…', message = <expression>;`: the message.
+  { piece: /^(raise\s[\s\S]*?\smessage\s*=)\s*([\s\S]*)(;)$/i, expression: true },
+  // A condition: `if <condition> then`, `elsif … then`, `when … then`.
+  { piece: /^(if|elsif|when)\s+([\s\S]*)\s+(then)$/i, expression: true },
 ];
 
 /** PL/pgSQL's target of a statement's rows (`… returning * into v_task;`), which SQL's grammar lacks. */
@@ -88,8 +99,8 @@ function pieceAt(lines: readonly string[], i: number) {
   for (let k = i; k < lines.length; k++) {
     const text = lines.slice(i, k + 1).join('\n').trim();
     for (const shape of SHAPES) {
-      const match = shape.exec(text);
-      if (match) return { lines: lines.slice(i, k + 1), head: match[1]!, sql: match[2]!, tail: match[3]! };
+      const match = shape.piece.exec(text);
+      if (match) return { lines: lines.slice(i, k + 1), expression: shape.expression, head: match[1]!, sql: match[2]!, tail: match[3]! };
     }
     // No statement of a body goes past its `;`.
     if (lines[k]!.trim().endsWith(';')) return undefined;
@@ -100,9 +111,11 @@ function pieceAt(lines: readonly string[], i: number) {
 /** A piece's lines formatted, indented as its first line was; undefined if it cannot be. */
 function layout(piece: NonNullable<ReturnType<typeof pieceAt>>): string[] | undefined {
   const { head, sql, tail } = piece;
-  const text = formatted(sql);
+  const text = formatted(piece.expression ? `select ${sql}` : sql);
   if (text === undefined) return undefined;
-  const lines = [...(head ? [head] : []), ...text.split('\n').map((line) => (head ? `  ${line}` : line))];
+  const lines = piece.expression
+    ? text.replace(/^select/i, head).split('\n')
+    : [...(head ? [head] : []), ...text.split('\n').map((line) => (head ? `  ${line}` : line))];
   if (tail === ';') lines[lines.length - 1] += tail;
   else if (tail) lines.push(tail);
   const indent = /^\s*/.exec(piece.lines[0]!)![0];
@@ -111,9 +124,9 @@ function layout(piece: NonNullable<ReturnType<typeof pieceAt>>): string[] | unde
 
 /**
  * A write function's text (`create function … as $$ … $$`): sql-formatter reads its body as
- * one string, so each piece of the body that has a long line (a SQL statement, on one line or
- * several: SHAPES) is formatted by itself and indented as its first line was; the rest of the
- * text is kept as it is.
+ * one string, so each piece of the body that has a long line (a SQL statement, an assignment's
+ * expression, a condition, a raised message: SHAPES) is formatted by itself and indented as its
+ * first line was; the rest of the text is kept as it is.
  */
 export async function formatFunction(text: string): Promise<string> {
   await loadParser();

@@ -8,11 +8,54 @@ declare
 begin
   select p.* into v_project from projects p where p.user_id = p_user and p.id = (p_input->>'id')::bigint;
   if not found then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'pointer', '/project', 'detail', 'No project with this id exists for the current user.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'record_not_found',
+        'pointer',
+        '/project',
+        'detail',
+        'No project with this id exists for the current user.'
+      )::text;
   end if;
-  v_ids := array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id);
-  if p_if_match is not null and not ('*' = any(p_if_match) or '"p' || v_project.id || '.' || v_project.version || '.' || translate(left(encode(sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')), 'base64'), 16), '+/', '-_') || '"' = any(p_if_match)) then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'precondition_failed', 'parameter', 'If-Match')::text;
+  v_ids :=
+    array(
+      select
+        t.id
+      from
+        tasks t
+      where
+        t.user_id = p_user
+        and t.project_id = v_project.id
+        and t.state <> 'abandoned'
+      order by
+        t."order",
+        t.id
+    );
+  if
+    p_if_match is not null
+    and not (
+      '*' = any (p_if_match)
+      or '"p' || v_project.id || '.' || v_project.version || '.' || translate(
+        left(
+          encode(
+            sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')),
+            'base64'
+          ),
+          16
+        ),
+        '+/',
+        '-_'
+      ) || '"' = any (p_if_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-Match'
+      )::text;
   end if;
   -- The user's open tasks lose those the deletion closes.
   update users u

@@ -13,10 +13,26 @@ begin
   if v_project_id is not null then
     select p.* into v_project from projects p where p.user_id = p_user and p.id = v_project_id;
     if not found then
-      raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'status', 422, 'pointer', '/task/project_id', 'detail', 'No project with this id exists for the current user.')::text;
+      raise exception using errcode = 'PX000', message =
+        json_build_object(
+          'code',
+          'record_not_found',
+          'status',
+          422,
+          'pointer',
+          '/task/project_id',
+          'detail',
+          'No project with this id exists for the current user.'
+        )::text;
     end if;
   end if;
-  v_action := case when v_planned_at is not null then 'plan' when (v_project.state = 'started') is not null and not (v_project.state = 'started') then null when true then 'start' end;
+  v_action :=
+    case
+      when v_planned_at is not null then 'plan'
+      when (v_project.state = 'started') is not null
+      and not (v_project.state = 'started') then null
+      when true then 'start'
+    end;
   update users u
   set
     next_task_order = u.next_task_order + 1,
@@ -104,25 +120,112 @@ begin
     ) as blank
   returning
     * into v_task;
-  v_events := array[json_build_object('type', 'task.created', 'data', json_build_object(
-    'type', 'task',
-    'id', v_task.id,
-    'attributes', json_build_object(
-      'label', v_task.label,
-      'order', v_task."order",
-      'plannedCount', v_task.planned_count,
-      'state', v_task.state,
-      'startedAt', coalesce(floor(extract(epoch from v_task.started_at)), 0)::float8::bigint,
-      'plannedAt', coalesce(floor(extract(epoch from v_task.planned_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from v_task.finished_at)), 0)::float8::bigint,
-      'abandonedAt', coalesce(floor(extract(epoch from v_task.abandoned_at)), 0)::float8::bigint),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', v_task.user_id)),
-      'project', json_build_object('data', case when v_task.project_id is null then null
-                                                else json_build_object('type', 'project', 'id', v_task.project_id) end))))];
+  v_events :=
+    array[
+      json_build_object(
+        'type',
+        'task.created',
+        'data',
+        json_build_object(
+          'type',
+          'task',
+          'id',
+          v_task.id,
+          'attributes',
+          json_build_object(
+            'label',
+            v_task.label,
+            'order',
+            v_task."order",
+            'plannedCount',
+            v_task.planned_count,
+            'state',
+            v_task.state,
+            'startedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.started_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'plannedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.planned_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'finishedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.finished_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'abandonedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.abandoned_at
+                )
+              ),
+              0
+            )::float8::bigint
+          ),
+          'relationships',
+          json_build_object(
+            'user',
+            json_build_object(
+              'data',
+              json_build_object('type', 'user', 'id', v_task.user_id)
+            ),
+            'project',
+            json_build_object(
+              'data',
+              case
+                when v_task.project_id is null then null
+                else json_build_object('type', 'project', 'id', v_task.project_id)
+              end
+            )
+          )
+        )
+      )
+    ];
   if v_project.id is not null then
     v_events := v_events || json_build_object('type', 'project.updated', 'project', v_project.id);
   end if;
-  return json_build_object('answer', json_build_object('data', v_events[1]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"t' || v_task.id || '.' || v_task.version || '"', 'events', array_to_json(v_events));
+  return
+    json_build_object(
+      'answer',
+      json_build_object(
+        'data',
+        v_events[1] -> 'data',
+        'meta',
+        json_build_object(
+          'stability',
+          'unstable',
+          'notice',
+          'This output may change soon.'
+        )
+      ),
+      'etag',
+      '"t' || v_task.id || '.' || v_task.version || '"',
+      'events',
+      array_to_json(v_events)
+    );
 end
 $$
