@@ -54,6 +54,9 @@ const SHAPES: ReadonlyArray<{ piece: RegExp; expression: boolean }> = [
   { piece: /^(if|elsif|when)\s+([\s\S]*)\s+(then)$/i, expression: true },
 ];
 
+/** The function's head: `create function <name>(<parameters>) returns … as $$`. */
+const HEAD = /^create\s+function\s[^(]*\([^()]*\)[\s\S]*\$\$$/i;
+
 /** PL/pgSQL's target of a statement's rows (`… returning * into v_task;`), which SQL's grammar lacks. */
 const INTO_TARGET = /\s+into\s+[a-z_][a-z0-9_]*(?:\s*,\s*[a-z_][a-z0-9_]*)*\s*;?\s*$/i;
 
@@ -126,7 +129,8 @@ function layout(piece: NonNullable<ReturnType<typeof pieceAt>>): string[] | unde
  * A write function's text (`create function … as $$ … $$`): sql-formatter reads its body as
  * one string, so each piece of the body that has a long line (a SQL statement, an assignment's
  * expression, a condition, a raised message: SHAPES) is formatted by itself and indented as its
- * first line was; the rest of the text is kept as it is.
+ * first line was, and a long head has its parameters one a line; the rest of the text is kept as
+ * it is.
  */
 export async function formatFunction(text: string): Promise<string> {
   await loadParser();
@@ -144,5 +148,15 @@ export async function formatFunction(text: string): Promise<string> {
     for (const line of taken) if (line.trim() !== '' && !line.trim().startsWith('--')) previous = line.trim();
     i += taken.length;
   }
-  return text.slice(0, start + 2) + body.join('\n') + text.slice(end);
+  return formattedHead(text.slice(0, start + 2)) + body.join('\n') + text.slice(end);
+}
+
+/**
+ * The function's head with a line longer than LONG_LINE, its parameters one a line (formatted
+ * with an empty body, `$$$$`, and checked so); as it is otherwise.
+ */
+function formattedHead(head: string): string {
+  if (!HEAD.test(head) || head.split('\n').every((line) => line.length <= LONG_LINE)) return head;
+  const text = formatted(`${head}$$`);
+  return text?.endsWith('$$$$') ? text.slice(0, -2) : head;
 }

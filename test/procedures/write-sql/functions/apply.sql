@@ -1,7 +1,15 @@
 -- apply
 
-create function w.apply(
-  p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
+create function w.apply (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_ops json,
+  p_key text,
+  p_key_lock bigint,
+  p_fingerprint text,
+  p_key_since timestamptz,
+  p_batch boolean
 ) returns json language plpgsql volatile as $$
 declare
   v_record json;

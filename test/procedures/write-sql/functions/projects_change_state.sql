@@ -1,6 +1,12 @@
 -- projects.changeState
 
-create function w.projects_change_state(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.projects_change_state (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_project projects%rowtype;
   v_ids bigint[];

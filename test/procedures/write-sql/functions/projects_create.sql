@@ -1,6 +1,12 @@
 -- projects.create
 
-create function w.projects_create(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.projects_create (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_project projects%rowtype;
   v_ids bigint[];

@@ -1,6 +1,12 @@
 -- tasks.create
 
-create function w.tasks_create(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.tasks_create (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
   v_project projects%rowtype;
