@@ -1,10 +1,11 @@
 /**
  * The write functions (docs/design/writes.md), committed as text under
  * test/procedures/write-sql/functions/, one file each (as Immich commits its queries): a change
- * of a rule table or of a write shows in review as a diff of the SQL it makes. Each SQL
- * statement of a body that sits alone on a long line is formatted one clause a line
- * (test/helpers/sql-format.ts). Also: the set is installed with the migrations, once, under
- * the schema its text names.
+ * of a rule table or of a write shows in review as a diff of the SQL it makes. Each piece of a
+ * body with a line over 120 characters (a SQL statement, an assignment's expression, a
+ * condition, a returned value, a raised message) and a long head are formatted one clause a
+ * line (test/helpers/sql-format.ts). Also: the set is installed with the migrations, once,
+ * under the schema its text names.
  *
  * After a deliberate change: `npx vitest run test/procedures/write-functions.test.ts -u`.
  */

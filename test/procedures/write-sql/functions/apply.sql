@@ -1,7 +1,15 @@
 -- apply
 
-create function w.apply(
-  p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
+create function w.apply (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_ops json,
+  p_key text,
+  p_key_lock bigint,
+  p_fingerprint text,
+  p_key_since timestamptz,
+  p_batch boolean
 ) returns json language plpgsql volatile as $$
 declare
   v_record json;
@@ -43,9 +51,23 @@ begin
     return json_build_object('refusal', json_build_object('code', 'unauthorized'), 'index', 0);
   end if;
   if p_key is not null then
-    select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
-      from idempotency_keys k
-     where k.user_id = p_user and k.key = p_key and k.created_at > p_key_since;
+    select
+      json_build_object(
+        'fingerprint',
+        k.fingerprint,
+        'status',
+        k.status,
+        'body',
+        k.body,
+        'etag',
+        k.etag
+      ) into v_record
+    from
+      idempotency_keys k
+    where
+      k.user_id = p_user
+      and k.key = p_key
+      and k.created_at > p_key_since;
     if v_record is not null then
       return json_build_object('replay', v_record);
     end if;
@@ -58,40 +80,234 @@ begin
       if v_op->>'op' in ('projects.delete') then
         for v_k in 1..v_count loop
           if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then
-            v_data[v_k] := (select json_build_object(
-    'type', 'project',
-    'id', p.id,
-    'attributes', json_build_object(
-      'name', p.name,
-      'slug', p.slug,
-      'description', p.description,
-      'state', p.state,
-      'startedAt', coalesce(floor(extract(epoch from p.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from p.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from p.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from p.finished_at)), 0)::float8::bigint,
-      'isInProgress', p.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', p.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))) from projects p where p.user_id = p_user and p.id = v_ids[v_k]);
+            v_data[v_k] :=
+              (
+                select
+                  json_build_object(
+                    'type',
+                    'project',
+                    'id',
+                    p.id,
+                    'attributes',
+                    json_build_object(
+                      'name',
+                      p.name,
+                      'slug',
+                      p.slug,
+                      'description',
+                      p.description,
+                      'state',
+                      p.state,
+                      'startedAt',
+                      coalesce(
+                        floor(
+                          extract(
+                            epoch
+                            from
+                              p.started_at
+                          )
+                        ),
+                        0
+                      )::float8::bigint,
+                      'dueAt',
+                      coalesce(
+                        floor(
+                          extract(
+                            epoch
+                            from
+                              p.due_at
+                          )
+                        ),
+                        0
+                      )::float8::bigint,
+                      'pausedAt',
+                      coalesce(
+                        floor(
+                          extract(
+                            epoch
+                            from
+                              p.paused_at
+                          )
+                        ),
+                        0
+                      )::float8::bigint,
+                      'finishedAt',
+                      coalesce(
+                        floor(
+                          extract(
+                            epoch
+                            from
+                              p.finished_at
+                          )
+                        ),
+                        0
+                      )::float8::bigint,
+                      'isInProgress',
+                      p.state in ('started')
+                    ),
+                    'relationships',
+                    json_build_object(
+                      'user',
+                      json_build_object(
+                        'data',
+                        json_build_object('type', 'user', 'id', p.user_id)
+                      ),
+                      'tasks',
+                      json_build_object(
+                        'data',
+                        (
+                          select
+                            (
+                              '[' || coalesce(
+                                string_agg(
+                                  '{"type":"task","id":' || task_id || '}',
+                                  ','
+                                  order by
+                                    ordinality
+                                ),
+                                ''
+                              ) || ']'
+                            )::json
+                          from
+                            unnest(
+                              array(
+                                select
+                                  t.id
+                                from
+                                  tasks t
+                                where
+                                  t.user_id = p_user
+                                  and t.project_id = p.id
+                                  and t.state <> 'abandoned'
+                                order by
+                                  t."order",
+                                  t.id
+                              )
+                            ) with ordinality as listed (task_id, ordinality)
+                        )
+                      )
+                    )
+                  )
+                from
+                  projects p
+                where
+                  p.user_id = p_user
+                  and p.id = v_ids[v_k]
+              );
           end if;
         end loop;
       end if;
       v_input := v_op->'input';
       for v_at in select value from json_array_elements(coalesce(v_op->'refs', '[]')) loop
-        v_input := w.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
+        v_input :=
+          w.json_put (
+            v_input,
+            array(
+              select
+                json_array_elements_text(v_at -> 'at')
+            ),
+            (v_refs -> (v_at ->> 'ref'))::json
+          );
       end loop;
-      v_result := case v_op->>'op'
-        when 'projects.create' then w.projects_create(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'projects.update' then w.projects_update(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'projects.changeState' then w.projects_change_state(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'projects.delete' then w.projects_delete(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.create' then w.tasks_create(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.update' then w.tasks_update(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.changeState' then w.tasks_change_state(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-        when 'tasks.reorder' then w.tasks_reorder(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)
-      end;
+      v_result :=
+        case v_op ->> 'op'
+          when 'projects.create' then w.projects_create (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+          when 'projects.update' then w.projects_update (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+          when 'projects.changeState' then w.projects_change_state (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+          when 'projects.delete' then w.projects_delete (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+          when 'tasks.create' then w.tasks_create (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+          when 'tasks.update' then w.tasks_update (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+          when 'tasks.changeState' then w.tasks_change_state (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+          when 'tasks.reorder' then w.tasks_reorder (
+            p_user,
+            p_now,
+            p_day,
+            v_input,
+            case
+              when json_typeof(v_op -> 'if_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_match')
+              )
+            end
+          )
+        end;
       if v_result is null then
         raise exception 'unknown operation %', v_op->>'op';
       end if;
@@ -100,7 +316,14 @@ begin
       select r.answer, r.etag, r.events into v_answer, v_etag, v_events from json_to_record(v_result) as r(answer json, etag text, events json);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
-      for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_events) as e(type text, data json, project bigint) loop
+      for v_type, v_datum, v_id in
+        select
+          e.type,
+          e.data,
+          e.project
+        from
+          json_to_recordset(v_events) as e (type text, data json, project bigint)
+      loop
         v_count := v_count + 1;
         v_types[v_count] := v_type;
         v_data[v_count] := v_datum;
@@ -124,32 +347,152 @@ begin
     -- kept under the key (API-CONTRACT.md §11).
     v_refusal := sqlerrm::json;
     if p_key is not null and v_refusal->>'stop' is null then
-      insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
-      values (p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now)
+      insert into
+        idempotency_keys as k (
+          user_id,
+          key,
+          fingerprint,
+          status,
+          body,
+          etag,
+          created_at
+        )
+      values
+        (
+          p_user,
+          p_key,
+          p_fingerprint,
+          0,
+          json_build_object('refusal', v_refusal, 'index', v_index),
+          null,
+          p_now
+        )
       on conflict (user_id, key) do update
-        set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+      set
+        fingerprint = excluded.fingerprint,
+        status = excluded.status,
+        body = excluded.body,
+        etag = excluded.etag,
+        created_at = excluded.created_at;
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
   for v_k in 1..v_count loop
     if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then
-      v_data[v_k] := (select json_build_object(
-    'type', 'project',
-    'id', p.id,
-    'attributes', json_build_object(
-      'name', p.name,
-      'slug', p.slug,
-      'description', p.description,
-      'state', p.state,
-      'startedAt', coalesce(floor(extract(epoch from p.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from p.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from p.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from p.finished_at)), 0)::float8::bigint,
-      'isInProgress', p.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', p.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = p.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))) from projects p where p.user_id = p_user and p.id = v_ids[v_k]);
+      v_data[v_k] :=
+        (
+          select
+            json_build_object(
+              'type',
+              'project',
+              'id',
+              p.id,
+              'attributes',
+              json_build_object(
+                'name',
+                p.name,
+                'slug',
+                p.slug,
+                'description',
+                p.description,
+                'state',
+                p.state,
+                'startedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.started_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'dueAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.due_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'pausedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.paused_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'finishedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.finished_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'isInProgress',
+                p.state in ('started')
+              ),
+              'relationships',
+              json_build_object(
+                'user',
+                json_build_object(
+                  'data',
+                  json_build_object('type', 'user', 'id', p.user_id)
+                ),
+                'tasks',
+                json_build_object(
+                  'data',
+                  (
+                    select
+                      (
+                        '[' || coalesce(
+                          string_agg(
+                            '{"type":"task","id":' || task_id || '}',
+                            ','
+                            order by
+                              ordinality
+                          ),
+                          ''
+                        ) || ']'
+                      )::json
+                    from
+                      unnest(
+                        array(
+                          select
+                            t.id
+                          from
+                            tasks t
+                          where
+                            t.user_id = p_user
+                            and t.project_id = p.id
+                            and t.state <> 'abandoned'
+                          order by
+                            t."order",
+                            t.id
+                        )
+                      ) with ordinality as listed (task_id, ordinality)
+                  )
+                )
+              )
+            )
+          from
+            projects p
+          where
+            p.user_id = p_user
+            and p.id = v_ids[v_k]
+        );
     end if;
   end loop;
   -- The events, numbered after the user's newest (the dropped ones left out).
@@ -167,18 +510,88 @@ begin
       from unnest(v_types, v_data) with ordinality as e(type, data, n)
      where e.type is not null;
   end if;
-  v_body := case when p_batch
-    then json_build_object('data', (select coalesce(json_agg(json_build_object('status', v_statuses[a.n], 'body', a.answer) order by a.n), '[]'::json)
-                                      from unnest(v_answers) with ordinality as a(answer, n)))
-    else v_answers[1] end;
+  v_body :=
+    case
+      when p_batch then json_build_object(
+        'data',
+        (
+          select
+            coalesce(
+              json_agg(
+                json_build_object('status', v_statuses[a.n], 'body', a.answer)
+                order by
+                  a.n
+              ),
+              '[]'::json
+            )
+          from
+            unnest(v_answers) with ordinality as a (answer, n)
+        )
+      )
+      else v_answers[1]
+    end;
   if p_key is not null then
-    insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
-    values (p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now)
+    insert into
+      idempotency_keys as k (
+        user_id,
+        key,
+        fingerprint,
+        status,
+        body,
+        etag,
+        created_at
+      )
+    values
+      (
+        p_user,
+        p_key,
+        p_fingerprint,
+        case
+          when p_batch then 200
+          else v_statuses[1]
+        end,
+        v_body,
+        case
+          when p_batch then null
+          else v_etag
+        end,
+        p_now
+      )
     on conflict (user_id, key) do update
-      set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+    set
+      fingerprint = excluded.fingerprint,
+      status = excluded.status,
+      body = excluded.body,
+      etag = excluded.etag,
+      created_at = excluded.created_at;
   end if;
-  return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events',
-    (select coalesce(json_agg(json_build_object('type', e.type, 'data', e.data) order by e.n), '[]')
-       from unnest(v_types, v_data) with ordinality as e(type, data, n) where e.type is not null));
+  return
+    json_build_object(
+      'body',
+      v_body,
+      'etag',
+      case
+        when p_batch then null
+        else v_etag
+      end,
+      'last',
+      v_last,
+      'events',
+      (
+        select
+          coalesce(
+            json_agg(
+              json_build_object('type', e.type, 'data', e.data)
+              order by
+                e.n
+            ),
+            '[]'
+          )
+        from
+          unnest(v_types, v_data) with ordinality as e (type, data, n)
+        where
+          e.type is not null
+      )
+    );
 end
 $$

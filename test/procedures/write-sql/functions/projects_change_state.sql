@@ -1,6 +1,12 @@
 -- projects.changeState
 
-create function w.projects_change_state(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.projects_change_state (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_project projects%rowtype;
   v_ids bigint[];
@@ -15,15 +21,76 @@ declare
 begin
   select p.* into v_project from projects p where p.user_id = p_user and p.id = (p_input->>'id')::bigint;
   if not found then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'pointer', '/project', 'detail', 'No project with this id exists for the current user.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'record_not_found',
+        'pointer',
+        '/project',
+        'detail',
+        'No project with this id exists for the current user.'
+      )::text;
   end if;
-  v_ids := array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id);
-  if p_if_match is not null and not ('*' = any(p_if_match) or '"p' || v_project.id || '.' || v_project.version || '.' || translate(left(encode(sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')), 'base64'), 16), '+/', '-_') || '"' = any(p_if_match)) then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'precondition_failed', 'parameter', 'If-Match')::text;
+  v_ids :=
+    array(
+      select
+        t.id
+      from
+        tasks t
+      where
+        t.user_id = p_user
+        and t.project_id = v_project.id
+        and t.state <> 'abandoned'
+      order by
+        t."order",
+        t.id
+    );
+  if
+    p_if_match is not null
+    and not (
+      '*' = any (p_if_match)
+      or '"p' || v_project.id || '.' || v_project.version || '.' || translate(
+        left(
+          encode(
+            sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')),
+            'base64'
+          ),
+          16
+        ),
+        '+/',
+        '-_'
+      ) || '"' = any (p_if_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-Match'
+      )::text;
   end if;
-  v_transition := case when v_project.state = 'newed' and v_to = 'started' then 'start' when v_project.state = 'started' and v_to = 'paused' then 'pause' when v_project.state = 'paused' and v_to = 'started' then 'restart' when v_project.state = 'started' and v_to = 'finished' then 'finish' end;
+  v_transition :=
+    case
+      when v_project.state = 'newed'
+      and v_to = 'started' then 'start'
+      when v_project.state = 'started'
+      and v_to = 'paused' then 'pause'
+      when v_project.state = 'paused'
+      and v_to = 'started' then 'restart'
+      when v_project.state = 'started'
+      and v_to = 'finished' then 'finish'
+    end;
   if v_transition is null then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'invalid_transition', 'pointer', '/project/state', 'detail', 'A ' || v_project.state || ' project cannot become ' || v_to || '.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'invalid_transition',
+        'pointer',
+        '/project/state',
+        'detail',
+        'A ' || v_project.state || ' project cannot become ' || v_to || '.'
+      )::text;
   end if;
   select
     m into v_member
@@ -34,29 +101,93 @@ begin
   limit
     1;
   if v_member is not null then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_set', 'pointer', '/project/' || replace(replace(v_member, '~', '~0'), '/', '~1'), 'detail', v_member || ' cannot be set when changing the state.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'cannot_be_set',
+        'pointer',
+        '/project/' || replace(replace(v_member, '~', '~0'), '/', '~1'),
+        'detail',
+        v_member || ' cannot be set when changing the state.'
+      )::text;
   end if;
   if v_due is not null and v_transition in ('pause', 'finish') then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_set', 'pointer', '/project/due_at', 'detail', 'due_at cannot be set on ' || v_transition || '.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'cannot_be_set',
+        'pointer',
+        '/project/due_at',
+        'detail',
+        'due_at cannot be set on ' || v_transition || '.'
+      )::text;
   end if;
   if v_finished is not null and v_transition in ('start', 'pause', 'restart') then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_set', 'pointer', '/project/finished_at', 'detail', 'finished_at cannot be set on ' || v_transition || '.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'cannot_be_set',
+        'pointer',
+        '/project/finished_at',
+        'detail',
+        'finished_at cannot be set on ' || v_transition || '.'
+      )::text;
   end if;
   if v_due is null and v_transition in ('start') then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'must_be_set', 'pointer', '/project/due_at', 'detail', 'due_at must be set on ' || v_transition || '.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'must_be_set',
+        'pointer',
+        '/project/due_at',
+        'detail',
+        'due_at must be set on ' || v_transition || '.'
+      )::text;
   end if;
   if v_due < (p_day->>'next')::timestamptz then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_before_started_at', 'pointer', '/project/due_at', 'detail', 'due_at must be after today.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'cannot_be_before_started_at',
+        'pointer',
+        '/project/due_at',
+        'detail',
+        'due_at must be after today.'
+      )::text;
   end if;
   if v_finished < v_project.started_at then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_before_started_at', 'pointer', '/project/finished_at', 'detail', 'finished_at cannot be before the project started.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'cannot_be_before_started_at',
+        'pointer',
+        '/project/finished_at',
+        'detail',
+        'finished_at cannot be before the project started.'
+      )::text;
   end if;
   if v_finished > (p_day->>'end')::timestamptz then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_after_today', 'pointer', '/project/finished_at', 'detail', 'finished_at cannot be after today.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'cannot_be_after_today',
+        'pointer',
+        '/project/finished_at',
+        'detail',
+        'finished_at cannot be after today.'
+      )::text;
   end if;
   if v_transition in ('start', 'restart')
      and (select count(*) from projects p where p.user_id = p_user and p.state = 'started') >= 3 then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'reached_max_started', 'pointer', '/project/state', 'detail', 'At most 3 projects can be started at the same time.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'reached_max_started',
+        'pointer',
+        '/project/state',
+        'detail',
+        'At most 3 projects can be started at the same time.'
+      )::text;
   end if;
   update "projects"
   set
@@ -91,46 +222,316 @@ begin
     and "id" = v_project.id
   returning
     * into v_project;
-  v_events := array[json_build_object('type', 'project.updated', 'data', json_build_object(
-    'type', 'project',
-    'id', v_project.id,
-    'attributes', json_build_object(
-      'name', v_project.name,
-      'slug', v_project.slug,
-      'description', v_project.description,
-      'state', v_project.state,
-      'startedAt', coalesce(floor(extract(epoch from v_project.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from v_project.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from v_project.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from v_project.finished_at)), 0)::float8::bigint,
-      'isInProgress', v_project.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', v_project.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))))];
-  v_task_action := case v_transition when 'start' then 'start' when 'pause' then 'cancel' when 'restart' then 'start' else null end;
-  v_task_states := case v_transition when 'start' then array['newed'] when 'pause' then array['started'] when 'restart' then array['newed'] else null end;
+  v_events :=
+    array[
+      json_build_object(
+        'type',
+        'project.updated',
+        'data',
+        json_build_object(
+          'type',
+          'project',
+          'id',
+          v_project.id,
+          'attributes',
+          json_build_object(
+            'name',
+            v_project.name,
+            'slug',
+            v_project.slug,
+            'description',
+            v_project.description,
+            'state',
+            v_project.state,
+            'startedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.started_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'dueAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.due_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'pausedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.paused_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'finishedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.finished_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'isInProgress',
+            v_project.state in ('started')
+          ),
+          'relationships',
+          json_build_object(
+            'user',
+            json_build_object(
+              'data',
+              json_build_object('type', 'user', 'id', v_project.user_id)
+            ),
+            'tasks',
+            json_build_object(
+              'data',
+              (
+                select
+                  (
+                    '[' || coalesce(
+                      string_agg(
+                        '{"type":"task","id":' || task_id || '}',
+                        ','
+                        order by
+                          ordinality
+                      ),
+                      ''
+                    ) || ']'
+                  )::json
+                from
+                  unnest(
+                    array(
+                      select
+                        t.id
+                      from
+                        tasks t
+                      where
+                        t.user_id = p_user
+                        and t.project_id = v_project.id
+                        and t.state <> 'abandoned'
+                      order by
+                        t."order",
+                        t.id
+                    )
+                  ) with ordinality as listed (task_id, ordinality)
+              )
+            )
+          )
+        )
+      )
+    ];
+  v_task_action :=
+    case v_transition
+      when 'start' then 'start'
+      when 'pause' then 'cancel'
+      when 'restart' then 'start'
+      else null
+    end;
+  v_task_states :=
+    case v_transition
+      when 'start' then array['newed']
+      when 'pause' then array['started']
+      when 'restart' then array['newed']
+      else null
+    end;
   if v_task_action is not null then
-    with moved as (update "tasks" set "started_at" = case v_task_action when 'start' then coalesce(started_at, p_now) when 'plan' then coalesce(started_at, p_now) when 'cancel' then null else started_at end, "planned_at" = case v_task_action when 'plan' then p_now when 'replan' then p_now when 'cancel' then null else planned_at end, "finished_at" = case v_task_action when 'replan' then null when 'finish' then p_now else finished_at end, "abandoned_at" = case v_task_action when 'abandon' then p_now else abandoned_at end, "planned_count" = case when v_task_action in ('plan', 'replan') then planned_count + 1 else planned_count end, "state" = case v_task_action when 'start' then 'started' when 'plan' then 'planned' when 'replan' then 'planned' when 'finish' then 'finished' when 'cancel' then 'newed' when 'abandon' then 'abandoned' else state end, "version" = version + 1 where "user_id" = p_user and "project_id" = v_project.id and state = any(v_task_states) returning *)
-    select v_events || coalesce(array_agg(json_build_object('type', 'task.updated', 'data', json_build_object(
-    'type', 'task',
-    'id', moved.id,
-    'attributes', json_build_object(
-      'label', moved.label,
-      'order', moved."order",
-      'plannedCount', moved.planned_count,
-      'state', moved.state,
-      'startedAt', coalesce(floor(extract(epoch from moved.started_at)), 0)::float8::bigint,
-      'plannedAt', coalesce(floor(extract(epoch from moved.planned_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from moved.finished_at)), 0)::float8::bigint,
-      'abandonedAt', coalesce(floor(extract(epoch from moved.abandoned_at)), 0)::float8::bigint),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', moved.user_id)),
-      'project', json_build_object('data', case when moved.project_id is null then null
-                                                else json_build_object('type', 'project', 'id', moved.project_id) end)))) order by moved."order", moved.id), '{}')
-      into v_events from moved;
+    with
+      moved as (
+        update "tasks"
+        set
+          "started_at" = case v_task_action
+            when 'start' then coalesce(started_at, p_now)
+            when 'plan' then coalesce(started_at, p_now)
+            when 'cancel' then null
+            else started_at
+          end,
+          "planned_at" = case v_task_action
+            when 'plan' then p_now
+            when 'replan' then p_now
+            when 'cancel' then null
+            else planned_at
+          end,
+          "finished_at" = case v_task_action
+            when 'replan' then null
+            when 'finish' then p_now
+            else finished_at
+          end,
+          "abandoned_at" = case v_task_action
+            when 'abandon' then p_now
+            else abandoned_at
+          end,
+          "planned_count" = case
+            when v_task_action in ('plan', 'replan') then planned_count + 1
+            else planned_count
+          end,
+          "state" = case v_task_action
+            when 'start' then 'started'
+            when 'plan' then 'planned'
+            when 'replan' then 'planned'
+            when 'finish' then 'finished'
+            when 'cancel' then 'newed'
+            when 'abandon' then 'abandoned'
+            else state
+          end,
+          "version" = version + 1
+        where
+          "user_id" = p_user
+          and "project_id" = v_project.id
+          and state = any (v_task_states)
+        returning
+          *
+      )
+    select
+      v_events || coalesce(
+        array_agg(
+          json_build_object(
+            'type',
+            'task.updated',
+            'data',
+            json_build_object(
+              'type',
+              'task',
+              'id',
+              moved.id,
+              'attributes',
+              json_build_object(
+                'label',
+                moved.label,
+                'order',
+                moved."order",
+                'plannedCount',
+                moved.planned_count,
+                'state',
+                moved.state,
+                'startedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.started_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'plannedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.planned_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'finishedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.finished_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'abandonedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        moved.abandoned_at
+                    )
+                  ),
+                  0
+                )::float8::bigint
+              ),
+              'relationships',
+              json_build_object(
+                'user',
+                json_build_object(
+                  'data',
+                  json_build_object('type', 'user', 'id', moved.user_id)
+                ),
+                'project',
+                json_build_object(
+                  'data',
+                  case
+                    when moved.project_id is null then null
+                    else json_build_object('type', 'project', 'id', moved.project_id)
+                  end
+                )
+              )
+            )
+          )
+          order by
+            moved."order",
+            moved.id
+        ),
+        '{}'
+      ) into v_events
+    from
+      moved;
   end if;
-  v_ids := array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id);
-  return json_build_object('answer', json_build_object('data', v_events[1]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"p' || v_project.id || '.' || v_project.version || '.' || translate(left(encode(sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')), 'base64'), 16), '+/', '-_') || '"', 'events', array_to_json(v_events));
+  v_ids :=
+    array(
+      select
+        t.id
+      from
+        tasks t
+      where
+        t.user_id = p_user
+        and t.project_id = v_project.id
+        and t.state <> 'abandoned'
+      order by
+        t."order",
+        t.id
+    );
+  return
+    json_build_object(
+      'answer',
+      json_build_object(
+        'data',
+        v_events[1] -> 'data',
+        'meta',
+        json_build_object(
+          'stability',
+          'unstable',
+          'notice',
+          'This output may change soon.'
+        )
+      ),
+      'etag',
+      '"p' || v_project.id || '.' || v_project.version || '.' || translate(
+        left(
+          encode(
+            sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')),
+            'base64'
+          ),
+          16
+        ),
+        '+/',
+        '-_'
+      ) || '"',
+      'events',
+      array_to_json(v_events)
+    );
 end
 $$

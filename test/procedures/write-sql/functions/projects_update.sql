@@ -1,6 +1,12 @@
 -- projects.update
 
-create function w.projects_update(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.projects_update (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_project projects%rowtype;
   v_ids bigint[];
@@ -14,20 +20,111 @@ declare
 begin
   select p.* into v_project from projects p where p.user_id = p_user and p.id = (p_input->>'id')::bigint;
   if not found then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'pointer', '/project', 'detail', 'No project with this id exists for the current user.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'record_not_found',
+        'pointer',
+        '/project',
+        'detail',
+        'No project with this id exists for the current user.'
+      )::text;
   end if;
-  v_ids := array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id);
-  if p_if_match is not null and not ('*' = any(p_if_match) or '"p' || v_project.id || '.' || v_project.version || '.' || translate(left(encode(sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')), 'base64'), 16), '+/', '-_') || '"' = any(p_if_match)) then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'precondition_failed', 'parameter', 'If-Match')::text;
+  v_ids :=
+    array(
+      select
+        t.id
+      from
+        tasks t
+      where
+        t.user_id = p_user
+        and t.project_id = v_project.id
+        and t.state <> 'abandoned'
+      order by
+        t."order",
+        t.id
+    );
+  if
+    p_if_match is not null
+    and not (
+      '*' = any (p_if_match)
+      or '"p' || v_project.id || '.' || v_project.version || '.' || translate(
+        left(
+          encode(
+            sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')),
+            'base64'
+          ),
+          16
+        ),
+        '+/',
+        '-_'
+      ) || '"' = any (p_if_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-Match'
+      )::text;
   end if;
-  if v_name is not null and exists (select 1 from projects p where p.user_id = p_user and p.slug = lower(v_name) and p.id <> v_project.id) then
-    v_errors := v_errors || json_build_object('code', 'taken', 'pointer', '/project/name', 'detail', 'Project name already exists for this user.');
+  if
+    v_name is not null
+    and exists (
+      select
+        1
+      from
+        projects p
+      where
+        p.user_id = p_user
+        and p.slug = lower(v_name)
+        and p.id <> v_project.id
+    )
+  then
+    v_errors :=
+      v_errors || json_build_object(
+        'code',
+        'taken',
+        'pointer',
+        '/project/name',
+        'detail',
+        'Project name already exists for this user.'
+      );
   end if;
-  if v_due_seconds is not null and v_due_seconds <> coalesce(floor(extract(epoch from v_project.due_at))::bigint, 0) then
+  if
+    v_due_seconds is not null
+    and v_due_seconds <> coalesce(
+      floor(
+        extract(
+          epoch
+          from
+            v_project.due_at
+        )
+      )::bigint,
+      0
+    )
+  then
     if v_project.state not in ('started') or v_project.started_at is null then
-      v_errors := v_errors || json_build_object('code', 'cannot_be_set', 'pointer', '/project/due_at', 'detail', 'due_at can only be changed while the project is started.');
+      v_errors :=
+        v_errors || json_build_object(
+          'code',
+          'cannot_be_set',
+          'pointer',
+          '/project/due_at',
+          'detail',
+          'due_at can only be changed while the project is started.'
+        );
     elsif v_due < v_project.started_at then
-      v_errors := v_errors || json_build_object('code', 'cannot_be_before_started_at', 'pointer', '/project/due_at', 'detail', 'due_at cannot be before the project started.');
+      v_errors :=
+        v_errors || json_build_object(
+          'code',
+          'cannot_be_before_started_at',
+          'pointer',
+          '/project/due_at',
+          'detail',
+          'due_at cannot be before the project started.'
+        );
     else
       v_due_changes := true;
     end if;
@@ -61,24 +158,161 @@ begin
     and "id" = v_project.id
   returning
     * into v_project;
-  v_events := array[json_build_object('type', 'project.updated', 'data', json_build_object(
-    'type', 'project',
-    'id', v_project.id,
-    'attributes', json_build_object(
-      'name', v_project.name,
-      'slug', v_project.slug,
-      'description', v_project.description,
-      'state', v_project.state,
-      'startedAt', coalesce(floor(extract(epoch from v_project.started_at)), 0)::float8::bigint,
-      'dueAt', coalesce(floor(extract(epoch from v_project.due_at)), 0)::float8::bigint,
-      'pausedAt', coalesce(floor(extract(epoch from v_project.paused_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from v_project.finished_at)), 0)::float8::bigint,
-      'isInProgress', v_project.state in ('started')),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', v_project.user_id)),
-      'tasks', json_build_object('data', (select ('[' || coalesce(string_agg('{"type":"task","id":' || task_id || '}', ',' order by ordinality), '') || ']')::json
-                                           from unnest(array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id)) with ordinality as listed(task_id, ordinality))))))];
-  v_ids := array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state <> 'abandoned' order by t."order", t.id);
-  return json_build_object('answer', json_build_object('data', v_events[1]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"p' || v_project.id || '.' || v_project.version || '.' || translate(left(encode(sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')), 'base64'), 16), '+/', '-_') || '"', 'events', array_to_json(v_events));
+  v_events :=
+    array[
+      json_build_object(
+        'type',
+        'project.updated',
+        'data',
+        json_build_object(
+          'type',
+          'project',
+          'id',
+          v_project.id,
+          'attributes',
+          json_build_object(
+            'name',
+            v_project.name,
+            'slug',
+            v_project.slug,
+            'description',
+            v_project.description,
+            'state',
+            v_project.state,
+            'startedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.started_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'dueAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.due_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'pausedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.paused_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'finishedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_project.finished_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'isInProgress',
+            v_project.state in ('started')
+          ),
+          'relationships',
+          json_build_object(
+            'user',
+            json_build_object(
+              'data',
+              json_build_object('type', 'user', 'id', v_project.user_id)
+            ),
+            'tasks',
+            json_build_object(
+              'data',
+              (
+                select
+                  (
+                    '[' || coalesce(
+                      string_agg(
+                        '{"type":"task","id":' || task_id || '}',
+                        ','
+                        order by
+                          ordinality
+                      ),
+                      ''
+                    ) || ']'
+                  )::json
+                from
+                  unnest(
+                    array(
+                      select
+                        t.id
+                      from
+                        tasks t
+                      where
+                        t.user_id = p_user
+                        and t.project_id = v_project.id
+                        and t.state <> 'abandoned'
+                      order by
+                        t."order",
+                        t.id
+                    )
+                  ) with ordinality as listed (task_id, ordinality)
+              )
+            )
+          )
+        )
+      )
+    ];
+  v_ids :=
+    array(
+      select
+        t.id
+      from
+        tasks t
+      where
+        t.user_id = p_user
+        and t.project_id = v_project.id
+        and t.state <> 'abandoned'
+      order by
+        t."order",
+        t.id
+    );
+  return
+    json_build_object(
+      'answer',
+      json_build_object(
+        'data',
+        v_events[1] -> 'data',
+        'meta',
+        json_build_object(
+          'stability',
+          'unstable',
+          'notice',
+          'This output may change soon.'
+        )
+      ),
+      'etag',
+      '"p' || v_project.id || '.' || v_project.version || '.' || translate(
+        left(
+          encode(
+            sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')),
+            'base64'
+          ),
+          16
+        ),
+        '+/',
+        '-_'
+      ) || '"',
+      'events',
+      array_to_json(v_events)
+    );
 end
 $$

@@ -1,6 +1,12 @@
 -- tasks.changeState
 
-create function w.tasks_change_state(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.tasks_change_state (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
   v_to text := p_input->'task'->>'state';
@@ -11,18 +17,68 @@ declare
 begin
   select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
   if not found then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'pointer', '/task', 'detail', 'No task with this id exists for the current user.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'record_not_found',
+        'pointer',
+        '/task',
+        'detail',
+        'No task with this id exists for the current user.'
+      )::text;
   end if;
-  if p_if_match is not null and not ('*' = any(p_if_match) or '"t' || v_task.id || '.' || v_task.version || '"' = any(p_if_match)) then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'precondition_failed', 'parameter', 'If-Match')::text;
+  if
+    p_if_match is not null
+    and not (
+      '*' = any (p_if_match)
+      or '"t' || v_task.id || '.' || v_task.version || '"' = any (p_if_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-Match'
+      )::text;
   end if;
-  v_action := case when v_to = 'started' and v_task.state in ('newed') then 'start' when v_to = 'planned' and v_task.state in ('newed', 'started') then 'plan' when v_to = 'planned' and v_task.state in ('planned', 'finished') then 'replan' when v_to = 'finished' and v_task.state in ('planned') then 'finish' when v_to = 'newed' and v_task.state in ('started', 'planned') then 'cancel' when v_to = 'abandoned' and v_task.state in ('newed', 'started', 'planned') then 'abandon' end;
+  v_action :=
+    case
+      when v_to = 'started'
+      and v_task.state in ('newed') then 'start'
+      when v_to = 'planned'
+      and v_task.state in ('newed', 'started') then 'plan'
+      when v_to = 'planned'
+      and v_task.state in ('planned', 'finished') then 'replan'
+      when v_to = 'finished'
+      and v_task.state in ('planned') then 'finish'
+      when v_to = 'newed'
+      and v_task.state in ('started', 'planned') then 'cancel'
+      when v_to = 'abandoned'
+      and v_task.state in ('newed', 'started', 'planned') then 'abandon'
+    end;
   if v_action is null then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'invalid_transition', 'pointer', '/task/state', 'detail', 'A ' || v_task.state || ' task cannot become ' || v_to || '.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'invalid_transition',
+        'pointer',
+        '/task/state',
+        'detail',
+        'A ' || v_task.state || ' task cannot become ' || v_to || '.'
+      )::text;
   end if;
   select m into v_member from json_object_keys(p_input->'task') as m where m <> 'state' limit 1;
   if v_member is not null then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'cannot_be_set', 'pointer', '/task/' || replace(replace(v_member, '~', '~0'), '/', '~1'), 'detail', v_member || ' cannot be set when changing the state.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'cannot_be_set',
+        'pointer',
+        '/task/' || replace(replace(v_member, '~', '~0'), '/', '~1'),
+        'detail',
+        v_member || ' cannot be set when changing the state.'
+      )::text;
   end if;
   v_from := v_task.state;
   update "tasks"
@@ -74,27 +130,114 @@ begin
     where
       u.id = p_user;
   end if;
-  v_events := array[json_build_object('type', 'task.updated', 'data', json_build_object(
-    'type', 'task',
-    'id', v_task.id,
-    'attributes', json_build_object(
-      'label', v_task.label,
-      'order', v_task."order",
-      'plannedCount', v_task.planned_count,
-      'state', v_task.state,
-      'startedAt', coalesce(floor(extract(epoch from v_task.started_at)), 0)::float8::bigint,
-      'plannedAt', coalesce(floor(extract(epoch from v_task.planned_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from v_task.finished_at)), 0)::float8::bigint,
-      'abandonedAt', coalesce(floor(extract(epoch from v_task.abandoned_at)), 0)::float8::bigint),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', v_task.user_id)),
-      'project', json_build_object('data', case when v_task.project_id is null then null
-                                                else json_build_object('type', 'project', 'id', v_task.project_id) end))))];
+  v_events :=
+    array[
+      json_build_object(
+        'type',
+        'task.updated',
+        'data',
+        json_build_object(
+          'type',
+          'task',
+          'id',
+          v_task.id,
+          'attributes',
+          json_build_object(
+            'label',
+            v_task.label,
+            'order',
+            v_task."order",
+            'plannedCount',
+            v_task.planned_count,
+            'state',
+            v_task.state,
+            'startedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.started_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'plannedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.planned_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'finishedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.finished_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'abandonedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    v_task.abandoned_at
+                )
+              ),
+              0
+            )::float8::bigint
+          ),
+          'relationships',
+          json_build_object(
+            'user',
+            json_build_object(
+              'data',
+              json_build_object('type', 'user', 'id', v_task.user_id)
+            ),
+            'project',
+            json_build_object(
+              'data',
+              case
+                when v_task.project_id is null then null
+                else json_build_object('type', 'project', 'id', v_task.project_id)
+              end
+            )
+          )
+        )
+      )
+    ];
   if v_task.state = 'abandoned' and v_task.project_id is not null then
     v_events := v_events || array(
       select json_build_object('type', 'project.updated', 'project', p.id)
         from projects p where p.user_id = p_user and p.id = v_task.project_id);
   end if;
-  return json_build_object('answer', json_build_object('data', v_events[1]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"t' || v_task.id || '.' || v_task.version || '"', 'events', array_to_json(v_events));
+  return
+    json_build_object(
+      'answer',
+      json_build_object(
+        'data',
+        v_events[1] -> 'data',
+        'meta',
+        json_build_object(
+          'stability',
+          'unstable',
+          'notice',
+          'This output may change soon.'
+        )
+      ),
+      'etag',
+      '"t' || v_task.id || '.' || v_task.version || '"',
+      'events',
+      array_to_json(v_events)
+    );
 end
 $$

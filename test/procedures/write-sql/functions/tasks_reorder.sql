@@ -1,6 +1,12 @@
 -- tasks.reorder
 
-create function w.tasks_reorder(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.tasks_reorder (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
   v_to bigint;
@@ -9,15 +15,61 @@ declare
 begin
   select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
   if not found then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'pointer', '/task', 'detail', 'No task with this id exists for the current user.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'record_not_found',
+        'pointer',
+        '/task',
+        'detail',
+        'No task with this id exists for the current user.'
+      )::text;
   end if;
-  if p_if_match is not null and not ('*' = any(p_if_match) or '"t' || v_task.id || '.' || v_task.version || '"' = any(p_if_match)) then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'precondition_failed', 'parameter', 'If-Match')::text;
+  if
+    p_if_match is not null
+    and not (
+      '*' = any (p_if_match)
+      or '"t' || v_task.id || '.' || v_task.version || '"' = any (p_if_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-Match'
+      )::text;
   end if;
   select least((p_input->'task'->>'order')::bigint, u.next_task_order - 1) into v_to from users u where u.id = p_user;
   if v_to = v_task."order" then
-    return json_build_object('answer', json_build_object('data', json_build_array(json_build_object('type', 'task', 'id', v_task.id, 'attributes', json_build_object('order', v_task."order"))), 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')),
-                             'etag', null, 'events', '[]'::json);
+    return
+      json_build_object(
+        'answer',
+        json_build_object(
+          'data',
+          json_build_array(
+            json_build_object(
+              'type',
+              'task',
+              'id',
+              v_task.id,
+              'attributes',
+              json_build_object('order', v_task."order")
+            )
+          ),
+          'meta',
+          json_build_object(
+            'stability',
+            'unstable',
+            'notice',
+            'This output may change soon.'
+          )
+        ),
+        'etag',
+        null,
+        'events',
+        '[]'::json
+      );
   end if;
   update "tasks"
   set
@@ -49,29 +101,146 @@ begin
   where
     t.user_id = p_user
     and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to);
-  v_events := array(
-    select e.event from (
-      select t."order" as at, 0 as after, json_build_object('type', 'task.updated', 'data', json_build_object(
-    'type', 'task',
-    'id', t.id,
-    'attributes', json_build_object(
-      'label', t.label,
-      'order', t."order",
-      'plannedCount', t.planned_count,
-      'state', t.state,
-      'startedAt', coalesce(floor(extract(epoch from t.started_at)), 0)::float8::bigint,
-      'plannedAt', coalesce(floor(extract(epoch from t.planned_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from t.finished_at)), 0)::float8::bigint,
-      'abandonedAt', coalesce(floor(extract(epoch from t.abandoned_at)), 0)::float8::bigint),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', t.user_id)),
-      'project', json_build_object('data', case when t.project_id is null then null
-                                                else json_build_object('type', 'project', 'id', t.project_id) end)))) as event from tasks t where t.user_id = p_user and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)
-      union all
-      select f.first, 1, json_build_object('type', 'project.updated', 'project', p.id)
-        from (select t.project_id, min(t."order") as first from tasks t where t.user_id = p_user and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to) and t.project_id is not null group by t.project_id) as f
-        join projects p on p.user_id = p_user and p.id = f.project_id
-    ) as e order by e.at, e.after);
-  return json_build_object('answer', json_build_object('data', v_answer, 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', null, 'events', array_to_json(v_events));
+  v_events :=
+    array(
+      select
+        e.event
+      from
+        (
+          select
+            t."order" as at,
+            0 as after,
+            json_build_object(
+              'type',
+              'task.updated',
+              'data',
+              json_build_object(
+                'type',
+                'task',
+                'id',
+                t.id,
+                'attributes',
+                json_build_object(
+                  'label',
+                  t.label,
+                  'order',
+                  t."order",
+                  'plannedCount',
+                  t.planned_count,
+                  'state',
+                  t.state,
+                  'startedAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          t.started_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint,
+                  'plannedAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          t.planned_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint,
+                  'finishedAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          t.finished_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint,
+                  'abandonedAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          t.abandoned_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint
+                ),
+                'relationships',
+                json_build_object(
+                  'user',
+                  json_build_object(
+                    'data',
+                    json_build_object('type', 'user', 'id', t.user_id)
+                  ),
+                  'project',
+                  json_build_object(
+                    'data',
+                    case
+                      when t.project_id is null then null
+                      else json_build_object('type', 'project', 'id', t.project_id)
+                    end
+                  )
+                )
+              )
+            ) as event
+          from
+            tasks t
+          where
+            t.user_id = p_user
+            and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)
+          union all
+          select
+            f.first,
+            1,
+            json_build_object('type', 'project.updated', 'project', p.id)
+          from
+            (
+              select
+                t.project_id,
+                min(t."order") as first
+              from
+                tasks t
+              where
+                t.user_id = p_user
+                and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)
+                and t.project_id is not null
+              group by
+                t.project_id
+            ) as f
+            join projects p on p.user_id = p_user
+            and p.id = f.project_id
+        ) as e
+      order by
+        e.at,
+        e.after
+    );
+  return
+    json_build_object(
+      'answer',
+      json_build_object(
+        'data',
+        v_answer,
+        'meta',
+        json_build_object(
+          'stability',
+          'unstable',
+          'notice',
+          'This output may change soon.'
+        )
+      ),
+      'etag',
+      null,
+      'events',
+      array_to_json(v_events)
+    );
 end
 $$

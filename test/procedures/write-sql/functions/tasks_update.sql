@@ -1,6 +1,12 @@
 -- tasks.update
 
-create function w.tasks_update(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]) returns json language plpgsql volatile as $$
+create function w.tasks_update (
+  p_user bigint,
+  p_now timestamptz,
+  p_day json,
+  p_input json,
+  p_if_match text[]
+) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
   v_left bigint;
@@ -13,20 +19,62 @@ declare
 begin
   select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
   if not found then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'pointer', '/task', 'detail', 'No task with this id exists for the current user.')::text;
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'record_not_found',
+        'pointer',
+        '/task',
+        'detail',
+        'No task with this id exists for the current user.'
+      )::text;
   end if;
-  if p_if_match is not null and not ('*' = any(p_if_match) or '"t' || v_task.id || '.' || v_task.version || '"' = any(p_if_match)) then
-    raise exception using errcode = 'PX000', message = json_build_object('code', 'precondition_failed', 'parameter', 'If-Match')::text;
+  if
+    p_if_match is not null
+    and not (
+      '*' = any (p_if_match)
+      or '"t' || v_task.id || '.' || v_task.version || '"' = any (p_if_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-Match'
+      )::text;
   end if;
   if v_target is not null then
     select p.* into v_joined from projects p where p.user_id = p_user and p.id = v_target;
     if not found then
-      raise exception using errcode = 'PX000', message = json_build_object('code', 'record_not_found', 'status', 422, 'pointer', '/task/project_id', 'detail', 'No project with this id exists for the current user.')::text;
+      raise exception using errcode = 'PX000', message =
+        json_build_object(
+          'code',
+          'record_not_found',
+          'status',
+          422,
+          'pointer',
+          '/task/project_id',
+          'detail',
+          'No project with this id exists for the current user.'
+        )::text;
     end if;
   end if;
   v_left := v_task.project_id;
   if v_moving then
-    v_action := case when v_task.state = 'newed' and (v_target is null or v_joined.state = 'started') then 'start' when v_task.state = 'started' and not (v_target is null or v_joined.state = 'started') then 'cancel' end;
+    v_action :=
+      case
+        when v_task.state = 'newed'
+        and (
+          v_target is null
+          or v_joined.state = 'started'
+        ) then 'start'
+        when v_task.state = 'started'
+        and not (
+          v_target is null
+          or v_joined.state = 'started'
+        ) then 'cancel'
+      end;
   end if;
   update "tasks"
   set
@@ -87,25 +135,120 @@ begin
   returning
     * into v_task;
   if v_left is distinct from v_task.project_id then
-    v_events := array(select json_build_object('type', 'project.updated', 'project', p.id) from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
-                       order by p.id = v_task.project_id);
+    v_events :=
+      array(
+        select
+          json_build_object('type', 'project.updated', 'project', p.id)
+        from
+          projects p
+        where
+          p.user_id = p_user
+          and p.id in (v_left, v_task.project_id)
+        order by
+          p.id = v_task.project_id
+      );
   end if;
-  v_events := v_events || json_build_object('type', 'task.updated', 'data', json_build_object(
-    'type', 'task',
-    'id', v_task.id,
-    'attributes', json_build_object(
-      'label', v_task.label,
-      'order', v_task."order",
-      'plannedCount', v_task.planned_count,
-      'state', v_task.state,
-      'startedAt', coalesce(floor(extract(epoch from v_task.started_at)), 0)::float8::bigint,
-      'plannedAt', coalesce(floor(extract(epoch from v_task.planned_at)), 0)::float8::bigint,
-      'finishedAt', coalesce(floor(extract(epoch from v_task.finished_at)), 0)::float8::bigint,
-      'abandonedAt', coalesce(floor(extract(epoch from v_task.abandoned_at)), 0)::float8::bigint),
-    'relationships', json_build_object(
-      'user', json_build_object('data', json_build_object('type', 'user', 'id', v_task.user_id)),
-      'project', json_build_object('data', case when v_task.project_id is null then null
-                                                else json_build_object('type', 'project', 'id', v_task.project_id) end))));
-  return json_build_object('answer', json_build_object('data', v_events[cardinality(v_events)]->'data', 'meta', json_build_object('stability', 'unstable', 'notice', 'This output may change soon.')), 'etag', '"t' || v_task.id || '.' || v_task.version || '"', 'events', array_to_json(v_events));
+  v_events :=
+    v_events || json_build_object(
+      'type',
+      'task.updated',
+      'data',
+      json_build_object(
+        'type',
+        'task',
+        'id',
+        v_task.id,
+        'attributes',
+        json_build_object(
+          'label',
+          v_task.label,
+          'order',
+          v_task."order",
+          'plannedCount',
+          v_task.planned_count,
+          'state',
+          v_task.state,
+          'startedAt',
+          coalesce(
+            floor(
+              extract(
+                epoch
+                from
+                  v_task.started_at
+              )
+            ),
+            0
+          )::float8::bigint,
+          'plannedAt',
+          coalesce(
+            floor(
+              extract(
+                epoch
+                from
+                  v_task.planned_at
+              )
+            ),
+            0
+          )::float8::bigint,
+          'finishedAt',
+          coalesce(
+            floor(
+              extract(
+                epoch
+                from
+                  v_task.finished_at
+              )
+            ),
+            0
+          )::float8::bigint,
+          'abandonedAt',
+          coalesce(
+            floor(
+              extract(
+                epoch
+                from
+                  v_task.abandoned_at
+              )
+            ),
+            0
+          )::float8::bigint
+        ),
+        'relationships',
+        json_build_object(
+          'user',
+          json_build_object(
+            'data',
+            json_build_object('type', 'user', 'id', v_task.user_id)
+          ),
+          'project',
+          json_build_object(
+            'data',
+            case
+              when v_task.project_id is null then null
+              else json_build_object('type', 'project', 'id', v_task.project_id)
+            end
+          )
+        )
+      )
+    );
+  return
+    json_build_object(
+      'answer',
+      json_build_object(
+        'data',
+        v_events[cardinality(v_events)] -> 'data',
+        'meta',
+        json_build_object(
+          'stability',
+          'unstable',
+          'notice',
+          'This output may change soon.'
+        )
+      ),
+      'etag',
+      '"t' || v_task.id || '.' || v_task.version || '"',
+      'events',
+      array_to_json(v_events)
+    );
 end
 $$
