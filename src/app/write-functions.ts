@@ -35,4 +35,6 @@ export const writeFunctionSet = writeFunctions(writeOperations, projectDocument)
 
 export const writes: WriteFunctionNames = {
   apply: writeFunctionSet.apply,
+  keyOpen: writeFunctionSet.keyOpen,
+  keyKeep: writeFunctionSet.keyKeep,
 };

@@ -83,6 +83,8 @@ export interface Context {
 /** Where the write functions are: `apply`, the one call every write makes. */
 export interface WriteFunctionNames {
   apply: string;
+  keyOpen: string;
+  keyKeep: string;
 }
 
 /** Where a committed write's NOTIFY payload goes (src/writes/announcer.ts). */

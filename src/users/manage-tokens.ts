@@ -11,7 +11,7 @@ import { pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
 import { SESSION_ONLY_SCOPES, allows, effectiveScopes, insufficientScope, type Scope } from '../core/scopes.js';
 import { textArray } from '../db/sql-fragments.js';
-import { lockOwner } from '../writes/owner-lock.js';
+import { lockUser } from '../writes/user-write.js';
 import { hashAccessToken, newPersonalToken } from './credentials.js';
 import { announceRevoked } from './revocation.js';
 import {
@@ -73,7 +73,7 @@ export async function createToken(ctx: AuthedContext, input: CreateTokenInput) {
   const secret = newPersonalToken(ctx.user.id);
   const row = await ctx.em.transactional(async (em) => {
     // The owner's lock, as every write of the user takes it: two creations at once count each other.
-    await lockOwner(em, ctx.user.id);
+    await lockUser(ctx, em);
     const [counted] = await em.execute<Array<{ live: string }>>(
       `select count(*)::text as live from access_tokens where user_id = ? and kind = 'personal' and expires_at > ?`,
       [ctx.user.id, now],

@@ -1,21 +1,13 @@
 /**
  * Idempotency keys (API-CONTRACT.md §11), after Stripe's semantics and Brandur Leach's
  * "Implementing Stripe-like Idempotency Keys in Postgres": the outcome of a keyed write is
- * stored by the write's own transaction, so a crash keeps both or neither. One object, an
- * `IdempotencyKey`, is what the write path (src/writes/user-write.ts) knows of it:
- *
- * 1. `claim`: `pg_try_advisory_xact_lock` on a 64-bit hash of user and key, first in the
- *    transaction. Held by a running request with the same key, in any process: 409
- *    request_in_progress at once, never a wait and never a second execution. The lock ends
- *    with its transaction, after its commit is visible.
- * 2. `recordColumn`: the owner's lock statement also reads the key's record; its snapshot is
- *    taken after the claim, so it sees every earlier request with this key. `replayOf` that
- *    record: the same fingerprint is replayed; another fingerprint is 422 idempotency_key_reused.
- * 3. The work runs; a success is stored (`storeSql`) by the statement that appends the change
- *    log's events (or by its own insert when the write changed nothing).
- * 4. `keepFailure`: a domain error rolls the work back; its record is then stored by a second
- *    transaction that claims the key again (waiting this time) and keeps what a request with
- *    the same key stored in between, if one did.
+ * stored by the write's own transaction, so a crash keeps both or neither. Here: the key as a
+ * request sends it (checked, with the request's fingerprint), the advisory lock that claims it,
+ * the check of a record found under it, and the pruning of expired records. The steps inside
+ * the write's transaction are SQL, the same for every write (src/writes/write-functions.ts
+ * `key_open`, `key_keep`): the key claimed first, never waited for (a running request with it is
+ * 409 request_in_progress); the user's lock; the key's record, replayed when the fingerprint is
+ * the request's and 422 idempotency_key_reused when not; the outcome stored with the work.
  *
  * Records older than 24 hours are ignored (an expired key runs again, and its record is
  * replaced) and pruned by the service in the background, a batch at a time.
@@ -25,7 +17,6 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
 import { MAX_JSON_DEPTH } from '../core/limits.js';
 import type { AuthedContext, Call } from '../core/context.js';
-import { lockOwner } from './owner-lock.js';
 
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 3600 * 1000;
 /** 1 to 255 visible ASCII characters. */
@@ -107,25 +98,6 @@ export class IdempotencyKey {
     return new IdempotencyKey(ctx.user.id, header, await fingerprintOf(ctx.call));
   }
 
-  get #lock(): string {
-    return keyLock(this.userId, this.key);
-  }
-
-  /** Step 1: claims the key for this transaction, or answers 409 when another request holds it. */
-  async claim(em: SqlEntityManager): Promise<void> {
-    const [row] = await em.execute<Array<{ claimed: boolean }>>('select pg_try_advisory_xact_lock(?::bigint) as claimed', [this.#lock]);
-    if (!row?.claimed) throw DomainError.of('request_in_progress');
-  }
-
-  /** Step 2: a select-list column of the owner's lock statement reading the key's live record as JSON, `record`. */
-  recordColumn(now: Date): { sql: string; params: unknown[] } {
-    return {
-      sql: `(select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag)
-               from idempotency_keys k where k.user_id = ? and k.key = ? and k.created_at > ?) as record`,
-      params: [this.userId, this.key, new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS)],
-    };
-  }
-
   /** The record found, to replay; 422 idempotency_key_reused when it was another request's. */
   replayOf(record: StoredOutcome): StoredOutcome {
     if (record.fingerprint !== this.fingerprint) {
@@ -135,41 +107,6 @@ export class IdempotencyKey {
       });
     }
     return record;
-  }
-
-  /**
-   * Step 3: the statement (or CTE) that stores an outcome. An expired record of the same key is
-   * replaced; a live one cannot exist (none was read under the key's lock).
-   */
-  storeSql(outcome: Omit<StoredOutcome, 'fingerprint'>, now: Date): { sql: string; params: unknown[] } {
-    return {
-      sql: `insert into idempotency_keys (user_id, key, fingerprint, status, body, etag, created_at)
-            values (?, ?, ?, ?, ?::json, ?, ?)
-            on conflict (user_id, key) do update
-              set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body,
-                  etag = excluded.etag, created_at = excluded.created_at`,
-      params: [this.userId, this.key, this.fingerprint, outcome.status, JSON.stringify(outcome.body ?? null), outcome.etag, now],
-    };
-  }
-
-  /**
-   * Step 4: a keyed write failed with a domain error and rolled back; its outcome is stored
-   * now, in a transaction of its own, under the key's lock (waited for, before the owner's
-   * lock, as every keyed write takes them). A request with the same key may have run in
-   * between (the first transaction had let go of the key): then that one's record stands, and
-   * is returned for this request to answer too; else null.
-   */
-  async keepFailure(em: SqlEntityManager, failure: { status: number; errors: unknown; meta?: unknown }, now: Date): Promise<StoredOutcome | null> {
-    return em.fork().transactional(async (tx) => {
-      await tx.execute('select pg_advisory_xact_lock(?::bigint)', [this.#lock]);
-      const record = (await lockOwner(tx, this.userId, this.recordColumn(now)))?.record as StoredOutcome | null | undefined;
-      if (record) return this.replayOf(record);
-      // A refusal's top-level meta (410 cursor_expired's last_event_id) is part of its answer.
-      const body = failure.meta === undefined ? { errors: failure.errors } : { errors: failure.errors, meta: failure.meta };
-      const { sql, params } = this.storeSql({ status: failure.status, body, etag: null }, now);
-      await tx.execute(sql, params);
-      return null;
-    });
   }
 }
 

@@ -1,50 +1,72 @@
 /**
- * The steps around a write of the user that runs in TypeScript (src/writes/write.ts is the one
- * path of the projects' and tasks' writes and of a batch of them, each one call of a write
- * function): the webhooks' writes and the account's (`plainWrite`). Each runs in these steps:
+ * A write of the user that runs in TypeScript (src/writes/write.ts is the one path of the
+ * projects' and tasks' writes and of a batch of them, each one call of a write function): the
+ * webhooks' writes (`plainWrite`). It takes the same steps as `apply`, with the same SQL
+ * (src/writes/write-functions.ts `key_open` and `key_keep`):
  *
  * 1. `IdempotencyKey.of`: the request's Idempotency-Key, checked, with its fingerprint
- *    (src/writes/idempotency.ts).
- * 2. `turnOf`: a turn among the user's writes in this process (src/writes/turns.ts).
- * 3. One transaction that claims the key, takes the owner's lock (first, always:
- *    src/writes/owner-lock.ts) reading the key's record (a replay ends here), runs the work,
- *    and stores the key's record.
- * 4. `keepFailure`: a keyed request whose work was refused keeps that outcome under its key.
- * 5. `deliver`: the answer, or the replay of a stored one.
+ *    (src/writes/idempotency.ts); `turnOf`, a turn among the user's writes in this process
+ *    (src/writes/turns.ts).
+ * 2. One transaction: `key_open` claims the key (409 while another request holds it), takes the
+ *    user's lock and reads the key's record (a replay ends here); the work runs, and its
+ *    outcome is kept under the key (`key_keep`): its answer, or a refusal it decided, after
+ *    the work is rolled back to the savepoint before it.
+ * 3. The answer, or the replay of a stored one.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { sendEtag } from '../core/conditional.js';
-import { DomainError } from '../core/errors.js';
-import { BATCHED } from '../db/batching.js';
 import type { AuthedContext } from '../core/context.js';
-import { IdempotencyKey, pruneNowAndThen, type StoredOutcome } from './idempotency.js';
-import { lockOwner, retried } from './owner-lock.js';
+import { DomainError } from '../core/errors.js';
+import { IdempotencyKey, IDEMPOTENCY_KEY_TTL_MS, keyLock, pruneNowAndThen, type StoredOutcome } from './idempotency.js';
+import { retried } from './owner-lock.js';
 import { turnOf } from './turns.js';
+import type { Refusal } from './write-functions.js';
+import { refusalError } from './write.js';
 
-type Outcome<T> =
-  | { kind: 'ran'; value: T }
-  | { kind: 'failed'; error: DomainError }
-  | { kind: 'replay'; record: StoredOutcome };
-
-/** Domain errors raised by a write's work: it ran, so with a key its outcome is kept. */
-const ranInto = new WeakSet<DomainError>();
+type Outcome<T> = { kind: 'ran'; value: T } | { kind: 'failed'; error: DomainError } | { kind: 'replay'; record: StoredOutcome };
 
 /**
- * The steps around a write's work (step 3, `work`): its Idempotency-Key (1), the user's turn
- * (2), a refusal of the work kept under the key (4), and the answer (5).
+ * Kept under a key: what the work decided. Not a refusal before it ran, nor a failure of the
+ * moment (429, 5xx), which a retry with the same key must run again.
  */
-async function keyedTurn<T>(ctx: AuthedContext, work: (key: IdempotencyKey | undefined) => Promise<Outcome<T>>): Promise<T> {
+function decidedByWork(error: unknown): error is DomainError {
+  return error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429;
+}
+
+/**
+ * A write of the user that is not of projects and tasks (a webhook's): it appends no events,
+ * and otherwise takes the steps of every write (above); `work` runs under the user's lock, with
+ * the transaction's entity manager.
+ */
+export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityManager) => Promise<T>): Promise<T> {
   const key = await IdempotencyKey.of(ctx);
   const release = await turnOf(ctx);
   try {
-    let outcome: Outcome<T>;
-    try {
-      outcome = await work(key);
-    } catch (error) {
-      if (!key || !(error instanceof DomainError) || !ranInto.has(error)) throw error;
-      const record = await key.keepFailure(ctx.em, error, ctx.clock.now());
-      outcome = record ? { kind: 'replay', record } : { kind: 'failed', error };
-    }
+    const outcome = await retried(ctx.log, () =>
+      ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
+        const now = ctx.clock.now();
+        const replay = await openWrite(ctx, em, key, now);
+        if (replay) return { kind: 'replay', record: key!.replayOf(replay) };
+        const keep = (status: number, body: unknown) =>
+          em.execute(`select ${ctx.writes.keyKeep}(?::bigint, ?::text, ?::text, ?::int, ?::json, null, ?::timestamptz)`, [
+            ctx.user.id, key!.key, key!.fingerprint, status, JSON.stringify(body ?? null), now,
+          ]);
+        if (!key) return { kind: 'ran', value: await work(em) };
+        await em.execute('savepoint work');
+        try {
+          const value = await work(em);
+          await keep(ctx.call.meta?.successStatus ?? 200, value);
+          return { kind: 'ran', value };
+        } catch (error) {
+          if (!decidedByWork(error)) throw error;
+          // What the work did is undone; its refusal is kept (a top-level meta, such as 410
+          // cursor_expired's last_event_id, is part of its answer).
+          await em.execute('rollback to savepoint work');
+          await keep(error.status, error.meta === undefined ? { errors: error.errors } : { errors: error.errors, meta: error.meta });
+          return { kind: 'failed', error };
+        }
+      }),
+    );
     if (key) pruneNowAndThen(ctx.em, ctx.clock.now());
     return deliver(ctx, outcome);
   } finally {
@@ -53,47 +75,26 @@ async function keyedTurn<T>(ctx: AuthedContext, work: (key: IdempotencyKey | und
 }
 
 /**
- * Kept under a key: what the work decided. Not a refusal before it ran, nor a failure of the
- * moment (429, 5xx), which a retry with the same key must run again.
+ * The first step of a write in its transaction (`key_open`): the key claimed, the user's lock,
+ * and the key's record if there is one; a refusal (409 for a key in use, 401 for a user gone)
+ * is thrown.
  */
-function noteRan(error: unknown): void {
-  if (error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429) ranInto.add(error);
+async function openWrite(ctx: AuthedContext, em: SqlEntityManager, key: IdempotencyKey | undefined, now: Date): Promise<StoredOutcome | undefined> {
+  const since = key ? new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS) : null;
+  const [row] = await em.execute<Array<{ opened: { refusal?: Refusal; replay?: StoredOutcome } }>>(
+    `select ${ctx.writes.keyOpen}(?::bigint, ?::text, ?::bigint, ?::timestamptz) as opened`,
+    [ctx.user.id, key?.key ?? null, key ? keyLock(ctx.user.id, key.key) : null, since],
+  );
+  if (row!.opened.refusal) throw refusalError(row!.opened.refusal);
+  return row!.opened.replay;
 }
 
 /**
- * A write of the user that is not of projects and tasks (a webhook's): it appends no events
- * and has no one-statement form, and otherwise goes through the steps of every write: the
- * Idempotency-Key (claimed, replayed, its outcome stored in the write's transaction), the
- * user's turn, the owner's lock first in the transaction (`work` runs under it, with the
- * transaction's entity manager), and a refusal kept under the key.
+ * Takes the user's lock in the caller's transaction, as every write of the user takes it first
+ * (a token's creation, which keeps nothing under an Idempotency-Key).
  */
-export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityManager) => Promise<T>): Promise<T> {
-  return keyedTurn(ctx, (key) =>
-    retried(ctx.log, () =>
-      ctx.em.fork().transactional(async (em): Promise<Outcome<T>> => {
-        const now = ctx.clock.now();
-        if (key) await key.claim(em);
-        const record = (await lockOwner(em, ctx.user.id, key?.recordColumn(now)))?.record as StoredOutcome | null | undefined;
-        if (record) return { kind: 'replay', record: key!.replayOf(record) };
-        let value: T;
-        try {
-          value = await work(em);
-        } catch (error) {
-          noteRan(error);
-          throw error;
-        }
-        if (key) {
-          const store = key.storeSql({ status: successStatus(ctx), body: value ?? null, etag: null }, now);
-          await em.execute(BATCHED + store.sql, store.params);
-        }
-        return { kind: 'ran', value };
-      }),
-    ),
-  );
-}
-
-function successStatus(ctx: AuthedContext): number {
-  return ctx.call.meta?.successStatus ?? 200;
+export async function lockUser(ctx: AuthedContext, em: SqlEntityManager): Promise<void> {
+  await openWrite(ctx, em, undefined, ctx.clock.now());
 }
 
 function deliver<T>(ctx: AuthedContext, outcome: Outcome<T>): T {

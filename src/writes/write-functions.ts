@@ -85,6 +85,9 @@ export interface WriteFunctions {
   statements: string[];
   /** The function that takes the user's id (`create_distributed_function` on Citus). */
   apply: string;
+  /** The first step of every write of a user, and the keeping of its key's outcome (`keyFunctionsSql`). */
+  keyOpen: string;
+  keyKeep: string;
 }
 
 /**
@@ -130,7 +133,7 @@ function applySql(schema: string, operations: readonly WriteOperation[], project
   p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
 ) returns json language plpgsql volatile as $$
 declare
-  v_record json;
+  v_opened json;
   v_op json;
   v_result json;
   v_answers json[] := '{}';
@@ -156,25 +159,12 @@ declare
   v_project text;
   v_projects jsonb := '{}';
 begin
-  -- The key first, never waited for: a request with the same key running is 409 at once.
-  if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'), 'index', 0);
-  end if;
-  -- The user's lock, taken first by every write of the user, held until the commit.
-  perform set_config('lock_timeout', '5000ms', true);
-  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
-  -- No user: deleted since its token was read (a deletion holds this lock while it runs, and
-  -- a write that waited for it finds no row): refused as its token now is.
-  if not found then
-    return json_build_object('refusal', json_build_object('code', 'unauthorized'), 'index', 0);
-  end if;
-  if p_key is not null then
-    select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
-      from idempotency_keys k
-     where k.user_id = p_user and k.key = p_key and k.created_at > p_key_since;
-    if v_record is not null then
-      return json_build_object('replay', v_record);
-    end if;
+  -- The key, the user's lock and the key's record, as every write of the user takes them.
+  v_opened := ${schema}.key_open(p_user, p_key, p_key_lock, p_key_since);
+  if v_opened->'refusal' is not null then
+    return json_build_object('refusal', v_opened->'refusal', 'index', 0);
+  elsif v_opened->'replay' is not null then
+    return v_opened;
   end if;
   begin
     for v_op in select value from json_array_elements(p_ops) loop
@@ -223,15 +213,13 @@ begin
     -- kept under the key (API-CONTRACT.md §11).
     v_refusal := sqlerrm::json;
     if p_key is not null and v_refusal->>'stop' is null then
-      insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
-      values (p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now)
-      on conflict (user_id, key) do update
-        set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+      perform ${schema}.key_keep(p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now);
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
   ${documents('  ')}
   -- The events, numbered after the user's newest (the dropped ones left out).
+  v_last := (v_opened->>'last')::bigint;
   v_count := cardinality(array_remove(v_types, null));
   if v_count > 0 then
     update users u set last_event_seq = u.last_event_seq + v_count where u.id = p_user returning u.last_event_seq into v_last;
@@ -245,16 +233,63 @@ begin
                                       from unnest(v_answers) with ordinality as a(answer, n)))
     else v_answers[1] end;
   if p_key is not null then
-    insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
-    values (p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now)
-    on conflict (user_id, key) do update
-      set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at;
+    perform ${schema}.key_keep(p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now);
   end if;
   return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events',
     (select coalesce(json_agg(json_build_object('type', e.type, 'data', e.data) order by e.n), '[]')
        from unnest(v_types, v_data) with ordinality as e(type, data, n) where e.type is not null));
 end
 $$`;
+}
+
+/**
+ * What every write of a user does first, and how it keeps its Idempotency-Key's outcome
+ * (API-CONTRACT.md §11): the writes of projects and tasks (`apply`) and those that run in
+ * TypeScript (src/writes/user-write.ts `plainWrite`) call the same two functions.
+ *
+ * `key_open(p_user, p_key, p_key_lock, p_key_since)`, first in the write's transaction:
+ * - the key, never waited for (`p_key_lock`, its 64-bit advisory lock): a request with the
+ *   same key running is `{"refusal": {"code": "request_in_progress"}}` at once;
+ * - the user's lock, taken first by every write of the user and held until the commit; no
+ *   user (deleted since its token was read: a deletion holds this lock while it runs, and a
+ *   write that waited for it finds no row) is refused as its token now is, `unauthorized`;
+ * - the key's record younger than `p_key_since`: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
+ * - else `{"last": <the user's newest event number>}`.
+ * `key_keep(…)` stores an outcome under the key; an expired record of it is replaced.
+ */
+function keyFunctionsSql(schema: string): string[] {
+  return [
+    `create function ${schema}.key_open(p_user bigint, p_key text, p_key_lock bigint, p_key_since timestamptz) returns json language plpgsql volatile as $$
+declare
+  v_last bigint;
+  v_record json;
+begin
+  if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
+    return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
+  end if;
+  perform set_config('lock_timeout', '5000ms', true);
+  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
+  if not found then
+    return json_build_object('refusal', json_build_object('code', 'unauthorized'));
+  end if;
+  if p_key is not null then
+    select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
+      from idempotency_keys k
+     where k.user_id = p_user and k.key = p_key and k.created_at > p_key_since;
+    if v_record is not null then
+      return json_build_object('replay', v_record);
+    end if;
+  end if;
+  return json_build_object('last', v_last);
+end
+$$`,
+    `create function ${schema}.key_keep(p_user bigint, p_key text, p_fingerprint text, p_status int, p_body json, p_etag text, p_now timestamptz) returns void language sql volatile as $$
+  insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)
+  values (p_user, p_key, p_fingerprint, p_status, p_body, p_etag, p_now)
+  on conflict (user_id, key) do update
+    set fingerprint = excluded.fingerprint, status = excluded.status, body = excluded.body, etag = excluded.etag, created_at = excluded.created_at
+$$`,
+  ];
 }
 
 /** `json_put(object, path, value)`: the object with the member at `path` set to `value`, its members in their order (a batch's refs). */
@@ -274,12 +309,13 @@ $$`;
 export function writeFunctions(operations: readonly WriteOperation[], projectDocument: (p: string) => string): WriteFunctions {
   const body = (schema: string) => [
     jsonPutSql(schema),
+    ...keyFunctionsSql(schema),
     ...operations.map((o) => `create function ${schema}.${o.fn}(${OPERATION_ARGUMENTS}) returns json language plpgsql volatile as $$\n${o.body}\n$$`),
     applySql(schema, operations, projectDocument),
   ];
   // The name is the hash of the text with a placeholder for itself.
   const schema = `w_${createHash('sha256').update(body('w').join(';\n')).digest('hex').slice(0, 16)}`;
-  return { schema, statements: [`create schema ${schema}`, ...body(schema)], apply: `${schema}.apply` };
+  return { schema, statements: [`create schema ${schema}`, ...body(schema)], apply: `${schema}.apply`, keyOpen: `${schema}.key_open`, keyKeep: `${schema}.key_keep` };
 }
 
 /**

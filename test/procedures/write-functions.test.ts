@@ -25,6 +25,8 @@ describe('the write functions', () => {
   it.each([
     ['apply', 'the one call every write makes'],
     ['json_put', "sets a batch's refs in an operation's input"],
+    ['key_open', "every write's first step: its key, the user's lock, the key's record"],
+    ['key_keep', "keeps a write's outcome under its key"],
   ])('%s: %s', async (fn) => {
     const text = writeFunctionSet.statements.find((s) => s.includes(`.${fn}(`))!;
     await expect(`-- ${fn}\n\n${await formatFunction(text.replaceAll(writeFunctionSet.schema, 'w'))}\n`).toMatchFileSnapshot(`./write-sql/functions/${fn}.sql`);
@@ -35,6 +37,6 @@ describe('the write functions', () => {
       `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = ? order by 1`,
       [writeFunctionSet.schema],
     );
-    expect(rows.map((r) => r.name)).toEqual(['apply', 'json_put', ...writeOperations.map((o) => o.fn)].sort());
+    expect(rows.map((r) => r.name)).toEqual(['apply', 'json_put', 'key_keep', 'key_open', ...writeOperations.map((o) => o.fn)].sort());
   });
 });

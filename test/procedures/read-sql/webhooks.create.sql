@@ -23,15 +23,8 @@ where
 
 begin
 
-/* batched */
 select
-  set_config('lock_timeout', '5000ms', true),
-  id
-from
-  users
-where
-  id = ?
-for no key update
+  w.key_open (?::bigint, ?::text, ?::bigint, ?::timestamptz) as opened
 
 with
   room as (

@@ -12,7 +12,7 @@ create function w.apply (
   p_batch boolean
 ) returns json language plpgsql volatile as $$
 declare
-  v_record json;
+  v_opened json;
   v_op json;
   v_result json;
   v_answers json[] := '{}';
@@ -38,39 +38,12 @@ declare
   v_project text;
   v_projects jsonb := '{}';
 begin
-  -- The key first, never waited for: a request with the same key running is 409 at once.
-  if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'), 'index', 0);
-  end if;
-  -- The user's lock, taken first by every write of the user, held until the commit.
-  perform set_config('lock_timeout', '5000ms', true);
-  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
-  -- No user: deleted since its token was read (a deletion holds this lock while it runs, and
-  -- a write that waited for it finds no row): refused as its token now is.
-  if not found then
-    return json_build_object('refusal', json_build_object('code', 'unauthorized'), 'index', 0);
-  end if;
-  if p_key is not null then
-    select
-      json_build_object(
-        'fingerprint',
-        k.fingerprint,
-        'status',
-        k.status,
-        'body',
-        k.body,
-        'etag',
-        k.etag
-      ) into v_record
-    from
-      idempotency_keys k
-    where
-      k.user_id = p_user
-      and k.key = p_key
-      and k.created_at > p_key_since;
-    if v_record is not null then
-      return json_build_object('replay', v_record);
-    end if;
+  -- The key, the user's lock and the key's record, as every write of the user takes them.
+  v_opened := w.key_open(p_user, p_key, p_key_lock, p_key_since);
+  if v_opened->'refusal' is not null then
+    return json_build_object('refusal', v_opened->'refusal', 'index', 0);
+  elsif v_opened->'replay' is not null then
+    return v_opened;
   end if;
   begin
     for v_op in select value from json_array_elements(p_ops) loop
@@ -347,18 +320,8 @@ begin
     -- kept under the key (API-CONTRACT.md §11).
     v_refusal := sqlerrm::json;
     if p_key is not null and v_refusal->>'stop' is null then
-      insert into
-        idempotency_keys as k (
-          user_id,
-          key,
-          fingerprint,
-          status,
-          body,
-          etag,
-          created_at
-        )
-      values
-        (
+      perform
+        w.key_keep (
           p_user,
           p_key,
           p_fingerprint,
@@ -366,14 +329,7 @@ begin
           json_build_object('refusal', v_refusal, 'index', v_index),
           null,
           p_now
-        )
-      on conflict (user_id, key) do update
-      set
-        fingerprint = excluded.fingerprint,
-        status = excluded.status,
-        body = excluded.body,
-        etag = excluded.etag,
-        created_at = excluded.created_at;
+        );
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);
   end;
@@ -496,6 +452,7 @@ begin
     end if;
   end loop;
   -- The events, numbered after the user's newest (the dropped ones left out).
+  v_last := (v_opened->>'last')::bigint;
   v_count := cardinality(array_remove(v_types, null));
   if v_count > 0 then
     update users u
@@ -531,18 +488,8 @@ begin
       else v_answers[1]
     end;
   if p_key is not null then
-    insert into
-      idempotency_keys as k (
-        user_id,
-        key,
-        fingerprint,
-        status,
-        body,
-        etag,
-        created_at
-      )
-    values
-      (
+    perform
+      w.key_keep (
         p_user,
         p_key,
         p_fingerprint,
@@ -556,14 +503,7 @@ begin
           else v_etag
         end,
         p_now
-      )
-    on conflict (user_id, key) do update
-    set
-      fingerprint = excluded.fingerprint,
-      status = excluded.status,
-      body = excluded.body,
-      etag = excluded.etag,
-      created_at = excluded.created_at;
+      );
   end if;
   return
     json_build_object(
