@@ -24,7 +24,9 @@
  *   Citus plans a query level by level once it is not one router task, and then sends a level
  *   without its own parameter to every shard, or refuses a correlated subquery outright.
  */
+import type { MikroORM } from '@mikro-orm/postgresql';
 import { loadModule, parseSync } from 'libpg-query';
+import { DISTRIBUTION_COLUMN, NOT_USER_DATA, USERS } from '../../src/db/data-layout.js';
 
 export type CitusRule = 'parse' | 'returning' | 'volatile' | 'notify' | 'user-param';
 
@@ -44,6 +46,31 @@ export interface Catalogue {
   localTables: ReadonlySet<string>;
   /** The schema's own volatile functions. */
   volatileFunctions: ReadonlySet<string>;
+}
+
+/**
+ * The catalogue of a migrated schema: `users` and every table of `public` with `user_id` not
+ * listed as other data (src/db/data-layout.ts), the local tables listed, the volatile functions
+ * of `public`. A table or function a migration adds is held to the rules at once.
+ */
+export async function readCatalogue(orm: MikroORM): Promise<Catalogue> {
+  const em = orm.em.fork();
+  const withColumn = await em.execute<Array<{ table: string }>>(
+    `select c.relname::text as "table" from pg_class c
+       join pg_namespace n on n.oid = c.relnamespace
+       join pg_attribute a on a.attrelid = c.oid and a.attname = ? and a.attnum > 0 and not a.attisdropped
+      where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition`,
+    [DISTRIBUTION_COLUMN],
+  );
+  const functions = await em.execute<Array<{ name: string }>>(
+    `select p.proname::text as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = 'public' and p.prokind = 'f' and p.provolatile = 'v' and p.prorettype <> 'trigger'::regtype`,
+  );
+  return {
+    userTables: new Set([USERS.table, ...withColumn.map((r) => r.table).filter((table) => !NOT_USER_DATA[table])]),
+    localTables: new Set(Object.entries(NOT_USER_DATA).filter(([, t]) => t.kind === 'local').map(([table]) => table)),
+    volatileFunctions: new Set(functions.map((r) => r.name)),
+  };
 }
 
 /** `users` is split by its own key; every other user table by `user_id`. */

@@ -21,9 +21,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
-import { DISTRIBUTION_COLUMN, NOT_USER_DATA, USERS } from '../../src/db/data-layout.js';
+import { NOT_USER_DATA } from '../../src/db/data-layout.js';
 import { FAN_OUTS, type FanOut } from '../helpers/citus-fan-outs.js';
-import { checkStatement, loadParser, type Catalogue, type CitusRule } from '../helpers/citus-statements.js';
+import { checkStatement, loadParser, readCatalogue, type Catalogue, type CitusRule } from '../helpers/citus-statements.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
 const PROCEDURES = path.resolve(import.meta.dirname, '../procedures');
@@ -57,31 +57,10 @@ const SNAPSHOTS = SNAPSHOT_DIRS.flatMap((dir) =>
 let orm: MikroORM;
 let catalogue: Catalogue;
 
-/** The user tables, the local ones and the volatile functions of the migrated schema. */
-async function readCatalogue(): Promise<Catalogue> {
-  const em = orm.em.fork();
-  const withColumn = await em.execute<Array<{ table: string }>>(
-    `select c.relname::text as "table" from pg_class c
-       join pg_namespace n on n.oid = c.relnamespace
-       join pg_attribute a on a.attrelid = c.oid and a.attname = ? and a.attnum > 0 and not a.attisdropped
-      where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition`,
-    [DISTRIBUTION_COLUMN],
-  );
-  const functions = await em.execute<Array<{ name: string }>>(
-    `select p.proname::text as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-      where n.nspname = 'public' and p.prokind = 'f' and p.provolatile = 'v' and p.prorettype <> 'trigger'::regtype`,
-  );
-  return {
-    userTables: new Set([USERS.table, ...withColumn.map((r) => r.table).filter((table) => !NOT_USER_DATA[table])]),
-    localTables: new Set(Object.entries(NOT_USER_DATA).filter(([, t]) => t.kind === 'local').map(([table]) => table)),
-    volatileFunctions: new Set(functions.map((r) => r.name)),
-  };
-}
-
 beforeAll(async () => {
   await loadParser();
   orm = await openOrm(await createTestDatabase(), { migrate: true, poolSize: 2 });
-  catalogue = await readCatalogue();
+  catalogue = await readCatalogue(orm);
 });
 afterAll(async () => {
   await orm?.close(true);
@@ -119,7 +98,7 @@ describe('every statement a request sends can be routed by Citus to one shard', 
     // A function added by a migration is held to the rules at once.
     await orm.em.fork().execute('create function scratch_touch() returns integer language sql volatile as $$ select 1 $$');
     try {
-      expect((await readCatalogue()).volatileFunctions.has('scratch_touch')).toBe(true);
+      expect((await readCatalogue(orm)).volatileFunctions.has('scratch_touch')).toBe(true);
     } finally {
       await orm.em.fork().execute('drop function scratch_touch()');
     }
