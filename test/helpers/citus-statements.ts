@@ -6,7 +6,8 @@
  * grammar or a regular expression would miss what hides in a subquery.
  *
  * The rules, each what a Citus coordinator refuses or spreads over every shard:
- * - `returning`: a RETURNING list holds plain columns (`c`, `t.c`, `*`, `t.*`) only. Citus
+ * - `returning`: a RETURNING list holds plain columns (`c`, `t.c`, `*`, `t.*`) only (or such a
+ *   column plus or minus an integer constant, always immutable: see `isPlainColumn`). Citus
  *   refuses any non-immutable function there, and whether a cast or an operator is immutable
  *   depends on types a parse tree does not have (`started_at::text` is not, `id::text` is):
  *   conversions belong to the SELECT that reads the returned rows. (A local table, on the
@@ -262,9 +263,18 @@ function levelOf(type: string, fields: Fields): Level | undefined {
   return level;
 }
 
-/** Whether a RETURNING item is a plain column or star. */
+/**
+ * Whether a RETURNING item is a plain column or star, or a column plus or minus an integer
+ * constant (`u.next_task_order - 1`): whatever the column's type, every `+` and `-` whose right
+ * operand is an integer (or a type an integer converts to implicitly) is immutable, which
+ * citus-statements.test.ts asks the catalogue, so no type is needed to know Citus accepts it.
+ */
 function isPlainColumn(value: unknown): boolean {
   const node = tagged(value);
+  if (node?.[0] === 'A_Expr' && node[1].kind === 'AEXPR_OP' && ['+', '-'].includes(list(node[1].name).map(sval).join())) {
+    const constant = tagged(node[1].rexpr);
+    return constant?.[0] === 'A_Const' && constant[1].ival !== undefined && isPlainColumn(node[1].lexpr);
+  }
   if (node?.[0] !== 'ColumnRef') return false;
   return list(node[1].fields).every((field) => sval(field) !== undefined || tagged(field)?.[0] === 'A_Star');
 }
