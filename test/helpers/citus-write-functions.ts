@@ -20,7 +20,7 @@
  * A statement the grammar refuses is reported (`parse`), so nothing is skipped silently.
  */
 import { parseSync } from 'libpg-query';
-import { isObject, list, sval, tagged, type Fields } from './citus-statements.js';
+import { checkStatement, isObject, list, sval, tagged, type Catalogue, type Fields } from './citus-statements.js';
 
 /** One overload, as pg_proc has it. */
 export interface Overload {
@@ -382,6 +382,20 @@ export function castsIn(fn: WriteFunction): Array<[string, string]> {
   };
   for (const sql of fn.statements) checkWriteStatement(sql, fn.variables, record);
   return pairs;
+}
+
+/**
+ * A write function's statements held to the routing rules of citus-statements.ts as they run:
+ * on the user's worker, inside the call of `apply` Citus delegates there, the user held by
+ * `user` (the functions' argument). One line a fault: `<function> #<statement, from 1> [rule]
+ * <detail> — <fragment>`.
+ */
+export function routeWriteFunction(fn: WriteFunction, catalogue: Catalogue, user: string): string[] {
+  return fn.statements.flatMap((sql, i) =>
+    checkStatement(sql, catalogue, { userParams: [user], delegated: true }).map(
+      (v) => `${fn.name} #${i + 1} [${v.rule}] ${v.detail} — ${v.fragment.replace(/\s+/g, ' ')}`,
+    ),
+  );
 }
 
 /** A write function's faults, one line each: `<function> [rule] <detail> — <fragment>`. */
