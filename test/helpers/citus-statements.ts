@@ -6,7 +6,8 @@
  * grammar or a regular expression would miss what hides in a subquery.
  *
  * The rules, each what a Citus coordinator refuses or spreads over every shard:
- * - `returning`: a RETURNING list holds plain columns (`c`, `t.c`, `*`, `t.*`) only. Citus
+ * - `returning`: a RETURNING list holds plain columns (`c`, `t.c`, `*`, `t.*`) only (or such a
+ *   column plus or minus an integer constant, always immutable: see `isPlainColumn`). Citus
  *   refuses any non-immutable function there, and whether a cast or an operator is immutable
  *   depends on types a parse tree does not have (`started_at::text` is not, `id::text` is):
  *   conversions belong to the SELECT that reads the returned rows. (A local table, on the
@@ -23,8 +24,20 @@
  *   the coordinator hands out). A join on `user_id` to another level's row is not enough:
  *   Citus plans a query level by level once it is not one router task, and then sends a level
  *   without its own parameter to every shard, or refuses a correlated subquery outright.
+ *
+ * A statement in the body of a function Citus delegates to the user's worker (`apply` and what
+ * it calls, distributed by the user's id) is checked with `delegated` and `userParams`: its
+ * values are the function's variables, which PL/pgSQL hands the planner as parameters, so the
+ * user is named by the variable that holds it (`p_user`), and a `?` is jsonb's operator, not a
+ * placeholder. On the worker each statement is planned by Citus again, so `returning`,
+ * `volatile` and `user-param` hold there as on the coordinator (a statement without the user
+ * goes from the worker to every shard, within the write's transaction); `notify` is stricter:
+ * the whole call runs on the worker, so any `pg_notify` or NOTIFY there reaches that worker's
+ * listeners, never the service's, whether or not it reads a table.
  */
+import type { MikroORM } from '@mikro-orm/postgresql';
 import { loadModule, parseSync } from 'libpg-query';
+import { DISTRIBUTION_COLUMN, NOT_USER_DATA, USERS } from '../../src/db/data-layout.js';
 
 export type CitusRule = 'parse' | 'returning' | 'volatile' | 'notify' | 'user-param';
 
@@ -36,6 +49,14 @@ export interface Violation {
   fragment: string;
 }
 
+/** Where a statement runs, when it is not one the service sends (see the header). */
+export interface StatementPlace {
+  /** The variables that hold the user, in place of `$n` (a function's argument `p_user`). */
+  userParams?: readonly string[];
+  /** In the body of a function delegated to the user's worker. */
+  delegated?: boolean;
+}
+
 /** What the rules need to know of the schema, read from its catalogue. */
 export interface Catalogue {
   /** `users` and every table of user data (split by user). */
@@ -44,6 +65,31 @@ export interface Catalogue {
   localTables: ReadonlySet<string>;
   /** The schema's own volatile functions. */
   volatileFunctions: ReadonlySet<string>;
+}
+
+/**
+ * The catalogue of a migrated schema: `users` and every table of `public` with `user_id` not
+ * listed as other data (src/db/data-layout.ts), the local tables listed, the volatile functions
+ * of `public`. A table or function a migration adds is held to the rules at once.
+ */
+export async function readCatalogue(orm: MikroORM): Promise<Catalogue> {
+  const em = orm.em.fork();
+  const withColumn = await em.execute<Array<{ table: string }>>(
+    `select c.relname::text as "table" from pg_class c
+       join pg_namespace n on n.oid = c.relnamespace
+       join pg_attribute a on a.attrelid = c.oid and a.attname = ? and a.attnum > 0 and not a.attisdropped
+      where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition`,
+    [DISTRIBUTION_COLUMN],
+  );
+  const functions = await em.execute<Array<{ name: string }>>(
+    `select p.proname::text as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = 'public' and p.prokind = 'f' and p.provolatile = 'v' and p.prorettype <> 'trigger'::regtype`,
+  );
+  return {
+    userTables: new Set([USERS.table, ...withColumn.map((r) => r.table).filter((table) => !NOT_USER_DATA[table])]),
+    localTables: new Set(Object.entries(NOT_USER_DATA).filter(([, t]) => t.kind === 'local').map(([table]) => table)),
+    volatileFunctions: new Set(functions.map((r) => r.name)),
+  };
 }
 
 /** `users` is split by its own key; every other user table by `user_id`. */
@@ -144,12 +190,20 @@ function walk(value: unknown, scope: Scope, visit: (type: string, fields: Fields
 const isCte = (rangeVar: Fields, scope: Scope) => !rangeVar.schemaname && scope.has(rangeVar.relname as string);
 const aliasOf = (rangeVar: Fields) => (isObject(rangeVar.alias) ? (rangeVar.alias.aliasname as string) : (rangeVar.relname as string));
 
-/** A value given as a parameter: `$n`, or `$n` cast to a type. */
-function isParam(value: unknown): boolean {
+/**
+ * A value given as a parameter, or such a value cast to a type: `$n`; or, where the user is
+ * held by variables (`named`), one of them, and only them (in a function's body `$n` is its
+ * n-th argument, which need not be the user).
+ */
+function isParam(value: unknown, named: readonly string[]): boolean {
   const node = tagged(value);
   if (!node) return false;
-  if (node[0] === 'ParamRef') return true;
-  return node[0] === 'TypeCast' && isParam(node[1].arg);
+  if (node[0] === 'ParamRef') return named.length === 0;
+  if (node[0] === 'ColumnRef') {
+    const names = list(node[1].fields).map(sval);
+    return names.length === 1 && named.includes(names[0]!);
+  }
+  return node[0] === 'TypeCast' && isParam(node[1].arg, named);
 }
 
 /** The top-level AND-conjuncts of a condition. */
@@ -160,14 +214,14 @@ function conjuncts(condition: unknown): unknown[] {
 }
 
 /** The column a conjunct `column = $n` (either way round) pins to a parameter: its qualifier and name. */
-function pinnedColumn(conjunct: unknown): { qualifier?: string; column: string } | undefined {
+function pinnedColumn(conjunct: unknown, named: readonly string[]): { qualifier?: string; column: string } | undefined {
   const node = tagged(conjunct);
   if (node?.[0] !== 'A_Expr' || node[1].kind !== 'AEXPR_OP') return undefined;
   const op = list(node[1].name).map(sval);
   if (op.length !== 1 || op[0] !== '=') return undefined;
   for (const [columnSide, paramSide] of [[node[1].lexpr, node[1].rexpr], [node[1].rexpr, node[1].lexpr]]) {
     const column = tagged(columnSide);
-    if (column?.[0] !== 'ColumnRef' || !isParam(paramSide)) continue;
+    if (column?.[0] !== 'ColumnRef' || !isParam(paramSide, named)) continue;
     const names = list(column[1].fields).map(sval);
     if (names.some((name) => name === undefined)) continue;
     if (names.length === 1) return { column: names[0]! };
@@ -209,9 +263,18 @@ function levelOf(type: string, fields: Fields): Level | undefined {
   return level;
 }
 
-/** Whether a RETURNING item is a plain column or star. */
+/**
+ * Whether a RETURNING item is a plain column or star, or a column plus or minus an integer
+ * constant (`u.next_task_order - 1`): whatever the column's type, every `+` and `-` whose right
+ * operand is an integer (or a type an integer converts to implicitly) is immutable, which
+ * citus-statements.test.ts asks the catalogue, so no type is needed to know Citus accepts it.
+ */
 function isPlainColumn(value: unknown): boolean {
   const node = tagged(value);
+  if (node?.[0] === 'A_Expr' && node[1].kind === 'AEXPR_OP' && ['+', '-'].includes(list(node[1].name).map(sval).join())) {
+    const constant = tagged(node[1].rexpr);
+    return constant?.[0] === 'A_Const' && constant[1].ival !== undefined && isPlainColumn(node[1].lexpr);
+  }
   if (node?.[0] !== 'ColumnRef') return false;
   return list(node[1].fields).every((field) => sval(field) !== undefined || tagged(field)?.[0] === 'A_Star');
 }
@@ -219,11 +282,14 @@ function isPlainColumn(value: unknown): boolean {
 const functionName = (fields: Fields) => list(fields.funcname).map(sval).at(-1)?.toLowerCase() ?? '';
 
 /**
- * The rules this statement breaks (`sql` with `?` placeholders, as the ORM logs it). A
- * statement the parser refuses is one `parse` violation.
+ * The rules this statement breaks (`sql` with `?` placeholders, as the ORM logs it; or, with
+ * `place.delegated`, a function body's statement as written). A statement the parser refuses is
+ * one `parse` violation.
  */
-export function checkStatement(sql: string, catalogue: Catalogue): Violation[] {
-  const text = numberPlaceholders(sql);
+export function checkStatement(sql: string, catalogue: Catalogue, place: StatementPlace = {}): Violation[] {
+  const text = place.delegated ? sql : numberPlaceholders(sql);
+  const named = place.userParams ?? [];
+  const userParam = named.length ? named.join(' or ') : '$n';
   const bytes = Buffer.from(text, 'utf8');
   /** The text around a node's location: a few words before it, about 100 characters from it. */
   const at = (location: unknown): string => {
@@ -293,21 +359,22 @@ export function checkStatement(sql: string, catalogue: Catalogue): Violation[] {
     }
 
     // notify
-    if (type === 'FuncCall' && functionName(fields) === 'pg_notify' && readsTable) {
-      add('notify', 'pg_notify in a statement that reads a table', fields.location);
+    if (type === 'FuncCall' && functionName(fields) === 'pg_notify' && (readsTable || place.delegated)) {
+      add('notify', `pg_notify in ${place.delegated ? 'a function delegated to a worker' : 'a statement that reads a table'}`, fields.location);
     }
+    if (type === 'NotifyStmt' && place.delegated) add('notify', 'NOTIFY in a function delegated to a worker', 0);
 
     // user-param: each reference to a user table, at its level
     const level = levelOf(type, fields);
     if (level) {
-      const pinned = level.conditions.flatMap(conjuncts).map(pinnedColumn).filter((p) => p !== undefined);
+      const pinned = level.conditions.flatMap(conjuncts).map((c) => pinnedColumn(c, named)).filter((p) => p !== undefined);
       for (const { rangeVar } of level.items) {
         if (!rangeVar || isCte(rangeVar, scope) || !catalogue.userTables.has(rangeVar.relname as string)) continue;
         const table = rangeVar.relname as string;
         const alias = aliasOf(rangeVar);
         const column = table === USERS_TABLE ? 'id' : 'user_id';
-        const named = pinned.some((p) => p.column === column && (p.qualifier === alias || (p.qualifier === undefined && level.items.length === 1)));
-        if (!named) add('user-param', `${table}${alias !== table ? ` (as ${alias})` : ''} without ${alias}.${column} = $n at its level`, rangeVar.location);
+        const pinnedHere = pinned.some((p) => p.column === column && (p.qualifier === alias || (p.qualifier === undefined && level.items.length === 1)));
+        if (!pinnedHere) add('user-param', `${table}${alias !== table ? ` (as ${alias})` : ''} without ${alias}.${column} = ${userParam} at its level`, rangeVar.location);
       }
     }
 
@@ -320,12 +387,12 @@ export function checkStatement(sql: string, catalogue: Catalogue): Violation[] {
       if (index >= 0 && source?.[0] === 'SelectStmt') {
         const select = source[1];
         if (list(select.valuesLists).length) {
-          given = list(select.valuesLists).every((row) => isParam(list(tagged(row)?.[1].items)[index]));
+          given = list(select.valuesLists).every((row) => isParam(list(tagged(row)?.[1].items)[index], named));
         } else {
-          given = isParam(tagged(list(select.targetList)[index])?.[1].val);
+          given = isParam(tagged(list(select.targetList)[index])?.[1].val, named);
         }
       }
-      if (!given) add('user-param', `INSERT into ${target} whose user_id is not a parameter`, fields.relation && (fields.relation as Fields).location);
+      if (!given) add('user-param', `INSERT into ${target} whose user_id is not ${named.length ? userParam : 'a parameter'}`, fields.relation && (fields.relation as Fields).location);
     }
   });
   return violations;

@@ -13,11 +13,14 @@
  * (after `;`, `begin`, `then`, `else`, `loop`, `return query`, a `for … in`) at parenthesis
  * depth 0 and runs to its `;` (a `for … in` query to its `loop`); its PL/pgSQL `into` target
  * is dropped, and the rest is parsed by PostgreSQL's own grammar (`parseSync`). The
- * expressions of assignments, IF conditions and RETURN are not statements and cannot modify.
+ * expressions of assignments, IF conditions, RETURN and declarations are not statements and
+ * cannot modify, but PL/pgSQL runs each as `select <expression>`: a subquery in one
+ * (`(select …)`, `array(select …)`, `exists (…)`), the only way an expression reads a table,
+ * is cut as a statement too, and so is a `pg_notify(…)` there, for the routing rules.
  * A statement the grammar refuses is reported (`parse`), so nothing is skipped silently.
  */
 import { parseSync } from 'libpg-query';
-import { isObject, list, sval, tagged, type Fields } from './citus-statements.js';
+import { checkStatement, isObject, list, sval, tagged, type Catalogue, type Fields } from './citus-statements.js';
 
 /** One overload, as pg_proc has it. */
 export interface Overload {
@@ -100,7 +103,7 @@ export function tokenize(text: string): Token[] {
   return tokens;
 }
 
-const SQL_STARTS = new Set(['select', 'insert', 'update', 'delete', 'with', 'perform', 'merge', 'values', 'table']);
+const SQL_STARTS = new Set(['select', 'insert', 'update', 'delete', 'with', 'perform', 'merge', 'values', 'table', 'notify']);
 /** Words after which, at depth 0, a PL/pgSQL statement starts. */
 const OPENERS = new Set(['begin', 'then', 'else', 'loop', 'declare']);
 
@@ -137,13 +140,16 @@ function sqlOf(text: string, tokens: Token[]): string {
   return (sql + text.slice(from, last ? last.end : from)).trim();
 }
 
-/** The end (index of the `;`, or of `loop` for a FOR's query) of the statement starting at `i`. */
+/**
+ * The end (index of the `;`, of `loop` for a FOR's query, or of the `)` closing the parenthesis
+ * it is in, for a subquery or a call's arguments) of the statement starting at `i`.
+ */
 function endOf(tokens: Token[], i: number, forQuery: boolean): number {
   let depth = 0;
   for (let j = i; j < tokens.length; j++) {
     const t = tokens[j]!;
     if (t.text === '(') depth++;
-    else if (t.text === ')') depth--;
+    else if (t.text === ')' && --depth < 0) return j;
     else if (depth === 0 && (t.text === ';' || (forQuery && isWord(t, 'loop')))) return j;
   }
   return tokens.length;
@@ -171,6 +177,15 @@ export function readWriteFunction(statement: string): WriteFunction {
   let declStart = 0;
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i]!;
+    // A subquery or a pg_notify in an expression (a statement's own are inside it, skipped whole).
+    const notifies = isWord(t, 'pg_notify') && tokens[i + 1]?.text === '(';
+    if (notifies || (t.text === '(' && isWord(tokens[i + 1], 'select', 'with', 'values', 'table'))) {
+      const close = endOf(tokens, i + (notifies ? 2 : 1), false);
+      statements.push(notifies ? `select ${body.slice(t.start, tokens[close]?.end)}` : sqlOf(body, tokens.slice(i + 1, close)));
+      i = close;
+      boundary = false;
+      continue;
+    }
     if (t.text === '(') depth++;
     else if (t.text === ')') depth--;
     if (depth === 0 && isWord(t, 'declare')) {
@@ -367,6 +382,20 @@ export function castsIn(fn: WriteFunction): Array<[string, string]> {
   };
   for (const sql of fn.statements) checkWriteStatement(sql, fn.variables, record);
   return pairs;
+}
+
+/**
+ * A write function's statements held to the routing rules of citus-statements.ts as they run:
+ * on the user's worker, inside the call of `apply` Citus delegates there, the user held by
+ * `user` (the functions' argument). One line a fault: `<function> #<statement, from 1> [rule]
+ * <detail> — <fragment>`.
+ */
+export function routeWriteFunction(fn: WriteFunction, catalogue: Catalogue, user: string): string[] {
+  return fn.statements.flatMap((sql, i) =>
+    checkStatement(sql, catalogue, { userParams: [user], delegated: true }).map(
+      (v) => `${fn.name} #${i + 1} [${v.rule}] ${v.detail} — ${v.fragment.replace(/\s+/g, ' ')}`,
+    ),
+  );
 }
 
 /** A write function's faults, one line each: `<function> [rule] <detail> — <fragment>`. */

@@ -21,9 +21,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
-import { DISTRIBUTION_COLUMN, NOT_USER_DATA, USERS } from '../../src/db/data-layout.js';
+import { NOT_USER_DATA } from '../../src/db/data-layout.js';
 import { FAN_OUTS, type FanOut } from '../helpers/citus-fan-outs.js';
-import { checkStatement, loadParser, type Catalogue, type CitusRule } from '../helpers/citus-statements.js';
+import { checkStatement, loadParser, readCatalogue, type Catalogue, type CitusRule } from '../helpers/citus-statements.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
 const PROCEDURES = path.resolve(import.meta.dirname, '../procedures');
@@ -57,31 +57,10 @@ const SNAPSHOTS = SNAPSHOT_DIRS.flatMap((dir) =>
 let orm: MikroORM;
 let catalogue: Catalogue;
 
-/** The user tables, the local ones and the volatile functions of the migrated schema. */
-async function readCatalogue(): Promise<Catalogue> {
-  const em = orm.em.fork();
-  const withColumn = await em.execute<Array<{ table: string }>>(
-    `select c.relname::text as "table" from pg_class c
-       join pg_namespace n on n.oid = c.relnamespace
-       join pg_attribute a on a.attrelid = c.oid and a.attname = ? and a.attnum > 0 and not a.attisdropped
-      where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition`,
-    [DISTRIBUTION_COLUMN],
-  );
-  const functions = await em.execute<Array<{ name: string }>>(
-    `select p.proname::text as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-      where n.nspname = 'public' and p.prokind = 'f' and p.provolatile = 'v' and p.prorettype <> 'trigger'::regtype`,
-  );
-  return {
-    userTables: new Set([USERS.table, ...withColumn.map((r) => r.table).filter((table) => !NOT_USER_DATA[table])]),
-    localTables: new Set(Object.entries(NOT_USER_DATA).filter(([, t]) => t.kind === 'local').map(([table]) => table)),
-    volatileFunctions: new Set(functions.map((r) => r.name)),
-  };
-}
-
 beforeAll(async () => {
   await loadParser();
   orm = await openOrm(await createTestDatabase(), { migrate: true, poolSize: 2 });
-  catalogue = await readCatalogue();
+  catalogue = await readCatalogue(orm);
 });
 afterAll(async () => {
   await orm?.close(true);
@@ -119,10 +98,21 @@ describe('every statement a request sends can be routed by Citus to one shard', 
     // A function added by a migration is held to the rules at once.
     await orm.em.fork().execute('create function scratch_touch() returns integer language sql volatile as $$ select 1 $$');
     try {
-      expect((await readCatalogue()).volatileFunctions.has('scratch_touch')).toBe(true);
+      expect((await readCatalogue(orm)).volatileFunctions.has('scratch_touch')).toBe(true);
     } finally {
       await orm.em.fork().execute('drop function scratch_touch()');
     }
+  });
+
+  it('finds every + and - with an integer on the right immutable, as a column ± an integer in RETURNING takes it', async () => {
+    const mutable = await orm.em.fork().execute<Array<{ operator: string }>>(
+      `select format('%s %s %s', o.oprleft::regtype, o.oprname, o.oprright::regtype) as operator
+         from pg_operator o join pg_proc p on p.oid = o.oprcode
+        where o.oprname in ('+', '-') and p.provolatile <> 'i'
+          and (o.oprright in ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)
+               or o.oprright in (select c.casttarget from pg_cast c where c.castsource = 'int4'::regtype and c.castcontext = 'i'))`,
+    );
+    expect(mutable.map((r) => r.operator)).toEqual([]);
   });
 
   it.each(SNAPSHOTS)('%s: each statement keeps the rules, or is a listed fan-out', (snapshot) => {
@@ -147,6 +137,7 @@ const BREAKING: ReadonlyArray<{ rule: CitusRule; name: string; sql: string }> = 
     sql: 'update tasks set label = ? where user_id = ? and id = ? returning id, extract(epoch from started_at)::float8 as started',
   },
   { rule: 'returning', name: 'a cast of a column in RETURNING', sql: 'update tasks set label = ? where user_id = ? and id = ? returning started_at::text' },
+  { rule: 'returning', name: 'a column minus a parameter in RETURNING', sql: 'update tasks set label = ? where user_id = ? and id = ? returning started_at - ?' },
   {
     rule: 'returning', name: 'an expression in the RETURNING of a CTE',
     sql: 'with mark as (update users set last_event_seq = last_event_seq + ? where id = ? returning last_event_seq - ? as base) select base from mark',
@@ -203,6 +194,7 @@ const KEEPING = [
     'select changed.id, changed.version, (select last_event_seq from mark) as seq from owner left join changed on true',
   "select pg_notify('user_events', ?)",
   "update event_stream_leases set expires_at = ?::timestamptz where user_id = ? and id = ?::uuid returning id",
+  'update users set next_task_order = next_task_order + 1 where id = ? returning next_task_order - 1',
   'insert into events (user_id, seq, type, data, at) values (?, ?, ?, ?::json, ?) returning seq, type, data, at',
   "with room as (select u.last_event_seq from users u where u.id = ?) insert into webhooks (user_id, url, cursor) select ?::int, ?, room.last_event_seq from room returning *",
   'select e.seq, e.type from events e where ? = e.user_id and e.seq > ? order by e.seq limit ?',

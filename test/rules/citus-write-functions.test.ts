@@ -1,5 +1,6 @@
 /**
- * The SQL inside the write functions, held to Citus's rule on CASE and COALESCE. Citus refuses
+ * The SQL inside the write functions, held to Citus's rule on CASE and COALESCE, and to the
+ * routing rules of the statements a request sends (see the end of this header). Citus refuses
  * a modification (INSERT, UPDATE, DELETE, alone or as a CTE) whose CASE or
  * COALESCE holds anything not IMMUTABLE: "non-IMMUTABLE functions are not allowed in CASE or
  * COALESCE statements" (an earlier `PATCH /api/projects/{id}` with `due_at` answered 500 on
@@ -29,16 +30,28 @@
  * A PL/pgSQL variable or argument is a parameter to the planner, which Citus accepts. Operators
  * are not checked (`timestamptz + interval` is STABLE: whether an operator is depends on
  * operand types a parse tree does not have).
+ *
+ * On Citus `apply` is distributed by its first argument, the user's id (colocated with
+ * `users`), so a call is delegated to that user's worker and every statement of it, and of the
+ * operations' functions it calls, is planned there by Citus again: each statement (and each
+ * subquery of an expression) is held to citus-statements.ts's rules as in a delegated function
+ * (`routeWriteFunction`): the user named at each reference to a user table by `p_user`, the
+ * argument that holds it (a `$n` or another variable does not count), plain RETURNING, no
+ * clock or volatile call in an UPDATE or DELETE of a user table, and no notification at all
+ * (it would reach the worker's listeners). The user tables are the catalogue's, read as
+ * citus-statements.test.ts reads them.
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openOrm } from '../../src/app/orm.js';
 import { writeFunctionSet, writeOperations } from '../../src/app/write-functions.js';
-import { loadParser } from '../helpers/citus-statements.js';
+import { OPERATION_ARGUMENTS } from '../../src/writes/write-functions.js';
+import { loadParser, readCatalogue, type Catalogue } from '../helpers/citus-statements.js';
 import {
   castsIn,
   checkWriteFunction,
   readWriteFunction,
+  routeWriteFunction,
   type Overload,
   type WriteFunction,
   type WriteFunctionCatalogue,
@@ -116,12 +129,18 @@ async function catalogueFor(fns: readonly WriteFunction[]): Promise<WriteFunctio
 }
 
 let catalogue: WriteFunctionCatalogue;
+/** The user tables, for the routing rules. */
+let tables: Catalogue;
+
+/** The argument that holds the user: the operations' first, and `apply`'s, which Citus distributes it by. */
+const USER = OPERATION_ARGUMENTS.split(' ')[0]!;
 
 beforeAll(async () => {
   await loadParser();
   orm = await openOrm(await createTestDatabase(), { migrate: true, poolSize: 2 });
   functions = await readFunctions();
   catalogue = await catalogueFor(FUNCTIONS);
+  tables = await readCatalogue(orm);
 });
 afterAll(async () => {
   await orm?.close(true);
@@ -246,5 +265,147 @@ end`,
   it('reports a statement it cannot parse', () => {
     const fn = crafted('crafted_write', `begin\n  update projects set due_at = where user_id = p_user;\n  return null;\nend`);
     expect(checkWriteFunction(fn, catalogue)).toEqual([expect.stringContaining('crafted_write [parse]')]);
+  });
+});
+
+describe('the write functions stay on the user’s shard, run on the user’s worker by a delegated call of apply', () => {
+  it('holds the user in the first argument of apply and of every operation’s function', () => {
+    expect(USER).toBe('p_user');
+    for (const fn of FUNCTIONS.filter((f) => f.name !== 'json_put')) expect([...fn.variables.keys()][0], fn.name).toBe(USER);
+    expect(tables.userTables.has('tasks')).toBe(true);
+  });
+
+  it.each(FUNCTIONS.map((f) => [f.name, f] as const))('%s', (_name, fn) => {
+    expect(routeWriteFunction(fn, tables, USER)).toEqual([]);
+  });
+});
+
+describe('the routing rules name the function and the statement Citus would send to every shard, or refuse', () => {
+  const BREAKING: ReadonlyArray<{ name: string; body: string; fault: string }> = [
+    {
+      name: 'tasks read through a join on user_id = u.id only',
+      body: `declare
+  v_task tasks%rowtype;
+begin
+  select t.* into v_task from tasks t join users u on t.user_id = u.id where u.id = p_user and t.id = (p_input->>'id')::bigint;
+  return null;
+end`,
+      fault: 'crafted_write #1 [user-param] tasks (as t) without t.user_id = p_user at its level — select t.* from tasks t join users u on t.user_id = u.id',
+    },
+    {
+      name: 'tasks updated through a join on user_id = u.id only',
+      body: `begin
+  update tasks t set label = 'x' from users u where t.user_id = u.id and u.id = p_user and t.id = (p_input->>'id')::bigint;
+  return null;
+end`,
+      fault: 'crafted_write #1 [user-param] tasks (as t) without t.user_id = p_user at its level — update tasks t set',
+    },
+    {
+      name: 'an INSERT whose user_id is not p_user',
+      body: `declare
+  v_task tasks%rowtype;
+begin
+  select t.* into v_task from tasks t where t.user_id = p_user and t.id = 1;
+  insert into events (user_id, seq, type, data, at) values (v_task.user_id, 1, 'task.updated', null, p_now);
+  return null;
+end`,
+      fault: 'crafted_write #2 [user-param] INSERT into events whose user_id is not p_user',
+    },
+    {
+      name: 'the user taken from the input',
+      body: `begin
+  delete from tasks where user_id = (p_input->>'user_id')::bigint and id = 1;
+  return null;
+end`,
+      fault: 'crafted_write #1 [user-param] tasks without tasks.user_id = p_user at its level',
+    },
+    {
+      name: 'the user as a numbered argument',
+      body: `begin
+  delete from tasks where user_id = $2 and id = 1;
+  return null;
+end`,
+      fault: 'crafted_write #1 [user-param] tasks without tasks.user_id = p_user at its level',
+    },
+    {
+      name: 'a subquery whose user comes from the outer row',
+      body: `declare
+  v_project projects%rowtype;
+begin
+  select p.* into v_project from projects p where p.user_id = p_user and p.id = 1 and exists (select 1 from tasks t where t.user_id = p.user_id and t.project_id = p.id);
+  return null;
+end`,
+      fault: 'crafted_write #1 [user-param] tasks (as t) without t.user_id = p_user at its level',
+    },
+    {
+      name: 'a subquery of an assignment without the user',
+      body: `declare
+  v_ids bigint[];
+begin
+  v_ids := array(select t.id from tasks t where t.project_id = (p_input->>'id')::bigint);
+  return null;
+end`,
+      fault: 'crafted_write #1 [user-param] tasks (as t) without t.user_id = p_user at its level — select t.id from tasks t where',
+    },
+    {
+      name: 'a notification, which would reach the worker’s listeners',
+      body: `begin
+  perform pg_notify('user_events', p_user::text);
+  return null;
+end`,
+      fault: 'crafted_write #1 [notify] pg_notify in a function delegated to a worker',
+    },
+    {
+      name: 'a NOTIFY statement',
+      body: `begin
+  if p_input is not null then
+    notify user_events;
+  end if;
+  return null;
+end`,
+      fault: 'crafted_write #1 [notify] NOTIFY in a function delegated to a worker',
+    },
+    {
+      name: 'the clock in an UPDATE',
+      body: `begin
+  update tasks set started_at = clock_timestamp() where user_id = p_user and id = 1;
+  return null;
+end`,
+      fault: 'crafted_write #1 [volatile] clock_timestamp() in an UPDATE of tasks',
+    },
+    {
+      name: 'a cast in RETURNING',
+      body: `declare
+  v_at text;
+begin
+  update tasks set label = 'x' where user_id = p_user and id = 1 returning started_at::text into v_at;
+  return null;
+end`,
+      fault: 'crafted_write #1 [returning] RETURNING of tasks holds an expression, not a plain column',
+    },
+  ];
+
+  it.each(BREAKING)('$name', ({ body, fault }) => {
+    expect(routeWriteFunction(crafted('crafted_write', body), tables, USER)).toEqual([expect.stringContaining(fault)]);
+  });
+
+  it('passes the same statements with the user named at each level, ? read as jsonb’s operator', () => {
+    const fn = crafted(
+      'crafted_write',
+      `declare
+  v_task tasks%rowtype;
+  v_ids bigint[];
+  v_order bigint;
+begin
+  select t.* into v_task from tasks t join users u on u.id = p_user where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
+  update tasks t set label = 'x' from users u where t.user_id = p_user and u.id = p_user and t.id = v_task.id;
+  insert into events (user_id, seq, type, data, at) values (p_user, 1, 'task.updated', null, p_now);
+  v_ids := array(select t.id from tasks t where t.user_id = p_user and t.project_id = v_task.project_id and p_input::jsonb ? 'id');
+  update users u set next_task_order = u.next_task_order + 1 where u.id = p_user returning u.next_task_order - 1 into v_order;
+  return null;
+end`,
+    );
+    expect(fn.statements).toHaveLength(5);
+    expect(routeWriteFunction(fn, tables, USER)).toEqual([]);
   });
 });
