@@ -1,23 +1,15 @@
 /**
- * Fewer round trips for the same statements: a transaction's `begin`, and statements marked
- * `BATCHED`, are not sent on their own but in one message with the next statement on the same
- * connection (PostgreSQL's simple query protocol runs a message of several statements in
- * order and stops at the first error). Npgsql has done this with `BEGIN` for years; here it
- * also carries the owner's lock into a write's first statement and the change log's append
- * into its `commit` (src/writes/user-write.ts), so a write holds the owner's lock for two
- * round trips instead of four.
+ * Fewer round trips for the same statements: a transaction's `begin` is not sent on its own
+ * but in one message with the transaction's first statement on the same connection
+ * (PostgreSQL's simple query protocol runs a message of several statements in order and stops
+ * at the first error), as Npgsql has done for years.
  *
  * What a caller sees:
- * - `begin` (or `start transaction …`) and a `BATCHED` statement are answered at once with an empty result. Their real
- *   outcome is the next statement's: if one of them fails, that statement fails with its
- *   error (and a transaction that fails is rolled back, as always). So only a statement whose
- *   rows nobody reads may be marked.
+ * - `begin` (or `start transaction …`) is answered at once with an empty result. Its real
+ *   outcome is the next statement's: if it fails, that statement fails with its error.
  * - A `rollback` while nothing of the transaction was sent yet sends nothing.
- * - Every other statement goes out as before, with whatever was waiting in front of it.
- *
- * The ORM sends every statement as text with its values written in (no bind parameters), so
- * several fit one message. A statement sent with parameters (or as a cursor) first sends what
- * is waiting, on its own.
+ * - Every other statement goes out as before, with whatever was waiting in front of it; one
+ *   sent with parameters (or as a cursor) first sends what is waiting, on its own.
  *
  * This sits on each pooled `pg` client (the pool's `connect` event); statements counted by
  * the ORM's query log are unchanged, only messages are fewer (`roundTrips` counts them).
@@ -38,9 +30,6 @@ import type pg from 'pg';
  * alone, not the head of a text of several statements, whose results the caller reads.
  */
 const OPENS = /^(begin|start\s+transaction)\b[^;]*$/i;
-
-/** Put in front of a statement whose result is not read: it is sent with the next one. */
-export const BATCHED = '/* batched */ ';
 
 type Query = (...args: unknown[]) => unknown;
 
@@ -156,10 +145,6 @@ export function batchStatements(client: pg.PoolClient | pg.Client, options: Batc
       waiting.statements.push(sql);
       waiting.begun = true;
       return Promise.resolve(emptyResult('BEGIN'));
-    }
-    if (sql.startsWith(BATCHED.trim())) {
-      waiting.statements.push(sql);
-      return Promise.resolve(emptyResult('BATCHED'));
     }
     if (/^rollback$/i.test(sql) && waiting.begun) {
       waiting.statements = [];

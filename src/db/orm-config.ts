@@ -119,7 +119,7 @@ function onPoolCreated(settings: OrmSettings) {
     // Every pooled connection sends a transaction's `begin` with its first statement (batching.ts).
     batchPool(
       pool,
-      (n) => process.emitWarning(`${n} batched statement(s) left on a released connection were dropped`, 'BatchingWarning'),
+      (n) => process.emitWarning(`${n} unsent statement(s) left on a released connection were dropped`, 'BatchingWarning'),
       behindPooler ? { transactionPrelude: `select set_config('statement_timeout', '${STATEMENT_TIMEOUT_MS}', true)` } : {},
     );
     usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler);

@@ -6,9 +6,8 @@
  * the snapshots are formatted: the service sends its SQL as it builds it.
  *
  * A formatted text replaces a statement only when it is that statement again: the same
- * characters but white space (its `?` and `$1` placeholders and its comments, such as the
- * `batched` mark, included) and the same parse tree by PostgreSQL's own grammar (libpg-query,
- * locations aside). Otherwise, or when sql-formatter throws, the statement is
+ * characters but white space (its `?` and `$1` placeholders and its comments included) and
+ * the same parse tree by PostgreSQL's own grammar (libpg-query, locations aside). Otherwise, or when sql-formatter throws, the statement is
  * kept as it came: a snapshot never fails for its layout.
  */
 import { parseSync } from 'libpg-query';
