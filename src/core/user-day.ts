@@ -124,9 +124,18 @@ export function startOfDate(date: LocalDate, zone: string): Date {
 
 /** The user's day at `now`: its date, its first instant, and the first instant of the next. */
 export function userDay(now: Date, zone: string): UserDay {
+  // A day holds for every instant from its start to the next's: the last one found in a zone
+  // is given again while it holds (every write and list asks for the user's day).
+  const last = lastDays.get(zone);
+  if (last && now.getTime() >= last.start.getTime() && now.getTime() < last.next.getTime()) return last;
   const date = localDateOf(now, zone);
-  return { zone, date, start: startOfDate(date, zone), next: startOfDate(addDays(date, 1), zone) };
+  const day = Object.freeze({ zone, date: Object.freeze(date), start: startOfDate(date, zone), next: startOfDate(addDays(date, 1), zone) });
+  lastDays.set(zone, day);
+  return day;
 }
+
+/** The day `userDay` found last, per zone (one entry a zone, of the tz database's few hundred). */
+const lastDays = new Map<string, UserDay>();
 
 /** The last whole second of the day (the inclusive end of "today"). */
 export function endOfDay(day: UserDay): Date {

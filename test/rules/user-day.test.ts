@@ -34,6 +34,23 @@ describe('a user\'s day', () => {
     );
   });
 
+  it('is the day of each instant asked for, however the instants around its bounds follow one another', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...ZONES), fc.integer({ min: 0, max: 7_258_118_400 }), fc.array(fc.nat({ max: 5 }), { minLength: 1, maxLength: 12 }), (zone, seconds, order) => {
+        const day = userDay(new Date(seconds * 1000), zone);
+        const around = [day.start.getTime() - 1000, day.start.getTime(), seconds * 1000, day.next.getTime() - 1000, day.next.getTime(), day.next.getTime() + 1000];
+        for (const i of order) {
+          const now = new Date(around[i]!);
+          const asked = userDay(now, zone);
+          expect(keyOf(asked.date)).toBe(keyOf(localDateOf(now, zone)));
+          expect(asked.start.getTime()).toBeLessThanOrEqual(now.getTime());
+          expect(now.getTime()).toBeLessThan(asked.next.getTime());
+        }
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
   it('is 23 or 25 hours long on daylight-saving days, and starts after a skipped midnight', () => {
     const hours = (zone: string, iso: string) => {
       const day = userDay(new Date(iso), zone);
