@@ -81,7 +81,7 @@ export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[],
   let applied: Applied;
   try {
     const now = ctx.clock.now();
-    applied = await retried(ctx.log, () => callApply(ctx, ctx.em.fork(), operations, key, now, refusalAt !== undefined));
+    applied = await retried(ctx.log, () => callApply(ctx, ctx.em, operations, key, now, refusalAt !== undefined));
     if (!applied.replay && !applied.refusal) announce(ctx, applied.last!, applied.events ?? [], now);
     if (key) pruneNowAndThen(ctx.em, now);
   } finally {
