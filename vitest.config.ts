@@ -54,13 +54,14 @@ export const POOLED_TIER = [
 const OWN_PROCESS = ['test/system/memory.test.ts'];
 
 /**
- * Three projects share one pool of workers (same groupOrder, so they run side by side):
+ * Four projects share one pool of workers (same groupOrder, so they run side by side):
  *
  * - `own-process` (OWN_PROCESS): tests that measure their own process, each in a fresh worker.
  * - `main`: every tier, test/{rules,procedures,http,hostile,system}/. A system file spawns
  *   services and PostgreSQLs and spends most of its time waiting on them; the others start
  *   an app in the worker itself. Each file gets its own app and database.
  * - `pooled`: the pooled tier above, behind PgBouncer.
+ * - `failover`: the failover tier (below), handed out between `main` and `pooled`.
  *
  * In `main` and `pooled` a worker runs file after file and keeps the modules it has evaluated
  * (isolate: false), so src/ and its libraries are loaded once per worker instead of once per
@@ -99,9 +100,13 @@ export default defineConfig({
       // The failover tier (test/failover/): the high-availability deployment of docs/operations.md
       // (Patroni, etcd, HAProxy, PgBouncer, two instances) under load while its primary is
       // killed; it skips without root or the packages, unless CI is set.
-      // It runs after the others (a group of its own): its failover windows are measured on a machine
-      // not also running the rest of the suite.
-      { extends: true, test: { name: 'failover', include: ['test/failover/**/*.test.ts'], isolate: false, sequence: { groupOrder: 1 } } },
+      // It runs beside the end of the others (the sequencer hands it out after the main
+      // project, before the pooled tier) instead of alone after them: its minute and a half
+      // is mostly Patroni's timers and the deployment's start, which leave part of the two
+      // cores idle. Its failover windows stay the deployment's: the file raises the
+      // scheduling priority of everything it starts above the rest of the suite's
+      // (test/failover/failover.test.ts).
+      { extends: true, test: { name: 'failover', include: ['test/failover/**/*.test.ts'], isolate: false } },
       // Skipped only on a machine without PostgreSQL 15 and PgBouncer that is not CI.
       ...(pooledTierSkip ? [] : [{ extends: true, test: { name: 'pooled', include: POOLED_TIER, isolate: false } }]),
     ],

@@ -64,8 +64,13 @@ start() {
   echo $! >"$STATE/pids/$name"
 }
 
+# The python3 Patroni runs on (Debian's), else the first on PATH. A version manager's shim
+# earlier on PATH (pyenv's) costs about a second of CPU per call on a small machine, and
+# `status` and the waits below call it several times a second.
+if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
+
 http_status() { # url -> HTTP status, 000 when nothing answers
-  python3 - "$1" <<'EOF'
+  "$PYTHON" - "$1" <<'EOF'
 import sys, urllib.request, urllib.error
 try:
     print(urllib.request.urlopen(sys.argv[1], timeout=2).status)
@@ -81,7 +86,7 @@ answers_200() { [ "$(http_status "$1")" = 200 ]; }
 cluster() { # Patroni's view of the cluster, from any node that answers: "name role state" lines
   local i
   for i in 0 1 2; do
-    python3 - "http://127.0.0.1:$(rest_port $i)/cluster" 2>/dev/null <<'EOF' && return 0
+    "$PYTHON" - "http://127.0.0.1:$(rest_port $i)/cluster" 2>/dev/null <<'EOF' && return 0
 import json, sys, urllib.request
 members = json.load(urllib.request.urlopen(sys.argv[1], timeout=2))['members']
 for m in members:

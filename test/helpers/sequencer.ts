@@ -5,8 +5,9 @@
  * only when that file, first in the queue, is of the same project; otherwise it is stopped
  * and a new one loads src/ and its libraries again (a second or two of CPU). So the files of
  * a project are handed out together: first the few isolated ones (a fresh worker each
- * anyway), then the main project, then the pooled tier. Interleaved, a run started some 60
- * workers instead of 7.
+ * anyway), then the main project, then the pooled tier; the failover tier (one file, the
+ * longest of a run) is handed out among the main project's last files (FAILOVER_PROJECT).
+ * Interleaved, a run started some 60 workers instead of 8.
  *
  * Within the main project, the files under test/system/ spawn services and PostgreSQLs and
  * are among the longest; the others are many and mostly short. Each list is sorted longest
@@ -23,50 +24,89 @@ import { stat } from 'node:fs/promises';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { mulberry32 } from './prng.js';
 
-/** Milliseconds the slowest files took in runs on a 2-core machine (3 workers). */
+/**
+ * Milliseconds the slowest files took in runs of the whole suite on a 2-core machine (3
+ * workers): a clean-clone run on the quiet machine for the longest, else the least of four
+ * runs on the machine shared with other work. docs-browser.test.ts is skipped at once where
+ * Chromium is missing (CI installs it).
+ */
 const MEASURED_MS: Record<string, number> = {
-  'system/embedded-postgres.test.ts': 22_500,
-  // With Chromium installed (CI installs it); without, it is skipped at once.
-  'system/docs-browser.test.ts': 20_000,
-  'hostile/bodies.test.ts': 17_300,
-  'system/memory.test.ts': 13_400,
-  'system/operator-logs.test.ts': 9_000,
-  'http/write-contention.test.ts': 8_600,
-  'system/idempotency.test.ts': 7_700,
-  'system/service-lifecycle.test.ts': 7_200,
-  'http/access.test.ts': 7_100,
-  'system/change-log.test.ts': 7_000,
-  'system/private-folder.test.ts': 6_300,
-  'system/crash.test.ts': 5_100,
-  'http/idempotency-property.test.ts': 5_000,
-  'system/metrics.test.ts': 4_700,
-  // Not measured alone: a tenth of what each took in a run on a machine shared with other
-  // runs (load above 15 on 2 cores), where the whole run took ten times as long as alone.
-  // Enough to start them among the first: estimated by their size they were handed out among
-  // the short files, and a long file started late ends a run alone.
-  'system/webhooks-deployment.test.ts': 18_700,
-  'system/haproxy-deployment.test.ts': 15_700,
-  'http/tasks-list-queries.test.ts': 15_800,
-  'http/projects-list-queries.test.ts': 15_700,
-  'rules/openapi-lint.test.ts': 14_100,
-  'hostile/list-queries.test.ts': 13_900,
-  'system/pooled-faults.test.ts': 12_000,
-  'http/contract.test.ts': 10_700,
-  'system/pooled-service.test.ts': 9_500,
-  'http/tasks-counts.test.ts': 9_300,
-  'http/batch-races.test.ts': 9_100,
-  'hostile/ids-and-queries.test.ts': 8_900,
-  'http/tasks-listing-and-order.test.ts': 8_700,
-  'http/time-zones.test.ts': 8_600,
-  'hostile/json.test.ts': 8_300,
-  'system/pooled-instances.test.ts': 8_000,
-  'http/batch-property.test.ts': 7_900,
-  'hostile/trpc-framing.test.ts': 7_400,
-  'system/pool-size.test.ts': 7_300,
-  'system/change-log-outage.test.ts': 7_200,
+  'system/webhooks-deployment.test.ts': 96_200,
+  'system/haproxy-deployment.test.ts': 59_200,
+  'system/embedded-postgres.test.ts': 52_700,
+  'http/write-contention.test.ts': 39_400,
+  'system/docs-browser.test.ts': 36_100,
+  'http/contract.test.ts': 34_500,
+  'system/stream-limits-instances.test.ts': 34_100,
+  'hostile/bodies.test.ts': 31_900,
+  'hostile/batch.test.ts': 31_700,
+  'system/pooled-service.test.ts': 28_800,
+  'http/tasks-list-queries.test.ts': 25_800,
+  'system/service-lifecycle.test.ts': 24_600,
+  'http/projects-list-queries.test.ts': 23_800,
+  'system/change-log.test.ts': 23_400,
+  'http/batch-races.test.ts': 22_600,
+  'hostile/webhooks.test.ts': 22_400,
+  'system/memory.test.ts': 21_500,
+  'rules/openapi-lint.test.ts': 20_200,
+  'system/webhooks-faults.test.ts': 19_700,
+  'system/pooled-faults.test.ts': 19_600,
+  'system/private-folder.test.ts': 16_300,
+  'http/time-zones.test.ts': 15_800,
+  'hostile/list-queries.test.ts': 15_300,
+  'system/idempotency.test.ts': 14_500,
+  'system/export-memory.test.ts': 14_300,
+  'http/access.test.ts': 14_100,
+  'system/operator-logs.test.ts': 12_600,
+  'hostile/json.test.ts': 12_300,
+  'system/metrics.test.ts': 11_800,
+  'hostile/ids-and-queries.test.ts': 11_600,
+  'hostile/tokens.test.ts': 11_500,
+  'system/crash.test.ts': 10_700,
+  'system/webhooks-edges.test.ts': 10_100,
+  'http/batch-property.test.ts': 9_500,
+  'system/pool-size.test.ts': 9_200,
+  'system/pooled-instances.test.ts': 8_700,
+  'http/tasks-counts.test.ts': 8_300,
+  'http/idempotency-property.test.ts': 8_200,
+  'http/tasks-concurrency.test.ts': 8_200,
+  'system/webhooks-outage.test.ts': 8_200,
+  'system/webhooks-delivery.test.ts': 7_600,
+  'hostile/batch-values.test.ts': 7_500,
+  'http/account.test.ts': 7_400,
+  'http/change-log.test.ts': 7_300,
+  'http/webhooks.test.ts': 7_000,
+  'rules/citus-distribute.test.ts': 7_000,
+  'system/readme.test.ts': 6_000,
+  'http/tasks-listing-and-order.test.ts': 5_800,
+  'system/graceful-stop.test.ts': 5_700,
+  'system/change-log-outage.test.ts': 5_500,
+  'hostile/batch-trpc.test.ts': 5_300,
+  'http/token-scopes.test.ts': 4_800,
+  'http/metrics.test.ts': 4_500,
+  'system/http-limits.test.ts': 4_500,
+  'system/outage.test.ts': 4_000,
 };
 /** A file not measured above takes less than this. */
 const UNMEASURED_MS = 4_000;
+
+/**
+ * The failover tier (vitest.config.ts), handed out after the main project's system files and
+ * before its shortest other files (BESIDE_FAILOVER_MS of them) and the pooled tier: the
+ * longest file of a run, it then runs beside files that spawn no process and do not time
+ * themselves, which it slows (its deployment takes more than a core, at a higher priority),
+ * rather than beside the first files, the longest system ones, which measure time
+ * themselves (memory.test.ts, embedded-postgres.test.ts took three to four times as long
+ * beside it).
+ */
+const FAILOVER_PROJECT = 'failover';
+/**
+ * Estimated milliseconds of the main project's shortest files (not under test/system/)
+ * handed out after the failover tier: with the pooled tier (about a minute), enough to keep
+ * the other two workers busy through most of the tier's minute and a half, which it would
+ * otherwise end alone.
+ */
+const BESIDE_FAILOVER_MS = 60_000;
 
 /** The project that runs the pooled tier (vitest.config.ts), handed out last. */
 const POOLED_PROJECT = 'pooled';
@@ -78,24 +118,36 @@ export class TieredSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const { sequence } = this.ctx.config;
     if (sequence.shuffle) return shuffled(files, sequence.seed);
-    const own = files.filter((spec) => spec.project.config.isolate);
+    const failover = files.filter((spec) => spec.project.name === FAILOVER_PROJECT);
+    const own = files.filter((spec) => spec.project.config.isolate && !failover.includes(spec));
     const pooled = files.filter((spec) => !spec.project.config.isolate && spec.project.name === POOLED_PROJECT);
-    const shared = files.filter((spec) => !own.includes(spec) && !pooled.includes(spec));
+    const shared = files.filter((spec) => !failover.includes(spec) && !own.includes(spec) && !pooled.includes(spec));
     const spread = await this.#longestFirst(shared.filter((spec) => SPREAD.test(spec.moduleId)));
-    const rest = await this.#longestFirst(shared.filter((spec) => !SPREAD.test(spec.moduleId)));
+    const others = shared.filter((spec) => !SPREAD.test(spec.moduleId));
+    const rest = await this.#longestFirst(others);
+    // The shortest of the others (none spawns a process) go with the failover tier.
+    const beside: TestSpecification[] = [];
+    if (failover.length > 0) {
+      const weight = await this.#weights(others);
+      for (let ms = 0; rest.length > 0 && ms < BESIDE_FAILOVER_MS; ms += weight.get(beside[0]!)!) beside.unshift(rest.pop()!);
+    }
     const order: TestSpecification[] = await this.#longestFirst(own);
     const every = spread.length ? (spread.length + rest.length) / spread.length : Infinity;
     for (let i = 0; spread.length || rest.length; i++) {
       order.push(((i % every < 1 && spread.length) || !rest.length ? spread.shift() : rest.shift())!);
     }
-    return [...order, ...(await this.#longestFirst(pooled))];
+    return [...order, ...failover, ...beside, ...(await this.#longestFirst(pooled))];
   }
 
   /** By the last run's durations when every file has one that passed, else as measured above. */
-  async #longestFirst(list: TestSpecification[]): Promise<TestSpecification[]> {
+  async #weights(list: TestSpecification[]): Promise<Map<TestSpecification, number>> {
     const results = list.map((spec) => this.ctx.cache.getTestSpecificationResult(spec));
     const weights = results.every((r) => r && !r.failed) ? results.map((r) => r!.duration) : await Promise.all(list.map(estimate));
-    const weight = new Map(list.map((spec, i) => [spec, weights[i]!]));
+    return new Map(list.map((spec, i) => [spec, weights[i]!]));
+  }
+
+  async #longestFirst(list: TestSpecification[]): Promise<TestSpecification[]> {
+    const weight = await this.#weights(list);
     return [...list].sort((a, b) => weight.get(b)! - weight.get(a)! || compare(a.moduleId, b.moduleId));
   }
 }
