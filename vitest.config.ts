@@ -48,7 +48,16 @@ export const POOLED_TIER = [
   'test/http/http-errors.test.ts',
   'test/http/trpc-door.test.ts',
   'test/system/batching.test.ts',
+  'test/http/database-tier.test.ts',
 ];
+
+/**
+ * Each project names the global setup itself: vitest runs a root config's `globalSetup` once,
+ * for the root, and does not pass it on to the projects that extend it, so the setup would
+ * never learn that a project is the pooled tier (it starts PgBouncer for that project's name).
+ * test/http/database-tier.test.ts checks which server each project's files reach.
+ */
+const GLOBAL_SETUP = ['test/helpers/global-setup.ts'];
 
 /** Tests that measure the process they run in (its heap after full collections): a fresh worker each. */
 const OWN_PROCESS = ['test/system/memory.test.ts'];
@@ -76,7 +85,6 @@ const OWN_PROCESS = ['test/system/memory.test.ts'];
 export default defineConfig({
   test: {
     maxWorkers: 3,
-    globalSetup: ['test/helpers/global-setup.ts'],
     setupFiles: ['test/helpers/fast-check-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
@@ -86,7 +94,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'own-process', include: OWN_PROCESS, isolate: true },
+        test: { name: 'own-process', include: OWN_PROCESS, isolate: true, globalSetup: GLOBAL_SETUP },
       },
       {
         extends: true,
@@ -95,6 +103,7 @@ export default defineConfig({
           include: ['test/{rules,procedures,http,hostile,system}/**/*.test.ts'],
           exclude: OWN_PROCESS,
           isolate: false,
+          globalSetup: GLOBAL_SETUP,
         },
       },
       // The failover tier (test/failover/): the high-availability deployment of docs/operations.md
@@ -106,9 +115,9 @@ export default defineConfig({
       // cores idle. Its failover windows stay the deployment's: the file raises the
       // scheduling priority of everything it starts above the rest of the suite's
       // (test/failover/failover.test.ts).
-      { extends: true, test: { name: 'failover', include: ['test/failover/**/*.test.ts'], isolate: false } },
+      { extends: true, test: { name: 'failover', include: ['test/failover/**/*.test.ts'], isolate: false, globalSetup: GLOBAL_SETUP } },
       // Skipped only on a machine without PostgreSQL 15 and PgBouncer that is not CI.
-      ...(pooledTierSkip ? [] : [{ extends: true, test: { name: 'pooled', include: POOLED_TIER, isolate: false } }]),
+      ...(pooledTierSkip ? [] : [{ extends: true, test: { name: 'pooled', include: POOLED_TIER, isolate: false, globalSetup: GLOBAL_SETUP } }]),
     ],
   },
 });

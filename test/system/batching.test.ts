@@ -8,16 +8,17 @@ import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { batchPool, batchStatements, roundTrips } from '../../src/db/batching.js';
-import { createTestDatabase } from '../helpers/test-app.js';
+import { createTestDatabase, directUrlOf } from '../helpers/test-app.js';
 
 let client: pg.Client;
+/** Reads and sets up rows, and reads the server's state, past the pooler (the pooled tier): what it sees is PostgreSQL's. */
 let observer: pg.Client;
 let url: string;
 
 beforeAll(async () => {
   url = await createTestDatabase();
   client = new pg.Client({ connectionString: url });
-  observer = new pg.Client({ connectionString: url });
+  observer = new pg.Client({ connectionString: directUrlOf(url) });
   await Promise.all([client.connect(), observer.connect()]);
   batchStatements(client);
   await client.query('create table items (id int primary key, note text)');
