@@ -1,11 +1,11 @@
 /**
  * Announces committed writes to every process on the database: the NOTIFY on the change log's
  * channel that wakes event streams and webhook deliverers (src/changes/event-hub.ts). A write
- * hands its payload over after its commit and gives back the user's turn; whatever has been
- * handed over meanwhile goes in one statement, on a connection of the pool, and the write
- * answers once that statement is done (so when a client has its answer, the listeners have
- * been told). So a write holds neither the user's lock nor a turn for its NOTIFY, and under
- * load many writes share one statement.
+ * hands its payload over after its commit, gives back the user's turn and answers; whatever
+ * has been handed over meanwhile goes in one statement, on a connection of the pool. So a write
+ * holds neither the user's lock nor a turn nor its answer for its NOTIFY (a write costs the
+ * round trips of the fewest floor: the token's lookup and its call), and under load many
+ * writes share one statement.
  *
  * A payload that cannot be sent (the database gone, or more than MAX_WAITING waiting) is
  * dropped: listeners read the log from their cursors, and their safety-net rounds (a stream's

@@ -4,7 +4,7 @@
  * `apply` (src/writes/write-functions.ts) that does the whole write in the database, and turns
  * its answer into the procedure's: the output and its ETag, a replay, or a refusal. The NOTIFY
  * of the write's events is handed to the announcer after the commit (src/writes/announcer.ts),
- * outside the user's lock and turn; the answer follows it.
+ * outside the user's lock and turn, and the write answers without waiting for it.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { run, sql } from '../db/sql-builder.js';
@@ -73,23 +73,20 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
 /**
  * Runs a write of the user's operations (one, or a batch's: `refusalAt` says how a batch
  * answers a refusal) as one call of `apply`: the request's Idempotency-Key, the user's turn,
- * the call; the NOTIFY of its events after the commit, outside the turn; then the answer.
+ * the call; the NOTIFY of its events handed over after the commit, outside the turn; the answer.
  */
 export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[], refusalAt?: RefusalAt): Promise<T> {
   const key = await IdempotencyKey.of(ctx);
   const release = await turnOf(ctx);
   let applied: Applied;
-  let announced: Promise<void> | undefined;
   try {
     const now = ctx.clock.now();
     applied = await retried(ctx.log, () => callApply(ctx, ctx.em, operations, key, now, refusalAt !== undefined));
-    if (!applied.replay && !applied.refusal) announced = announce(ctx, applied.last!, applied.events ?? [], now);
+    if (!applied.replay && !applied.refusal) announce(ctx, applied.last!, applied.events ?? [], now);
     if (key) pruneNowAndThen(ctx.em, now);
   } finally {
     release();
   }
-  // The answer follows the NOTIFY (outside the turn): a client that has it, its streams were told.
-  await announced;
   return answer<T>(ctx, applied, key, refusalAt ?? ((refusal) => refusal));
 }
 

@@ -67,7 +67,7 @@ describe('the announcer', () => {
     await eventually(() => heard.length >= 21, { message: 'the notifications' });
     expect(heard).toEqual(['test:first', ...Array.from({ length: 20 }, (_, i) => `test:meanwhile ${i}`)]);
     expect(statements).toHaveLength(2);
-    // A write awaits its payload's statement before it answers: it is done when `announce` resolves.
+    // `announce` resolves once its payload's statement is done (a graceful stop waits for it).
     statements.length = 0;
     await announcer.announce('test:awaited');
     expect(statements).toHaveLength(1);
