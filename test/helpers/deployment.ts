@@ -31,7 +31,7 @@ import {
   watchPid,
   type PooledDatabase,
 } from './pooled-database.js';
-import { spawnService, type SpawnedService } from './spawn-service.js';
+import { prepareService, spawnService, type PreparedService, type SpawnedService } from './spawn-service.js';
 
 /** The page that describes the deployment, and its section. */
 export const DEPLOYMENT_DOC = 'docs/operations.md';
@@ -201,6 +201,12 @@ export interface Deployment {
   /** Starts an instance in slot `i`, on its port (again, after a kill). */
   startInstance(i: number): Promise<SpawnedService>;
   /**
+   * A process for slot `i` that loads the service's code now and waits (spawn-service.ts
+   * `prepareService`): its `start()` runs the service on the slot's port, as `startInstance`
+   * does. Stopped with the deployment when it was never started.
+   */
+  prepareInstance(i: number): { start(): Promise<SpawnedService> };
+  /**
    * Resolves once HAProxy sends slot `i`'s instance requests: once it answered one of HAProxy's
    * health checks with 200 (`rise 1`: one is enough to be up).
    */
@@ -222,9 +228,19 @@ export async function startDeployment(options: { env?: Record<string, string> } 
   const ports = await Promise.all(Array.from({ length: slots }, () => freePort()));
   const pooled = await startPooledDatabase({ bouncer: bouncerSettings(documented.ini) });
   const instances: Array<SpawnedService | undefined> = Array.from({ length: slots });
+  const prepared = new Set<PreparedService>();
   let haproxy: Haproxy | undefined;
   const stop = async () => {
     await haproxy?.stop();
+    await Promise.all(
+      [...prepared].map(async ({ child }) => {
+        if (child.exitCode === null && child.signalCode === null) {
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          child.kill('SIGKILL');
+          await exited;
+        }
+      }),
+    );
     await Promise.all(
       instances.map(async (instance) => {
         if (instance && instance.child.exitCode === null && instance.child.signalCode === null) {
@@ -263,6 +279,18 @@ export async function startDeployment(options: { env?: Record<string, string> } 
       haproxy: haproxy!,
       instances,
       startInstance,
+      prepareInstance(i) {
+        const instance = prepareService({ ...env, PORT: String(ports[i]) });
+        prepared.add(instance);
+        return {
+          async start() {
+            const started = await instance.start();
+            prepared.delete(instance);
+            instances[i] = started;
+            return started;
+          },
+        };
+      },
       async killInstance(i) {
         const instance = instances[i];
         if (!instance) return;

@@ -8,9 +8,10 @@
  * answering at once and some after 50 to 150 ms (so that a kill is likely to land while an
  * attempt waits for its answer). Keyed writes through HAProxy (batches giving every event type,
  * and single task creations), each sent again with its key until it is answered, run while each
- * instance in turn is killed and started again, twice over. Once the writes stop, every
- * webhook's place reaches its user's newest event (its lease of a killed instance expired and
- * another instance took it), and then:
+ * instance in turn is killed and started again, twice over (each restart's process loaded the
+ * service's code beforehand and runs it after the kill: deployment.ts `prepareInstance`).
+ * Once the writes stop, every webhook's place reaches its user's newest event (its lease of a
+ * killed instance expired and another instance took it), and then:
  *
  * - Nothing lost: every committed event of a user that matches a webhook's patterns reached
  *   that webhook's receiver; every acknowledged write is in the change log.
@@ -42,6 +43,8 @@ const USERS = 5;
 const PATTERNS: Array<string[] | undefined> = [undefined, ['task.*'], ['project.*'], ['task.created', 'project.deleted']];
 /** A writer's pause between two of its writes: the events come slower than a slow receiver takes them. */
 const PACE_MS = 400;
+/** How many restarts ahead an instance's process is spawned to load its code (see `restarts`). */
+const AHEAD = 3;
 
 interface Hook {
   user: number;
@@ -91,39 +94,51 @@ describe.skipIf(skip)("webhooks in docs/operations.md's deployment: instances be
     deployments.push(d);
     const url = d.haproxy.url;
     const slots = d.instances.map((instance, i) => (instance ? i : -1)).filter((i) => i >= 0);
+    // Each instance in turn is killed and started again, twice over. The process of a restart is
+    // spawned AHEAD restarts before its turn and loads the service's code meanwhile (deployment.ts
+    // `prepareInstance`): starting it after the kill is then the service's own start (its
+    // configuration, connections, migrations, listening), not seconds of loading modules on a
+    // busy machine while the writes go on.
+    const order = [...slots, ...slots];
+    const restarts = order.slice(0, AHEAD).map((slot) => d.prepareInstance(slot));
 
     // Users, and their webhooks on receivers of their own.
     const tokens = await Promise.all(Array.from({ length: USERS }, (_, u) => register(url, `hooked_${u}`)));
     const random = mulberry32(20_260_615);
-    const hooks: Hook[] = [];
-    for (const [u, token] of tokens.entries()) {
-      for (const [k, events] of PATTERNS.entries()) {
-        const receiver = await startReceiver();
-        receivers.push(receiver);
-        const slow = events !== undefined && (k + u) % 2 === 1;
-        const res = await send(url, 'POST', '/api/users/me/webhooks', {
-          token,
-          body: { webhook: { url: receiver.url, ...(events ? { events } : {}), description: `user ${u}, webhook ${k}` } },
-        });
-        expect(res.status, res.text).toBe(201);
-        const created = JSON.parse(res.text) as { data: { id: number; attributes: { events: string[] } }; meta: { secret: string } };
-        expect(created.data.attributes.events.toSorted()).toEqual((events ?? ['*']).toSorted());
-        const hook: Hook = { user: u, id: created.data.id, secret: created.meta.secret, patterns: events ?? ['*'], slow, receiver, cut: [], waiting: 0 };
-        receiver.respond((request, res) => {
-          hook.waiting += 1;
-          res.once('close', () => {
-            if (!res.writableFinished) hook.cut.push(request);
+    // The users' webhooks are created side by side, each user's in the order of PATTERNS.
+    const byUser = await Promise.all(
+      tokens.map(async (token, u) => {
+        const own: Hook[] = [];
+        for (const [k, events] of PATTERNS.entries()) {
+          const receiver = await startReceiver();
+          receivers.push(receiver);
+          const slow = events !== undefined && (k + u) % 2 === 1;
+          const res = await send(url, 'POST', '/api/users/me/webhooks', {
+            token,
+            body: { webhook: { url: receiver.url, ...(events ? { events } : {}), description: `user ${u}, webhook ${k}` } },
           });
-          // A slow receiver answers 50 to 150 ms later, as a busy one does.
-          const delay = slow ? 50 + Math.floor(random() * 100) : 0;
-          setTimeout(() => {
-            hook.waiting -= 1;
-            if (!res.destroyed) res.writeHead(204).end();
-          }, delay);
-        });
-        hooks.push(hook);
-      }
-    }
+          expect(res.status, res.text).toBe(201);
+          const created = JSON.parse(res.text) as { data: { id: number; attributes: { events: string[] } }; meta: { secret: string } };
+          expect(created.data.attributes.events.toSorted()).toEqual((events ?? ['*']).toSorted());
+          const hook: Hook = { user: u, id: created.data.id, secret: created.meta.secret, patterns: events ?? ['*'], slow, receiver, cut: [], waiting: 0 };
+          receiver.respond((request, res) => {
+            hook.waiting += 1;
+            res.once('close', () => {
+              if (!res.writableFinished) hook.cut.push(request);
+            });
+            // A slow receiver answers 50 to 150 ms later, as a busy one does.
+            const delay = slow ? 50 + Math.floor(random() * 100) : 0;
+            setTimeout(() => {
+              hook.waiting -= 1;
+              if (!res.destroyed) res.writeHead(204).end();
+            }, delay);
+          });
+          own.push(hook);
+        }
+        return own;
+      }),
+    );
+    const hooks = byUser.flat();
     expect(hooks).toHaveLength(20);
 
     // Keyed writes through HAProxy, each sent again with its key until it is answered.
@@ -194,12 +209,12 @@ describe.skipIf(skip)("webhooks in docs/operations.md's deployment: instances be
     const loadStart = performance.now();
     try {
       await afterMore(20, 'before the first kill');
-      // Each instance in turn, twice over.
-      for (const slot of [...slots, ...slots]) {
+      for (const [k, slot] of order.entries()) {
         await attemptsUnderWay(`before slot ${slot} is killed`);
         await d.killInstance(slot);
         await afterMore(10, `with slot ${slot} killed`);
-        await d.startInstance(slot);
+        await restarts[k]!.start();
+        if (k + AHEAD < order.length) restarts.push(d.prepareInstance(order[k + AHEAD]!));
         await d.joined(slot);
         await afterMore(10, `with slot ${slot} back`);
       }
