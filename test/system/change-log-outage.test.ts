@@ -10,20 +10,35 @@ import { openStream } from '../helpers/sse.js';
 import { startOwnDatabase } from '../helpers/own-database.js';
 import { startTestApp, type TestApp } from '../helpers/test-app.js';
 
+/**
+ * The tests' own PostgreSQL, started once for whichever test comes first (an initdb, a start
+ * and the migrations of a database); each test runs an app of its own on it, with users of
+ * its own (a user's events are numbered from 1), and takes it down for its outage. A test that
+ * finds it down (the other one's outage) starts it again first.
+ */
 let db: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
+let down = false;
+async function ownDatabase() {
+  if (!db) db = await startOwnDatabase('planning-log-outage-');
+  else if (down) await db.restart();
+  down = false;
+  return db;
+}
+async function outage(database: NonNullable<typeof db>) {
+  down = true;
+  await database.stop();
+}
 let app: TestApp | undefined;
-let idleDb: Awaited<ReturnType<typeof startOwnDatabase>> | undefined;
 let idleApp: TestApp | undefined;
 afterAll(async () => {
   await app?.close().catch(() => undefined);
   await idleApp?.close().catch(() => undefined);
   await db?.remove();
-  await idleDb?.remove();
 });
 
 describe('the change log through a database outage', () => {
   it('ends open streams with an error event, and a resumed stream misses nothing once the database is back', async () => {
-    db = await startOwnDatabase('planning-log-outage-');
+    const db = await ownDatabase();
     app = await startTestApp({ databaseUrl: db.url, eventsIdleMs: 200 });
     const { token } = await app.register();
     const url = `${app.baseUrl}/api/users/me/events`;
@@ -34,14 +49,14 @@ describe('the change log through a database outage', () => {
     const seen = await before.nextEvent();
     expect(seen.id).toBe('1');
 
-    await db.stop();
+    await outage(db);
     // Within a few idle ticks the stream says why it ends, and ends.
     const last = await before.nextEvent(10_000);
     expect(last.event).toBe('error');
     expect(JSON.parse(last.data).errors[0].code).toBe('service_unavailable');
     await before.ended;
 
-    await db.restart();
+    await ownDatabase();
     expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'after' } } })).status).toBe(201);
     const resumed = await openStream(url, { Authorization: token, 'Last-Event-ID': seen.id! });
     expect(resumed.status).toBe(200);
@@ -51,11 +66,14 @@ describe('the change log through a database outage', () => {
     expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'live' } } })).status).toBe(201);
     expect((await resumed.nextEvent(5_000)).id).toBe('3');
     resumed.close();
+    // Closed while its database is up, before the other test's outage.
+    await app.close();
+    app = undefined;
   }, 60_000);
 
   it('ends an idle stream with an error event as soon as its listener loses the database, not at its next idle tick', async () => {
-    idleDb = await startOwnDatabase('planning-log-outage-idle-');
-    idleApp = await startTestApp({ databaseUrl: idleDb.url }); // the default idle tick: 15 s
+    const db = await ownDatabase();
+    idleApp = await startTestApp({ databaseUrl: db.url }); // the default idle tick: 15 s
     const { token } = await idleApp.register();
     const stream = await openStream(`${idleApp.baseUrl}/api/users/me/events`, { Authorization: token });
     expect(stream.status).toBe(200);
@@ -63,7 +81,7 @@ describe('the change log through a database outage', () => {
     expect((await stream.nextEvent()).id).toBe('1');
 
     const stoppedAt = performance.now();
-    await idleDb.stop();
+    await outage(db);
     const last = await stream.nextEvent(5_000);
     expect(last.event).toBe('error');
     expect(JSON.parse(last.data).errors[0].code).toBe('service_unavailable');

@@ -15,7 +15,7 @@
  *   cut off with its instance, whose first run had not ended yet); a retry of any key gets its
  *   original answer again; every stream sees every event of its user once, in order.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { haproxyTimeoutMs, instancePorts, startDeployment, type Deployment } from '../helpers/deployment.js';
 import { skipWithout } from '../helpers/pooled-database.js';
 import { describeLoad, expectNothingLost, register, send, startLoad } from '../helpers/retrying-clients.js';
@@ -26,27 +26,28 @@ const skip = skipWithout('postgres', 'pgbouncer', 'haproxy');
 /** An idle stream's heartbeat (src/changes/event-hub.ts: the idle tick). */
 const HEARTBEAT_MS = 15_000;
 
-const deployments: Deployment[] = [];
+let started: Promise<Deployment> | undefined;
 /**
- * A deployment of that page's for one test: each test starts its own, so that neither finds
- * what the other left (the kill test leaves a 4th instance, and connections HAProxy's least
- * connections would count).
+ * The page's deployment, started once for whichever test comes first (one deployment's start
+ * is three instances, each with its database migrated, PostgreSQL, PgBouncer and HAProxy).
+ * The first test, which reads how HAProxy spreads requests, runs on it as the page starts it
+ * (it checks that only the page's instances run there): the kill test, which leaves a 4th
+ * instance and restarted ones, comes after it, and its stream is closed by then. The kill
+ * test's users and keys are its own (expectNothingLost reads only the load's keys), so what
+ * the first one wrote is not counted there.
  */
-async function deploy(): Promise<Deployment> {
-  const d = await startDeployment({
+const deployment = () =>
+  (started ??= startDeployment({
     // The load sends more than a token's 1,200 requests a minute; the limits are not under test here.
     env: { RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_AUTH_PER_MINUTE: '0' },
-  });
-  deployments.push(d);
-  return d;
-}
-afterEach(async () => {
-  await Promise.all(deployments.splice(0).map((d) => d.stop()));
+  }));
+afterAll(async () => {
+  await (await started?.catch(() => undefined))?.stop();
 });
 
 describe.skipIf(skip)("docs/operations.md's deployment: instances behind HAProxy, on PgBouncer", () => {
   it('runs as written: writes spread over the instances but the stream\'s, reach the stream within a second, and HAProxy\'s own answers are the service\'s 503', async () => {
-    const d = await deploy();
+    const d = await deployment();
     const cfg = d.documented.haproxy;
     // Only a failed connection is retried, never a request that reached an instance.
     expect(cfg).toMatch(/^\s*retry-on\s+conn-failure\s*$/m);
@@ -60,6 +61,8 @@ describe.skipIf(skip)("docs/operations.md's deployment: instances behind HAProxy
 
     const url = d.haproxy.url;
     const running = d.instances.filter((i): i is SpawnedService => i !== undefined);
+    // As the page starts it: its instances and no other (the kill test, which adds one, comes after this one).
+    expect(running).toHaveLength(instancePorts(d.documented.sh).length);
     const token = await register(url, 'readme_deployment');
     // What each instance logs from here on.
     const logged = running.map((i) => i.output().length);
@@ -91,7 +94,7 @@ describe.skipIf(skip)("docs/operations.md's deployment: instances behind HAProxy
   }, 60_000);
 
   it('loses no acknowledged keyed write and no event while instances are killed, restarted and added under load', async () => {
-    const d = await deploy();
+    const d = await deployment();
     const url = d.haproxy.url;
     const tokens = await Promise.all(Array.from({ length: 6 }, (_, u) => register(url, `killed_${u}`)));
     // Everything through HAProxy, which stays up: no client connection of ours may break.

@@ -60,20 +60,28 @@ async function pooledSessionsTimeouts(url: string): Promise<string[]> {
   }
 }
 
-/** The service as a process on a database of its own behind the pooler, rate limits off. */
-async function pooledService(env: Record<string, string> = {}): Promise<SpawnedService> {
-  const { pooledUrl, directUrl } = await pooled.createDatabase();
-  const service = await spawnService({
-    DATABASE_URL: pooledUrl,
-    DATABASE_DIRECT_URL: directUrl,
-    DATABASE_POOL_SIZE: String(SERVICE_POOL),
-    RATE_LIMIT_PER_MINUTE: '0',
-    RATE_LIMIT_AUTH_PER_MINUTE: '0',
-    ...env,
-  });
-  services.push(service);
-  return service;
-}
+let started: Promise<SpawnedService> | undefined;
+/**
+ * The service as a process on a database of its own behind the pooler, rate limits off, a
+ * loopback webhook receiver allowed (the route walk's): started once, for whichever of the two
+ * tests that send it requests comes first. Each of them registers users of its own and reads
+ * only what they wrote; each checks the whole of its log (nothing logged at error level, nor
+ * a warning), which holds the other's requests too.
+ */
+const pooledService = () =>
+  (started ??= (async () => {
+    const { pooledUrl, directUrl } = await pooled.createDatabase();
+    const service = await spawnService({
+      DATABASE_URL: pooledUrl,
+      DATABASE_DIRECT_URL: directUrl,
+      DATABASE_POOL_SIZE: String(SERVICE_POOL),
+      RATE_LIMIT_PER_MINUTE: '0',
+      RATE_LIMIT_AUTH_PER_MINUTE: '0',
+      WEBHOOK_ALLOW_PRIVATE_URLS: '1',
+    });
+    services.push(service);
+    return service;
+  })());
 
 describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mode', () => {
   it('starts and serves writes and reads of every kind with no answer other than 2xx', async () => {
@@ -133,7 +141,7 @@ describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mod
   }, 90_000);
 
   it('answers every route of both doors through the pooler (test/helpers/route-walk.ts)', async () => {
-    const service = await pooledService({ WEBHOOK_ALLOW_PRIVATE_URLS: '1' });
+    const service = await pooledService();
     const receiver = await startReceiver();
     try {
       // The account's export reads in a REPEATABLE READ transaction: through the pooler its
