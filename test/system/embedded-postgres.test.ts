@@ -57,9 +57,8 @@ const BROKEN_SETTING = "work_mem = 'plenty'\n";
 
 describe('the embedded PostgreSQL', () => {
   it("prints PostgreSQL's own reason when it cannot start", async () => {
+    // A data folder a service started on and stopped (test/helpers/own-database.ts).
     const dataDir = await tempDataDir();
-    const first = await startService({ config: configFor(dataDir), logger: pino({ level: 'silent' }) });
-    await first.stop();
     await fs.appendFile(path.join(dataDir, 'pg', 'postgresql.auto.conf'), BROKEN_SETTING);
 
     const failed = await spawnService({ DATA_DIR: dataDir }).then(
