@@ -1,7 +1,7 @@
 /**
  * Runs the service as a separate process, as a user would, for restart/crash/cluster tests:
  * src/main.ts as the global setup compiled it (as `npm start` runs the build), or, in another
- * checkout (`cwd`), that checkout's src/main.ts through tsx.
+ * checkout (`cwd`), that checkout's `entry` (its build), else its src/main.ts through tsx.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -18,9 +18,15 @@ export interface SpawnedService {
 
 export function spawnService(
   env: Record<string, string>,
-  options: { detached?: boolean; cwd?: string; /** Soft and hard limit on open files. */ fdLimit?: number } = {},
+  options: {
+    detached?: boolean;
+    cwd?: string;
+    /** With `cwd`: the module to run, relative to it (a build); src/main.ts through tsx unless given. */
+    entry?: string;
+    /** Soft and hard limit on open files. */ fdLimit?: number;
+  } = {},
 ): Promise<SpawnedService> {
-  const args = options.cwd ? ['--import', 'tsx', 'src/main.ts'] : [inject('serviceEntry')];
+  const args = options.cwd ? (options.entry ? [options.entry] : ['--import', 'tsx', 'src/main.ts']) : [inject('serviceEntry')];
   // The shell lowers the limit and then becomes the service (exec), keeping its pid.
   const [command, argv] = options.fdLimit
     ? ['/bin/sh', ['-c', `ulimit -n ${options.fdLimit} && exec "$0" "$@"`, process.execPath, ...args]]
