@@ -63,6 +63,8 @@ export interface ServiceOptions {
   webhookResolve?: Resolve;
   /** Milliseconds between the webhook deliverer's rounds over every user (5 s by default). */
   webhookPollMs?: number;
+  /** Milliseconds before each restart of the embedded PostgreSQL in turn (tests; 1 s doubling to 30 s by default). */
+  embeddedRestartDelaysMs?: readonly number[];
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
@@ -98,6 +100,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       dataDir: config.dataDir,
       logger,
       maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
+      restartDelaysMs: options.embeddedRestartDelaysMs,
     }));
   let orm: MikroORM;
   let poolSize: number;
