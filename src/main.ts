@@ -13,7 +13,6 @@ import { createLogger, type Logger } from './core/logger.js';
 import { openOrm } from './app/orm.js';
 import { openDatabase, preparedStatementsFor } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
-import { startService } from './server.js';
 
 function listeningMessage(url: string, database: string, workers: number) {
   const where = workers > 1 ? `${url} with ${workers} workers` : url;
@@ -57,6 +56,9 @@ async function runServer(config: Config, logger: Logger, worker: boolean): Promi
       if (message?.type === 'embedded-postgres' && typeof message.up === 'boolean') databaseUp = message.up;
     });
   }
+  // Loaded here, not with this module: a cluster's primary serves no request and needs none
+  // of the app (express, tRPC, the routers and their schemas), only the database and the ORM.
+  const { startService } = await import('./server.js');
   const service = await startService({
     config,
     logger,

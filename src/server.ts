@@ -63,6 +63,10 @@ export interface ServiceOptions {
   webhookResolve?: Resolve;
   /** Milliseconds between the webhook deliverer's rounds over every user (5 s by default). */
   webhookPollMs?: number;
+  /** Milliseconds a request waits for a database connection before its 503 (tests; 5 s by default). */
+  poolWaitMs?: number;
+  /** Milliseconds before each restart of the embedded PostgreSQL in turn (tests; 1 s doubling to 30 s by default). */
+  embeddedRestartDelaysMs?: readonly number[];
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
@@ -98,6 +102,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       dataDir: config.dataDir,
       logger,
       maxConnections: embeddedMaxConnections(config.webConcurrency, config.databasePoolSize),
+      restartDelaysMs: options.embeddedRestartDelaysMs,
     }));
   let orm: MikroORM;
   let poolSize: number;
@@ -113,6 +118,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       directUrl: database.directUrl,
       behindPooler: database.behindPooler,
       preparedStatements,
+      poolWaitMs: options.poolWaitMs,
       ...(metrics ? { onStatement: countStatement } : {}),
     });
     if (metrics) metrics.watchPool(await (orm.em.getConnection() as unknown as { getNativeClient(): Promise<PgPoolLike> }).getNativeClient());

@@ -47,6 +47,8 @@ export async function openDatabase(options: {
   logger: Logger;
   /** max_connections of the embedded PostgreSQL (src/db/pool-size.ts). */
   maxConnections?: number;
+  /** The embedded PostgreSQL's delays before its restarts (tests); see src/db/embedded.ts. */
+  restartDelaysMs?: readonly number[];
 }): Promise<DatabaseHandle> {
   if (options.databaseUrl) {
     const directUrl = options.databaseDirectUrl ?? options.databaseUrl;
@@ -65,6 +67,7 @@ export async function openDatabase(options: {
   const embedded = await startEmbeddedDatabase({
     dataDir: options.dataDir,
     logger: options.logger,
+    restartDelaysMs: options.restartDelaysMs,
     ...(options.maxConnections ? { settings: { max_connections: String(options.maxConnections) } } : {}),
   });
   await embedded.ensureDatabase(EMBEDDED_DATABASE_NAME);

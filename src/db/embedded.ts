@@ -49,6 +49,8 @@ export interface EmbeddedDatabaseOptions {
   logger?: EmbeddedLogger;
   /** Restart the postmaster when it exits on its own (default true). */
   restart?: boolean;
+  /** Milliseconds before each restart attempt in turn, the last repeated (1 s doubling to 30 s by default). */
+  restartDelaysMs?: readonly number[];
 }
 
 export interface EmbeddedDatabase {
@@ -467,7 +469,8 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
   };
 
   const restart = (attempt: number) => {
-    const delay = RESTART_DELAYS_MS[Math.min(attempt, RESTART_DELAYS_MS.length - 1)]!;
+    const delays = options.restartDelaysMs?.length ? options.restartDelaysMs : RESTART_DELAYS_MS;
+    const delay = delays[Math.min(attempt, delays.length - 1)]!;
     restartTimer = setTimeout(() => {
       restartTimer = undefined;
       if (stopping) return;

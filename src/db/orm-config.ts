@@ -20,6 +20,8 @@ export interface OrmSettings {
   dbName?: string;
   /** Connections this process may hold. */
   poolSize?: number;
+  /** Milliseconds a statement waits for a connection of the pool (or for a new one to connect); 5 s by default. */
+  poolWaitMs?: number;
   /**
    * Whether clientUrl is a transaction-mode pooler (PgBouncer), where no setting may be left
    * on a session: the statement timeout is then set per transaction (see below).
@@ -142,7 +144,7 @@ export function ormConfig(settings: OrmSettings): Options {
     discovery: { checkDuplicateTableNames: true },
     pool: { min: 0, max: settings.poolSize ?? 10, idleTimeoutMillis: 30_000 },
     driverOptions: {
-      connectionTimeoutMillis: 5_000,
+      connectionTimeoutMillis: settings.poolWaitMs ?? 5_000,
       // The client's own bound covers a message of several statements: the owner's lock (at
       // most 5 s of lock_timeout) travels with the write's first statement (15 s).
       query_timeout: 25_000,

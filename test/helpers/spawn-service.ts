@@ -1,7 +1,7 @@
 /**
  * Runs the service as a separate process, as a user would, for restart/crash/cluster tests:
  * src/main.ts as the global setup compiled it (as `npm start` runs the build), or, in another
- * checkout (`cwd`), that checkout's src/main.ts through tsx.
+ * checkout (`cwd`), that checkout's `entry` (its build), else its src/main.ts through tsx.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -18,7 +18,13 @@ export interface SpawnedService {
 
 export function spawnService(
   env: Record<string, string>,
-  options: { detached?: boolean; cwd?: string; /** Soft and hard limit on open files. */ fdLimit?: number } = {},
+  options: {
+    detached?: boolean;
+    cwd?: string;
+    /** With `cwd`: the module to run, relative to it (a build); src/main.ts through tsx unless given. */
+    entry?: string;
+    /** Soft and hard limit on open files. */ fdLimit?: number;
+  } = {},
 ): Promise<SpawnedService> {
   const child = spawnNode(env, options, [], 'ignore');
   const output = collect(child);
@@ -43,7 +49,8 @@ export interface PreparedService {
 
 /**
  * The module given to `node --import` by `prepareService`: it imports src/main.ts's own
- * imports (the process's main module, `process.argv[1]`), says `held` on stdout and waits
+ * imports (the process's main module, `process.argv[1]`), those it awaits where a server
+ * starts (server.js) included, says `held` on stdout and waits
  * for a line on stdin before node runs the main module; when stdin closes first (the test's
  * process died), it exits.
  */
@@ -53,7 +60,8 @@ import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 if (!cluster.isWorker) {
   const main = process.argv[1];
-  for (const [, from] of readFileSync(main, 'utf8').matchAll(/^import [^;]*? from '([.][^']+)';$/gm)) await import(new URL(from, pathToFileURL(main)).href);
+  const imports = /^import [^;]*? from '([.][^']+)';$|await import\\('([.][^']+)'\\)/gm;
+  for (const [, from, later] of readFileSync(main, 'utf8').matchAll(imports)) await import(new URL(from ?? later, pathToFileURL(main)).href);
   const stdin = process.stdin;
   await new Promise((resolve) => {
     const gone = () => process.exit(1);
@@ -95,11 +103,12 @@ export function prepareService(env: Record<string, string>): PreparedService {
 
 function spawnNode(
   env: Record<string, string>,
-  options: { detached?: boolean; cwd?: string; fdLimit?: number },
+  options: { detached?: boolean; cwd?: string; entry?: string; fdLimit?: number },
   nodeOptions: string[],
   stdin: 'ignore' | 'pipe',
 ): ChildProcess {
-  const args = [...nodeOptions, ...(options.cwd ? ['--import', 'tsx', 'src/main.ts'] : [inject('serviceEntry')])];
+  const entry = options.cwd ? (options.entry ? [options.entry] : ['--import', 'tsx', 'src/main.ts']) : [inject('serviceEntry')];
+  const args = [...nodeOptions, ...entry];
   // The shell lowers the limit and then becomes the service (exec), keeping its pid.
   const [command, argv] = options.fdLimit
     ? ['/bin/sh', ['-c', `ulimit -n ${options.fdLimit} && exec "$0" "$@"`, process.execPath, ...args]]

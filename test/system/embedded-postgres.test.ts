@@ -57,9 +57,8 @@ const BROKEN_SETTING = "work_mem = 'plenty'\n";
 
 describe('the embedded PostgreSQL', () => {
   it("prints PostgreSQL's own reason when it cannot start", async () => {
+    // A data folder a service started on and stopped (test/helpers/own-database.ts).
     const dataDir = await tempDataDir();
-    const first = await startService({ config: configFor(dataDir), logger: pino({ level: 'silent' }) });
-    await first.stop();
     await fs.appendFile(path.join(dataDir, 'pg', 'postgresql.auto.conf'), BROKEN_SETTING);
 
     const failed = await spawnService({ DATA_DIR: dataDir }).then(
@@ -74,7 +73,9 @@ describe('the embedded PostgreSQL', () => {
     const dataDir = await tempDataDir();
     const lines: Array<Record<string, any>> = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-    const service = await startService({ config: configFor(dataDir), logger });
+    // Restarts a tenth as far apart as by default (1 s, 2 s, …): what is checked is that they
+    // are tried, fail with PostgreSQL's reason and succeed once it is mended, not their pace.
+    const service = await startService({ config: configFor(dataDir), logger, embeddedRestartDelaysMs: [100, 200, 400, 800, 1_600, 3_000] });
     try {
       expect(await status(`${service.url}/healthz`)).toBe(200);
       // The restarts fail until the configuration is mended, so "down" lasts.

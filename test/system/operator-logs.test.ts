@@ -20,7 +20,10 @@ describe('operator logs', () => {
     const lines: Array<Record<string, any>> = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', passwordHashCost: 1024, rateLimitAuthPerMinute: 0, databasePoolSize: 1 };
-    const service = await startService({ config, logger });
+    // A request gives up on the pool after 2 s instead of 5 s: the line is checked, not the wait
+    // (2 s, not less: the requests before the lock, and the webhook deliverer's rounds, share
+    // the one connection, and must not time out on a loaded machine).
+    const service = await startService({ config, logger, poolWaitMs: 2_000 });
     const admin = new pg.Client({ connectionString: databaseUrl });
     await admin.connect();
     try {
