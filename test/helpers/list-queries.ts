@@ -7,7 +7,6 @@
  * string is written from it (lists comma-joined, `none` for null, text percent-encoded).
  */
 import { expect } from 'vitest';
-import { MAX_OPERATIONS } from '../../src/batch/batch.schema.js';
 import { withEtag } from '../../src/client.js';
 import { META } from './envelope.js';
 import type { ApiResponse, TestApp } from './test-app.js';
@@ -211,25 +210,6 @@ export async function readWholeList(app: TestApp, kind: ListKind, token: string,
     if (!answer.body.links.next) return items;
   }
   throw new Error('more than 1000 pages');
-}
-
-/**
- * Creates a user's items through the service, in order, as batches (POST /api/batch) of up to
- * MAX_OPERATIONS creates each instead of one request each: the same rows, for tests about
- * reading them. Returns their ids, in order.
- */
-export async function createInBatches(app: TestApp, token: string, op: 'projects.create' | 'tasks.create', inputs: readonly unknown[]): Promise<number[]> {
-  const ids: number[] = [];
-  for (let i = 0; i < inputs.length; i += MAX_OPERATIONS) {
-    const operations = inputs.slice(i, i + MAX_OPERATIONS).map((input) => ({ op, input }));
-    const res: ApiResponse = await app.request('POST', '/api/batch', { token, body: { operations } });
-    const statuses = Array.isArray(res.body?.data) ? res.body.data.map((r: any) => r.status) : [];
-    if (res.status !== 200 || statuses.length !== operations.length || statuses.some((s: number) => s !== 201)) {
-      throw new Error(`fixture batch of ${operations.length} ${op}: ${res.status} ${res.text.slice(0, 600)}`);
-    }
-    ids.push(...res.body.data.map((r: any) => r.body.data.id as number));
-  }
-  return ids;
 }
 
 /** Whether JS `toLowerCase` and PostgreSQL's ICU `lower` (root locale, as the service folds) agree on each text. */

@@ -18,7 +18,8 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_ID, MAX_TIMESTAMP } from '../../src/core/fields.js';
 import { TASK_SORTS } from '../../src/tasks/task.schema.js';
-import { DEFAULT_PAGE_SIZE, bothDoors, checkEveryPage, containsFolded, createInBatches, expectPage, icuLowerDisagreements, readWholeList, restList, sortItems, trpcList, type ListQuery } from '../helpers/list-queries.js';
+import { DEFAULT_PAGE_SIZE, bothDoors, checkEveryPage, containsFolded, expectPage, icuLowerDisagreements, readWholeList, restList, sortItems, trpcList, type ListQuery } from '../helpers/list-queries.js';
+import { createInBatches } from '../helpers/api-steps.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { DAY, T0S } from '../helpers/times.js';
 
