@@ -4,6 +4,7 @@
  * status and answers the resource.
  */
 import { expect } from 'vitest';
+import { MAX_OPERATIONS } from '../../src/batch/batch.schema.js';
 import type { ApiResponse } from './http.js';
 import type { TaskState } from './envelope.js';
 import type { TestApp } from './test-app.js';
@@ -16,6 +17,25 @@ export const TASKS = '/api/users/me/tasks';
 
 /** 1..n */
 export const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+/**
+ * Creates a user's items through the service, in order, as batches (POST /api/batch) of up to
+ * MAX_OPERATIONS creates each instead of one request each: the same rows, for tests about
+ * reading or writing them, not about making them. Returns their ids, in order.
+ */
+export async function createInBatches(app: TestApp, token: string, op: 'projects.create' | 'tasks.create', inputs: readonly unknown[]): Promise<number[]> {
+  const ids: number[] = [];
+  for (let i = 0; i < inputs.length; i += MAX_OPERATIONS) {
+    const operations = inputs.slice(i, i + MAX_OPERATIONS).map((input) => ({ op, input }));
+    const res: ApiResponse = await app.request('POST', '/api/batch', { token, body: { operations } });
+    const statuses = Array.isArray(res.body?.data) ? res.body.data.map((r: any) => r.status) : [];
+    if (res.status !== 200 || statuses.length !== operations.length || statuses.some((s: number) => s !== 201)) {
+      throw new Error(`fixture batch of ${operations.length} ${op}: ${res.status} ${res.text.slice(0, 600)}`);
+    }
+    ids.push(...res.body.data.map((r: any) => r.body.data.id as number));
+  }
+  return ids;
+}
 
 export function apiSteps(app: TestApp) {
   // Projects -----------------------------------------------------------------------------

@@ -93,23 +93,46 @@ export async function viaClient(token: string, input: unknown, options?: ReturnT
 // What "nothing kept" means: every row a batch could write, of the user and of the other user
 // ---------------------------------------------------------------------------------------------
 
+const idLiteral = (id: number) => {
+  if (!Number.isSafeInteger(id)) throw new Error(`not a user id: ${id}`);
+  return String(id);
+};
+
+/**
+ * Each user's rows as JSON, in one statement: the users row, projects and tasks by id, events
+ * by seq, idempotency keys (key, fingerprint, status, body) by key.
+ */
+const ROWS_SQL = (userIds: number[]) => `select u.id,
+  (select coalesce(json_agg(r), '[]') from users r where r.id = u.id)::text as "user",
+  (select coalesce(json_agg(r order by r.id), '[]') from projects r where r.user_id = u.id)::text as projects,
+  (select coalesce(json_agg(r order by r.id), '[]') from tasks r where r.user_id = u.id)::text as tasks,
+  (select coalesce(json_agg(r order by r.seq), '[]') from events r where r.user_id = u.id)::text as events,
+  (select coalesce(json_agg(r order by r.key), '[]') from (select key, fingerprint, status, body from idempotency_keys k where k.user_id = u.id) r)::text as keys
+from unnest(array[${userIds.map(idLiteral).join(',')}]::int8[]) with ordinality as u(id, n)
+order by u.n`;
+
+/** JSON text read back; an integer beyond 2^53 fails, as the pool's reading of an int8 does (src/db/orm-config.ts). */
+const readRows = (text: string): any[] =>
+  JSON.parse(text, (_key, value, context?: { source?: string }) => {
+    if (typeof value === 'number' && !Number.isSafeInteger(value) && /^-?\d+$/.test(context?.source ?? '')) {
+      throw new RangeError(`${context!.source} is beyond the integers a JS number holds exactly`);
+    }
+    return value;
+  });
+
+async function rowsOfUsers(userIds: number[]) {
+  const found = await app.orm.em.fork().execute<Array<Record<'user' | 'projects' | 'tasks' | 'events' | 'keys', string>>>(ROWS_SQL(userIds));
+  return found.map((r) => ({ user: readRows(r.user), projects: readRows(r.projects), tasks: readRows(r.tasks), events: readRows(r.events), keys: readRows(r.keys) }));
+}
+
 export async function rowsOf(userId: number) {
-  const em = app.orm.em.fork();
-  const rows = (sql: string) => em.execute(sql, [userId]);
-  const [user, projects, tasks, events, keys] = await Promise.all([
-    rows('select * from users where id = ?'),
-    rows('select * from projects where user_id = ? order by id'),
-    rows('select * from tasks where user_id = ? order by id'),
-    rows('select * from events where user_id = ? order by seq'),
-    rows('select key, fingerprint, status, body from idempotency_keys where user_id = ? order by key'),
-  ]);
-  return { user, projects, tasks, events, keys };
+  return (await rowsOfUsers([userId]))[0]!;
 }
 export type Rows = Awaited<ReturnType<typeof rowsOf>>;
 
 export async function state(victim: Victim): Promise<{ mine: Rows; theirs: Rows }> {
-  const [mine, theirs] = await Promise.all([rowsOf(victim.id), rowsOf(other().id)]);
-  return { mine, theirs };
+  const [mine, theirs] = await rowsOfUsers([victim.id, other().id]);
+  return { mine: mine!, theirs: theirs! };
 }
 
 export interface Expected {

@@ -28,14 +28,30 @@ ajvFormats.default(ajv);
 // OpenAPI's own members next to JSON Schema keywords (a discriminator only names the branch a
 // `oneOf` takes, which the branches' own `op` constants decide for a validator).
 ajv.addVocabulary(['components', 'example', 'discriminator']);
-const validators = new Map<string, ValidateFunction>();
+/**
+ * Compiled validators, by schema and by the schema's JSON text: the document repeats the same
+ * schemas (about 400 request and response schemas, under 40 different ones: every error
+ * status's envelope, every project or task document), each compiled once per process.
+ */
+const bySchema = new WeakMap<object, ValidateFunction>();
+const byText = new Map<string, ValidateFunction>();
 function validatorFor(key: string, schema: Json): ValidateFunction {
-  const cached = validators.get(key);
-  if (cached) return cached;
-  const validate = ajv.compile({ ...schema, components: doc.components });
-  validators.set(key, validate);
+  let validate = bySchema.get(schema);
+  if (validate) return validate;
+  const text = JSON.stringify(schema);
+  validate = byText.get(text);
+  if (!validate) {
+    try {
+      validate = ajv.compile({ ...schema, components: doc.components });
+    } catch (error) {
+      throw new Error(`the schema of ${key} does not compile: ${(error as Error).message}`);
+    }
+    byText.set(text, validate);
+  }
+  bySchema.set(schema, validate);
   return validate;
 }
+/** What is wrong with `value` for `schema` (named `key` in a failure to compile it); null when nothing. */
 export function schemaErrors(key: string, schema: Json, value: unknown): string | null {
   const validate = validatorFor(key, schema);
   return validate(value) ? null : ajv.errorsText(validate.errors, { dataVar: 'body' });

@@ -15,6 +15,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_TIMESTAMP } from '../../src/core/fields.js';
 import { PROJECT_SORTS } from '../../src/projects/project.schema.js';
 import { DEFAULT_PAGE_SIZE, bothDoors, checkEveryPage, containsFolded, expectPage, icuLowerDisagreements, readWholeList, restList, sortItems, trpcList, type ListQuery } from '../helpers/list-queries.js';
+import { createInBatches } from '../helpers/api-steps.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { DAY, T0S } from '../helpers/times.js';
 
@@ -391,9 +392,7 @@ describe('page sizes and far pages', () => {
   it('page_size 1 and 200 work on 201 projects, on both doors', async () => {
     app.clock.set(T0S * 1000);
     const user = await app.register();
-    for (let i = 0; i < 201; i += 10) {
-      await Promise.all(Array.from({ length: Math.min(10, 201 - i) }, (_, k) => ok('POST', PROJECTS, user.token, { project: { name: `p${String(200 - i - k).padStart(3, '0')}` } })));
-    }
+    await createInBatches(app, user.token, 'projects.create', Array.from({ length: 201 }, (_, i) => ({ project: { name: `p${String(200 - i).padStart(3, '0')}` } })));
     const listed = await readWholeList(app, KIND, user.token);
     expect(listed).toHaveLength(201);
     for (const [query, pages] of [

@@ -19,6 +19,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_ID, MAX_TIMESTAMP } from '../../src/core/fields.js';
 import { TASK_SORTS } from '../../src/tasks/task.schema.js';
 import { DEFAULT_PAGE_SIZE, bothDoors, checkEveryPage, containsFolded, expectPage, icuLowerDisagreements, readWholeList, restList, sortItems, trpcList, type ListQuery } from '../helpers/list-queries.js';
+import { createInBatches } from '../helpers/api-steps.js';
 import { useTestApp } from '../helpers/test-app.js';
 import { DAY, T0S } from '../helpers/times.js';
 
@@ -509,9 +510,7 @@ describe('page sizes and far pages', () => {
   it('page_size 1 and 200 work on 201 listed tasks (and an abandoned one), on both doors', async () => {
     app.clock.set(T0S * 1000);
     const user = await app.register();
-    for (let i = 0; i < 201; i += 10) {
-      await Promise.all(Array.from({ length: Math.min(10, 201 - i) }, (_, k) => ok('POST', TASKS, user.token, { task: { label: `t${String(i + k).padStart(3, '0')}` } })));
-    }
+    await createInBatches(app, user.token, 'tasks.create', Array.from({ length: 201 }, (_, i) => ({ task: { label: `t${String(i).padStart(3, '0')}` } })));
     const gone = (await ok('POST', TASKS, user.token, { task: { label: 'gone' } })).data.id as number;
     await ok('PUT', `/api/tasks/${gone}/state`, user.token, { task: { state: 'abandoned' } });
     const listed = await readWholeList(app, KIND, user.token);

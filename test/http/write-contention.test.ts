@@ -6,6 +6,7 @@
  * pooled connection).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createInBatches } from '../helpers/api-steps.js';
 import { mulberry32 } from '../helpers/prng.js';
 import { DAY, T0, seconds, startTestApp, type TestApp } from '../helpers/test-app.js';
 
@@ -29,11 +30,7 @@ describe('one user, every write kind in parallel, two instances', () => {
     for (const name of ['a', 'b', 'c', 'd']) {
       projects.push((await one.request('POST', '/api/users/me/projects', { token: u.token, body: { project: { name } } })).body.data.id);
     }
-    const tasks: number[] = [];
-    for (let i = 0; i < 40; i++) {
-      const project_id = i % 3 === 0 ? undefined : projects[i % projects.length];
-      tasks.push((await one.request('POST', '/api/users/me/tasks', { token: u.token, body: { task: { label: `t${i}`, project_id } } })).body.data.id);
-    }
+    const tasks = await createInBatches(one, u.token, 'tasks.create', Array.from({ length: 40 }, (_, i) => ({ task: { label: `t${i}`, project_id: i % 3 === 0 ? undefined : projects[i % projects.length] } })));
     const random = mulberry32(11);
     const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
     const statuses: number[] = [];
@@ -68,10 +65,7 @@ describe('a noisy user does not starve a quiet one', () => {
   it('the quiet user gets only 2xx while another floods writes and lists', async () => {
     const noisy = await one.register();
     const quiet = await one.register();
-    const ids: number[] = [];
-    for (let i = 0; i < 60; i++) {
-      ids.push((await one.request('POST', '/api/users/me/tasks', { token: noisy.token, body: { task: { label: `n${i}` } } })).body.data.id);
-    }
+    const ids = await createInBatches(one, noisy.token, 'tasks.create', Array.from({ length: 60 }, (_, i) => ({ task: { label: `n${i}` } })));
     let flooding = true;
     const noisyStatuses: number[] = [];
     const flood = Array.from({ length: 60 }, (_, c) =>
