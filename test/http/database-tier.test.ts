@@ -22,7 +22,8 @@ async function serverPortOf(url: string): Promise<number> {
 
 describe('the database tier of this project', () => {
   it('reaches PostgreSQL through PgBouncer in the pooled tier, and directly elsewhere', async ({ task }) => {
-    const pooledTier = task.file.projectName === 'pooled';
+    // TEST_POOLED=1 runs every project behind the pooler (test/helpers/global-setup.ts).
+    const pooledTier = task.file.projectName === 'pooled' || process.env.TEST_POOLED === '1';
     const url = await createTestDatabase();
     const direct = directUrlOf(url);
     const through = await serverPortOf(url);
