@@ -52,11 +52,7 @@ const SCHEDULE = '0.2,0.2';
 const FIRST_WAIT_MS = 200;
 /** The schedule's ±10 % jitter, at its shortest. */
 const SHORTEST_WAIT_MS = FIRST_WAIT_MS * 0.9;
-/**
- * The services' WEBHOOK_TIMEOUT_MS. Long enough that a receiver's immediate answer (a 500, a
- * 429) reaches the service within it on a busy machine: at 500 ms, a 500 that took longer to
- * arrive under load was logged as a timeout and failed the checks that read its status.
- */
+/** WEBHOOK_TIMEOUT_MS: at 0.5 s, an immediate 500 could arrive late on a busy machine (a timeout). */
 const TIMEOUT_MS = 2_000;
 
 type LogLine = Record<string, any>;
