@@ -11,7 +11,6 @@
  * The first start on an empty folder is what the template's making runs, in every process
  * that needs one, and what system/private-folder.test.ts tests.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,48 +19,19 @@ import { createLogger } from '../../src/core/logger.js';
 import { openDatabase } from '../../src/db/database.js';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { freePort } from './net.js';
-import { startWatchdog } from './pooled-database.js';
+import { folderTemplate } from './pooled-database.js';
 
-let seed: Promise<string> | undefined;
-
-/** A data folder after a service's first start on it, stopped: this process's template. */
-async function makeSeed(): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-seed-'));
-  // The folder goes when this process does.
-  const watchdog = startWatchdog(dir);
+/** Copies this process's template into the empty folder it is given: a cluster, its password and the service's database, as after a first start. */
+const seedDataDir = folderTemplate('planning-seed-', async (dir) => {
+  const db = await openDatabase({ dataDir: dir, logger: createLogger('silent') });
   try {
-    const db = await openDatabase({ dataDir: dir, logger: createLogger('silent') });
-    try {
-      const orm = await openOrm(db.url, { migrate: true, poolSize: 1 });
-      await orm.close(true);
-    } finally {
-      await db.stop();
-    }
-    return dir;
-  } catch (error) {
-    watchdog.kill('SIGKILL');
-    await fs.rm(dir, { recursive: true, force: true });
-    throw error;
+    const orm = await openOrm(db.url, { migrate: true, poolSize: 1 });
+    await orm.close(true);
+  } finally {
+    await db.stop();
   }
-}
-
-/** Copies the template into the empty folder `dataDir`: a cluster, its password and the service's database, as after a first start. */
-async function seedDataDir(dataDir: string): Promise<void> {
-  seed ??= makeSeed();
-  // A failed template is not kept: the next folder tries again.
-  const source = await seed.catch((error: unknown) => {
-    seed = undefined;
-    throw error;
-  });
-  await new Promise<void>((resolve, reject) => {
-    // -a keeps each file's owner (the postgres user, as root) and mode.
-    const cp = spawn('cp', ['-a', `${source}/.`, dataDir], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    cp.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-    cp.once('error', reject);
-    cp.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`cp exited with ${code}: ${err}`))));
-  });
-}
+  return dir;
+});
 
 export async function startOwnDatabase(prefix: string) {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));

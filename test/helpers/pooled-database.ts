@@ -222,41 +222,52 @@ export async function stopChild(child: ChildProcess, exited: Promise<void>, sign
 const iniValue = (value: string | number) => String(value);
 
 /**
- * The cluster initdb makes, made once per process and copied into each new data folder: a
- * copy of its 40 MB takes a few hundredths of a second of CPU, initdb a second and a half
- * (the suite starts a dozen of these servers). The copy is initdb's output byte for byte;
- * nothing has run on it. Its folder goes when the process does (a watchdog).
+ * A folder made once per process and copied into each empty folder asked for: `make` fills a
+ * new temporary folder and returns the path to copy from (in it). A copy of a data folder takes
+ * a few hundredths of a second of CPU, where making one (initdb, migrations) takes seconds.
+ * The copy keeps each file's owner (the postgres user, as root) and mode (`cp -a`). The
+ * template goes when the process does (a watchdog); a failed one is not kept, and the next
+ * folder asked for makes it again.
  */
-let template: Promise<string> | undefined;
+export function folderTemplate(prefix: string, make: (dir: string) => Promise<string>): (into: string) => Promise<void> {
+  let made: Promise<string> | undefined;
+  const makeOnce = async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+    const watchdog = startWatchdog(dir);
+    try {
+      return await make(dir);
+    } catch (error) {
+      watchdog.kill('SIGKILL');
+      await fs.rm(dir, { recursive: true, force: true });
+      throw error;
+    }
+  };
+  return async (into) => {
+    made ??= makeOnce();
+    const source = await made.catch((error: unknown) => {
+      made = undefined;
+      throw error;
+    });
+    await run('cp', ['-a', `${source}/.`, into], { cwd: path.dirname(into) });
+  };
+}
 
-async function initdbTemplate(user: RunAs | undefined): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'planning-initdb-'));
-  const watchdog = startWatchdog(dir);
-  try {
+/**
+ * Fills the empty `dataDir` with a new cluster: a copy of the one initdb made in this process
+ * (the suite starts a dozen of these servers), initdb's output byte for byte, nothing run on it.
+ */
+let newClusterIn: ((dataDir: string) => Promise<void>) | undefined;
+function newCluster(dataDir: string, user: RunAs | undefined): Promise<void> {
+  newClusterIn ??= folderTemplate('planning-initdb-', async (dir) => {
     if (user) await fs.chown(dir, user.uid, user.gid);
-    const dataDir = path.join(dir, 'pg');
-    await run(path.join(POSTGRES_BIN_DIR, 'initdb'), ['-D', dataDir, '--auth=trust', `--username=${USER}`, '--encoding=UTF8', '--no-locale', '--no-sync'], {
+    const clusterDir = path.join(dir, 'pg');
+    await run(path.join(POSTGRES_BIN_DIR, 'initdb'), ['-D', clusterDir, '--auth=trust', `--username=${USER}`, '--encoding=UTF8', '--no-locale', '--no-sync'], {
       cwd: dir,
       user,
     });
-    return dataDir;
-  } catch (error) {
-    watchdog.kill('SIGKILL');
-    await fs.rm(dir, { recursive: true, force: true });
-    throw error;
-  }
-}
-
-/** Fills the empty `dataDir` with a new cluster: a copy of this process's initdb template. */
-async function newCluster(dataDir: string, user: RunAs | undefined): Promise<void> {
-  template ??= initdbTemplate(user);
-  // A failed initdb is not kept: the next start runs it again.
-  const source = await template.catch((error: unknown) => {
-    template = undefined;
-    throw error;
+    return clusterDir;
   });
-  // -a keeps each file's owner (the postgres user, as root) and mode.
-  await run('cp', ['-a', `${source}/.`, dataDir], { cwd: path.dirname(dataDir) });
+  return newClusterIn(dataDir);
 }
 
 /** Starts PostgreSQL 15 and PgBouncer (transaction mode) in front of it. */
