@@ -413,7 +413,7 @@ runScenario('throughput', async (session) => {
     '',
     ...fewestTable,
     '',
-    ...(ONLY ? [] : [
+    ...(idleRows.length === 0 ? [] : [
       `Idle latency: ${IDLE_REQUESTS} requests per target, one at a time, the targets alternating request by request (after 20 unrecorded each):`,
       '',
       ...idleTable,
