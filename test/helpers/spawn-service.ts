@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { inject } from 'vitest';
+import { reapWithParent } from './reaper.js';
 
 export interface SpawnedService {
   child: ChildProcess;
@@ -113,13 +114,16 @@ function spawnNode(
   const [command, argv] = options.fdLimit
     ? ['/bin/sh', ['-c', `ulimit -n ${options.fdLimit} && exec "$0" "$@"`, process.execPath, ...args]]
     : [process.execPath, args];
-  return spawn(command, argv, {
+  const child = spawn(command, argv, {
     cwd: options.cwd ?? path.resolve(import.meta.dirname, '../..'),
     // Its own process group, as a terminal's foreground job is: a test can signal all of it.
     detached: options.detached ?? false,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '', ...env },
     stdio: [stdin, 'pipe', 'pipe'],
   });
+  // Gone with the test's process also when that one is killed (collect's 'exit' handler then never runs).
+  reapWithParent(child, { group: options.detached });
+  return child;
 }
 
 /** What the process writes, and its exit code; it is killed when the test's process exits first. */
