@@ -14,7 +14,9 @@
  *    own src/ by folder; V8 builtins with no script; GC, idle, program).
  * 4. Round trips per request from pg_stat_statements (the role's calls ÷ its token lookups),
  *    with each statement's calls per request and mean time.
- * 5. The owner's lock hold time per write, in a second short run of the same requests one at a
+ * 5. Time in each write function per call (`track_functions = pl`): where a write's database
+ *    time goes (the lock's wait in `key_open`, the operation's function, `apply`'s own work).
+ * 6. The owner's lock hold time per write, in a second short run of the same requests one at a
  *    time, every statement logged with its duration (log_min_duration_statement = 0, read from
  *    the embedded server's stderr). A write is one statement, `select w_….apply(…)`, that takes
  *    the lock near its start and commits at its end: alone (nothing to wait for), its duration
@@ -51,7 +53,8 @@ runScenario('profile', async (session) => {
   /** PostgreSQL's log lines while collecting. */
   let pgLog: string[] | undefined;
   const db = await startDatabase(session, {
-    settings: { max_connections: '100', ...STATEMENT_STATS, log_line_prefix: '%m [%p] ' },
+    // track_functions: the time spent in each write function (`pg_stat_user_functions`).
+    settings: { max_connections: '100', ...STATEMENT_STATS, track_functions: 'pl', log_line_prefix: '%m [%p] ' },
     // PostgreSQL's log lines reach this process through the embedded server's stderr.
     logger: {
       debug: (_obj, line) => {
@@ -90,12 +93,14 @@ runScenario('profile', async (session) => {
     await sleep(300);
     await loadStates();
     await resetStatementStats(admin);
+    await admin.query('select pg_stat_reset()');
     const from = Number(process.hrtime.bigint() / 1000n);
     const load = await runLoad(url, script, { connections: CONNECTIONS, seconds: SECONDS });
     const to = Number(process.hrtime.bigint() / 1000n);
     await sleep(300);
     const stats = await statementStats(admin, ROLE);
     const { requests, calls } = totals(stats);
+    const functions = await functionStats(admin);
 
     // The lock's hold time: the same requests again, one at a time, every statement logged.
     await loadStates();
@@ -133,6 +138,16 @@ runScenario('profile', async (session) => {
       '|---|---:|---:|',
       ...stats.map((s) => `| \`${s.query.replace(/\s+/g, ' ').replace(/\|/g, '\\|').slice(0, 110)}\` | ${(s.calls / Math.max(1, requests)).toFixed(2)} | ${s.meanMs.toFixed(3)} |`),
       '',
+      ...(functions.length === 0
+        ? []
+        : [
+            'Time in the write functions per call, under this load (`track_functions`; total includes the functions it calls, and the wait for the owner\'s lock in `key_open`):',
+            '',
+            '| function | calls | total ms per call | self ms per call |',
+            '|---|---:|---:|---:|',
+            ...functions.map((f) => `| \`${f.name}\` | ${f.calls} | ${f.totalMs.toFixed(3)} | ${f.selfMs.toFixed(3)} |`),
+            '',
+          ]),
       `Owner's lock held per write (the duration of its one call of apply, one request at a time: ${hold.count} writes in ${Math.min(5, SECONDS)} s with every statement logged, ${logged.rps.toFixed(0)} req/s meanwhile): ` +
         `median **${hold.median.toFixed(2)} ms**, mean ${hold.mean.toFixed(2)} ms, p90 ${hold.p90.toFixed(2)} ms.`,
       '',
@@ -177,4 +192,16 @@ function lockHold(text: string) {
   const sorted = ascending(holds);
   const at = (p: number) => quantile(sorted, p, 0);
   return { count: sorted.length, median: at(0.5), p90: at(0.9), mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length) };
+}
+
+/**
+ * Calls and mean times of the PL/pgSQL functions since the last `pg_stat_reset()`, most called
+ * first. A backend reports its counts once a second at most, so the last second's calls may be
+ * missing from the counts; the means are those of the calls reported.
+ */
+async function functionStats(client: Awaited<ReturnType<typeof openDatabase>>['admin']) {
+  const { rows } = await client.query<{ name: string; calls: string; total: number; self: number }>(
+    `select funcname as name, calls, total_time as total, self_time as self from pg_stat_user_functions where calls > 0 order by calls desc, funcname`,
+  );
+  return rows.map((r) => ({ name: r.name, calls: Number(r.calls), totalMs: r.total / Number(r.calls), selfMs: r.self / Number(r.calls) }));
 }
