@@ -321,7 +321,7 @@ function changeStateSql(to: TaskState): string {
      select doc.id, doc.version, doc.data, (select count(*) from note)::int as notified from doc`;
 }
 
-const CHANGE_STATE = Object.fromEntries(TASK_STATES.map((s) => [s, changeStateSql(s)])) as Record<TaskState, string>;
+export const CHANGE_STATE = Object.fromEntries(TASK_STATES.map((s) => [s, changeStateSql(s)])) as Record<TaskState, string>;
 
 /** Prepared: the statement's name makes pg parse it once per connection. */
 const prepared = (name: string, text: string, values: unknown[]) => ({ name, text, values });
@@ -611,21 +611,24 @@ async function route(req: IncomingMessage, res: ServerResponse) {
   return changeProjectState(res, user, Number(project![1]), body);
 }
 
-const server = createServer((req, res) => {
-  route(req, res).catch((error: unknown) => {
-    console.error(error);
-    if (!res.headersSent) fail(res, 'internal_error', 'Something went wrong on our side; the request id identifies it in our logs.');
+// Run as a program it serves; imported (bench/scenarios/write-db.ts), it only lends its statements.
+if (import.meta.main) {
+  const server = createServer((req, res) => {
+    route(req, res).catch((error: unknown) => {
+      console.error(error);
+      if (!res.headersSent) fail(res, 'internal_error', 'Something went wrong on our side; the request id identifies it in our logs.');
+    });
   });
-});
-server.keepAliveTimeout = 5_000;
-server.listen(Number(process.env.PORT ?? 3100), process.env.HOST ?? '127.0.0.1', () => {
-  const { port } = server.address() as { port: number };
-  console.log(JSON.stringify({ level: 'info', msg: 'fewest floor listening', url: `http://127.0.0.1:${port}` }));
-});
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, () => {
-    server.close();
-    server.closeAllConnections();
-    pool.end().finally(() => process.exit(0));
+  server.keepAliveTimeout = 5_000;
+  server.listen(Number(process.env.PORT ?? 3100), process.env.HOST ?? '127.0.0.1', () => {
+    const { port } = server.address() as { port: number };
+    console.log(JSON.stringify({ level: 'info', msg: 'fewest floor listening', url: `http://127.0.0.1:${port}` }));
   });
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => {
+      server.close();
+      server.closeAllConnections();
+      pool.end().finally(() => process.exit(0));
+    });
+  }
 }
