@@ -1,7 +1,7 @@
 /**
  * This checkout against an earlier commit, on the same load: `npm run bench:before-after` (about
  * 9 minutes on 2 cores, more when it waits for a busy machine to calm down; not part of `npm run
- * bench`). Figures in bench/README.md ("Before and after #29"); each run's report goes to
+ * bench`). Figures in bench/README.md ("Before and after"); each run's report goes to
  * bench/results/before-after-<UTC start>.md.
  *
  *  1. BENCH_BASE (a commit) is exported with `git archive` into the run's temp folder and built
