@@ -17,11 +17,12 @@
  * 2. One at a time: ROUNDS rounds, each target in turn (the first alternating), each slice
  *    WRITE_DB_CALLS calls on one connection after 200 unrecorded; `vacuum` before each slice.
  *    The client's time per call (round trip included, the same for both), median and mean.
- * 3. One user's writes at 32 connections: the same turns, WRITE_DB_SECONDS each; writes per
+ * 3. One user's writes at 32 connections (WRITE_DB_CONNECTIONS): the same turns, WRITE_DB_SECONDS each; writes per
  *    second. Every write of the user waits for the owner's lock: this is the rate at which the
  *    lock is passed on, with no HTTP, JSON or token work beside it.
  *
- * Env: WRITE_DB_CALLS (2,000), WRITE_DB_SECONDS (5), BENCH_ROUNDS (5).
+ * Env: WRITE_DB_CALLS (2,000), WRITE_DB_SECONDS (5), WRITE_DB_CONNECTIONS (32: 15 is three instances
+ * of the service, each letting 5 of a user's writes run at once), BENCH_ROUNDS (5).
  */
 import os from 'node:os';
 import pg from 'pg';
@@ -37,7 +38,7 @@ import { ascending, quantile } from '../lib/stats.js';
 const CALLS = num('WRITE_DB_CALLS', 2_000);
 const SECONDS = num('WRITE_DB_SECONDS', 5);
 const ROUNDS = num('BENCH_ROUNDS', 5);
-const CONNECTIONS = 32;
+const CONNECTIONS = num('WRITE_DB_CONNECTIONS', 32);
 
 type Target = 'service' | 'fewest';
 type State = 'planned' | 'finished';
