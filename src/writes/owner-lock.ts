@@ -1,7 +1,6 @@
 /**
- * Every write of a user takes the user's queue (an advisory lock) and then the user's row
- * lock first (src/writes/write-functions.ts `key_open`: one lock order, so writes of one user
- * never deadlock each other), with a lock
+ * Every write of a user takes the user's row lock first (src/writes/write-functions.ts
+ * `key_open`: one lock order, so writes of one user never deadlock each other), with a lock
  * timeout of 5 s set in the same function: an overrun is 503 with Retry-After, not a pool held
  * hostage. A deadlock or serialization failure with anything outside this scheme runs the
  * write again (bounded, logged at warn).

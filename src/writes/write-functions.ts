@@ -250,16 +250,9 @@ $$`;
  * `key_open(p_user, p_key, p_key_lock, p_key_since)`, first in the write's transaction:
  * - the key, never waited for (`p_key_lock`, its 64-bit advisory lock): a request with the
  *   same key running is `{"refusal": {"code": "request_in_progress"}}` at once;
- * - the user's queue, then the user's lock, both taken first by every write of the user and
- *   held until the commit. The queue is an advisory lock on the user's id (as a pair of int4,
- *   apart from the 64-bit advisory locks of keys and migrations): the user's writers wait for
- *   it in the order they came, and each commit wakes only the next one. The lock is the
- *   user's row (`for no key update`), which a deletion of the user and the change log's
- *   pruning take too; a write at the head of the queue waits for it only behind those.
- *   Without the queue each commit woke every writer waiting for the row, to race for it
- *   again (bench/README.md, "A write's database time"). No user (deleted since its token was
- *   read: a deletion holds the row's lock while it runs, and a write that waited for it
- *   finds no row) is refused as its token now is, `unauthorized`;
+ * - the user's lock, taken first by every write of the user and held until the commit; no
+ *   user (deleted since its token was read: a deletion holds this lock while it runs, and a
+ *   write that waited for it finds no row) is refused as its token now is, `unauthorized`;
  * - the key's record younger than `p_key_since`: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
  * - else `{"last": <the user's newest event number>}`.
  * `key_keep(…)` stores an outcome under the key; an expired record of it is replaced.
@@ -275,7 +268,6 @@ begin
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
   perform set_config('lock_timeout', '5000ms', true);
-  perform pg_advisory_xact_lock((p_user >> 31)::int, (p_user & 2147483647)::int);
   select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
   if not found then
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));

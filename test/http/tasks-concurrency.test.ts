@@ -3,16 +3,14 @@
  * orders stay exactly 1..n under parallel creation and a permutation under parallel moves,
  * parallel plans never lose an update, a task's change racing its project's pause leaves
  * it consistent, and tasks created in a project racing its pauses and starts take the
- * project's state of the moment and keep its document's task list whole; a write waits in its
- * user's queue and no other user's.
+ * project's state of the moment and keep its document's task list whole.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { writes } from '../../src/app/write-functions.js';
 import { apiSteps, range, TASKS } from '../helpers/api-steps.js';
 import { eventually } from '../helpers/eventually.js';
 import { mulberry32 } from '../helpers/prng.js';
-import { type ApiResponse, directUrlOf, type TestApp, useTestApp } from '../helpers/test-app.js';
+import { type ApiResponse, type TestApp, useTestApp } from '../helpers/test-app.js';
 
 const app = useTestApp({ resetClock: true });
 const { createTask, getTask, putTaskState: putState, listedTaskOrders: listedOrders, projectIn } = apiSteps(app);
@@ -119,45 +117,6 @@ describe('concurrency', () => {
       expect(finished.body.data.attributes.state).toBe('finished');
     } finally {
       await holder.end();
-    }
-  });
-
-  it("a write queues for its user (the advisory lock on the user's id, as two int4) before the row lock; another user's write does not wait", async () => {
-    const user = await app.register();
-    const other = await app.register();
-    const task = await createTask(user.token, { label: 'queued' });
-    const otherTask = await createTask(other.token, { label: 'free' });
-    // The holder takes the user's place at the head of the queue as key_open does; the observer
-    // reads pg_stat_activity outside any transaction (a transaction reads one snapshot of it),
-    // straight from PostgreSQL (behind the pooler the holder keeps one server connection).
-    const holder = new pg.Client({ connectionString: app.databaseUrl });
-    const observer = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
-    await holder.connect();
-    await observer.connect();
-    const waitingOnAdvisory = async () => {
-      const { rows } = await observer.query(
-        "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'advisory'",
-      );
-      return rows[0].n === 1;
-    };
-    try {
-      await holder.query('begin');
-      await holder.query('select pg_advisory_xact_lock(($1::bigint >> 31)::int, ($1::bigint & 2147483647)::int)', [user.id]);
-      const queued = putState(user.token, task.id, { state: 'planned' });
-      await eventually(waitingOnAdvisory, { message: "the user's write waits in the user's queue" });
-      // Another user's write passes meanwhile.
-      expect((await putState(other.token, otherTask.id, { state: 'planned' })).status).toBe(200);
-      expect(await waitingOnAdvisory()).toBe(true);
-      await holder.query('commit');
-      const done = await queued;
-      expect(done.status, done.text).toBe(200);
-      expect(done.body.data.attributes.state).toBe('planned');
-      // An id past int4 is split into the pair too, not refused by a cast (no such user: unauthorized).
-      const { rows } = await observer.query(`select ${writes.keyOpen}($1::bigint, null, null, null) as opened`, [2 ** 40 + 5]);
-      expect(rows[0].opened).toEqual({ refusal: { code: 'unauthorized' } });
-    } finally {
-      await holder.end();
-      await observer.end();
     }
   });
 

@@ -14,7 +14,6 @@ begin
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
   perform set_config('lock_timeout', '5000ms', true);
-  perform pg_advisory_xact_lock((p_user >> 31)::int, (p_user & 2147483647)::int);
   select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
   if not found then
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));
