@@ -19,12 +19,12 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { freePort } from './net.js';
+import { whenThisProcessEnds } from './reaper.js';
 
 export const POSTGRES_BIN_DIR = '/usr/lib/postgresql/15/bin';
 export const PGBOUNCER_BIN = '/usr/sbin/pgbouncer';
@@ -186,24 +186,18 @@ export function startDaemon(
 
 /**
  * Stops the daemons of a folder when this process dies without stopping them, and then
- * removes the folder: a shell reads a pipe from this process until the kernel closes it, then
- * signals each pid written in the folder's `.watch.<SIGNAL>.<name>` files (rewritten by each
- * restart), waits (at most 10 s) for them to exit, and removes `dir`.
+ * removes the folder (`whenThisProcessEnds`): signals each pid written in the folder's
+ * `.watch.<SIGNAL>.<name>` files (rewritten by each restart), waits (at most 10 s) for them to
+ * exit, and removes `dir`.
  */
 export function startWatchdog(dir: string): ChildProcess {
   const script = [
-    'while read -r _; do :; done',
     'pids=""',
     'for f in "$1"/.watch.*; do [ -f "$f" ] || continue; sig=${f#"$1"/.watch.}; sig=${sig%%.*}; pid=$(cat "$f"); kill -"$sig" "$pid" 2>/dev/null; pids="$pids $pid"; done',
     'i=0; while [ $i -lt 100 ]; do alive=0; for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done; [ $alive = 0 ] && break; sleep 0.1; i=$((i+1)); done',
     'rm -rf -- "$1"; exit 0',
   ].join('\n');
-  const watchdog = spawn('/bin/sh', ['-c', script, 'watchdog', dir], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
-  watchdog.on('error', () => undefined);
-  watchdog.stdin!.on('error', () => undefined);
-  (watchdog.stdin as unknown as net.Socket).unref?.();
-  watchdog.unref();
-  return watchdog;
+  return whenThisProcessEnds(script, [dir]);
 }
 
 /** Tells the folder's watchdog which process `name` is now, and the signal that stops it. */
