@@ -12,7 +12,6 @@ import pg from 'pg';
 import type { Logger } from '../core/logger.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './embedded.js';
 import { ormConfig, type OrmSettings } from './orm-config.js';
-import { useFastLiterals } from './literals.js';
 
 export const EMBEDDED_DATABASE_NAME = 'planning';
 
@@ -103,7 +102,6 @@ export async function openOrm(clientUrl: string, options: OpenOrmOptions): Promi
   const { migrate, directUrl, install, ...settings } = options;
   const behindPooler = settings.behindPooler ?? (directUrl !== undefined && directUrl !== clientUrl);
   const orm = await MikroORM.init(ormConfig({ clientUrl, ...settings, behindPooler }));
-  useFastLiterals(orm.em.getPlatform());
   if (migrate) {
     try {
       await migrateLocked(orm, directUrl ?? clientUrl, install);

@@ -8,7 +8,6 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { escapeLiteral } from '../../src/db/literals.js';
 import { prepared } from '../../src/db/prepared.js';
 import { taskPageStatement, type TaskSelection } from '../../src/tasks/task.store.js';
 import { useTestApp } from '../helpers/test-app.js';
@@ -20,7 +19,7 @@ let heavy = 0;
 const HEAVY_TASKS = 3_000;
 const PAGE = 50;
 
-const literal = (value: unknown) => (value === null ? 'null' : escapeLiteral(value instanceof Date ? value.toISOString() : String(value)));
+const literal = (value: unknown) => (value === null ? 'null' : pg.escapeLiteral(value instanceof Date ? value.toISOString() : String(value)));
 
 interface PlanNode {
   'Node Type': string;
