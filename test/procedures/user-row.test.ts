@@ -1,10 +1,11 @@
 /**
  * Every write of a user locks and writes the user's row (docs/design/writes.md, "The lock"), in
  * one subtransaction with all else that touches it. Were the lock taken by the transaction and
- * the row then written (or its key share taken by a foreign key) by a subtransaction, the row
- * would get a MultiXact for its xmax, which every later reader of it resolves in
- * pg_multixact: at 8 connections of one user that halved the writes. This reads the row's
- * versions off its pages (pageinspect) after each kind of write: none may have one.
+ * the row then written by a subtransaction, the row would get a MultiXact for its xmax, which
+ * every later reader of it resolves in pg_multixact: at 8 connections of one user that halved
+ * the writes. (A foreign key's key share under the transaction's lock is no new lock, so the
+ * webhooks' writes, which lock first and work in a savepoint, write no MultiXact either.) This
+ * reads the row's versions off its pages (pageinspect) after each kind of write: none may have one.
  */
 import { describe, expect, it } from 'vitest';
 import { useProcedures } from '../helpers/procedures.js';
@@ -28,7 +29,7 @@ async function multiXacts(): Promise<number> {
 }
 
 describe("the user's row after each kind of write", () => {
-  it('holds no MultiXact: plain, in a project, refused, keyed, batched, conditional', async () => {
+  it('holds no MultiXact: plain, in a project, refused, keyed, batched, conditional, a webhook\'s', async () => {
     const user = await procedures.register();
     const keyed = (key: string) => procedures.caller(user.token, { 'Idempotency-Key': key });
     const steps: Array<[string, () => Promise<unknown>]> = [];
@@ -59,6 +60,9 @@ describe("the user's row after each kind of write", () => {
         { op: 'tasks.changeState', input: { id: 1e12, task: { state: 'planned' } } },
       ],
     }]).catch((e) => e)]);
+    steps.push(['a webhook created', () => user.api.webhooks.create({ webhook: { url: 'https://hooks.example.com/row' } })]);
+    steps.push(['a keyed webhook created', () => keyed('row-3').webhooks.create({ webhook: { url: 'https://hooks.example.com/keyed' } })]);
+    steps.push(['a keyed webhook refusal', () => keyed('row-4').webhooks.update({ id: 1e12, webhook: { description: 'none' } }).catch((e) => e)]);
     steps.push(['the project deleted', () => user.api.projects.delete({ id: projectId })]);
     const found: Array<[string, number]> = [];
     for (const [name, step] of steps) {
