@@ -165,10 +165,10 @@ begin
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'), 'index', 0);
   end if;
-  -- Everything that touches the user's row runs in this one block (a subtransaction): its lock,
-  -- its counters, the events' foreign keys. A row locked by the transaction and then written
-  -- by a subtransaction of it gets a MultiXact for its xmax, which every later reader of the row
-  -- resolves: with the lock taken before the block, 8 connections of one user wrote at half the rate.
+  -- The user's row is locked and its counters updated in this one block (a subtransaction): a
+  -- row locked by the transaction and then updated by a subtransaction of it gets a MultiXact
+  -- for its xmax, which every later reader of the row resolves: with the lock taken before the
+  -- block, 8 connections of one user wrote at half the rate.
   begin
     -- The key, the user's lock and the key's record, as every write of the user takes them.
     v_opened := ${schema}.key_open(p_user, p_key, p_key_lock, p_key_since);
