@@ -9,6 +9,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from '../core/errors.js';
+import { unavailable } from '../core/failures.js';
 import type { LiveEvents, LiveSubscription } from '../core/context.js';
 import { EVENTS_PAGE_SIZE } from './event.schema.js';
 import { logPosition, readEvents, type EventPage, type StoredEvent } from './event.store.js';
@@ -16,12 +17,18 @@ import { logPosition, readEvents, type EventPage, type StoredEvent } from './eve
 /**
  * The cursor to read after: the given id, or the newest when none is given. An id older
  * than what retention kept, or newer than the log, is 410 cursor_expired with the newest id
- * to restart from (after reloading the lists).
+ * to restart from (after reloading the lists). Newer than the log of a server that takes no
+ * writes (a standby, a demoted primary, while a failover is under way) is 503 instead: the
+ * primary's log may hold it (API-CONTRACT.md §17, streams resume from their cursors).
  */
 export async function startCursor(em: SqlEntityManager, userId: number, after: string | null | undefined): Promise<bigint> {
-  const { last, prunedThrough } = await logPosition(em, userId);
+  const { last, prunedThrough, writable } = await logPosition(em, userId);
   if (after === undefined || after === null) return last;
   const cursor = BigInt(after);
+  if (cursor > last && !writable) {
+    // As the server would refuse a write now (25006), so that /healthz and the log say read-only.
+    throw unavailable(Object.assign(new Error("the server takes no writes: its change log may be behind the primary's"), { code: '25006' }));
+  }
   if (cursor < prunedThrough || cursor > last) {
     throw DomainError.of('cursor_expired', {
       detail:

@@ -46,13 +46,18 @@ export interface EventPage {
   more: boolean;
 }
 
-/** Where a user's log stands: its newest number, and the newest one retention removed. */
-export async function logPosition(em: SqlEntityManager, userId: number): Promise<{ last: bigint; prunedThrough: bigint }> {
-  const [row] = await em.execute<Array<{ last: string; pruned: string }>>(
-    'select last_event_seq::text as last, events_pruned_through::text as pruned from users where id = ?',
+/**
+ * Where a user's log stands: its newest number, the newest one retention removed, and whether
+ * the server that said so takes writes (a standby's copy of the log may be behind the primary's).
+ */
+export async function logPosition(em: SqlEntityManager, userId: number): Promise<{ last: bigint; prunedThrough: bigint; writable: boolean }> {
+  const [row] = await em.execute<Array<{ last: string; pruned: string; read_only: boolean }>>(
+    `select last_event_seq::text as last, events_pruned_through::text as pruned,
+            pg_is_in_recovery() or current_setting('transaction_read_only')::boolean as read_only
+       from users where id = ?`,
     [userId],
   );
-  return { last: BigInt(row?.last ?? 0), prunedThrough: BigInt(row?.pruned ?? 0) };
+  return { last: BigInt(row?.last ?? 0), prunedThrough: BigInt(row?.pruned ?? 0), writable: row?.read_only !== true };
 }
 
 /** Up to `limit` events of the user after `after`, oldest first. */

@@ -11,6 +11,8 @@
  *   the 503s.
  * - Once the server takes writes again, the service writes again, without a restart.
  * - While the server is gone, each request is answered 503 within a second.
+ * - A change-log cursor beyond the log of a read-only server is 503, not 410: a standby's log
+ *   may be behind the primary's, and a client that reloaded on a 410 would restart from there.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +24,7 @@ import { eventually } from '../helpers/eventually.js';
 import { call, registerUser } from '../helpers/http.js';
 import { sample, scrape } from '../helpers/metrics.js';
 import { startOwnDatabase } from '../helpers/own-database.js';
+import { openStream } from '../helpers/sse.js';
 
 let db: Awaited<ReturnType<typeof startOwnDatabase>>;
 let service: RunningService;
@@ -161,6 +164,49 @@ describe('a database that stops taking writes', () => {
     const labels = (await call(service.url, 'GET', '/api/users/me/tasks?page_size=100', { token })).body.data.map((t: any) => t.attributes.label);
     // Every acknowledged write is there.
     for (const label of created) expect(labels).toContain(label);
+  });
+
+  it('answers a cursor beyond the log 503 on both doors while the server is read-only, and 410 once it is a primary', async () => {
+    expect((await createTask('an event')).status).toBe(201);
+    const position = await call(service.url, 'GET', '/api/users/me/events', { token });
+    expect(position.status, position.text).toBe(200);
+    const last = BigInt(position.body.meta.last_event_id);
+    expect(last).toBeGreaterThan(0n);
+    const ahead = (last + 5n).toString();
+    const trpc = createClient({ url: service.url, token });
+    const beyond = async () => ({
+      list: await call(service.url, 'GET', `/api/users/me/events?after=${ahead}`, { token }),
+      stream: await openStream(`${service.url}/api/users/me/events`, { Authorization: token, 'Last-Event-ID': ahead }),
+      trpc: await trpc.events.list.query({ after: ahead }).then(() => undefined, (e: any) => e),
+    });
+
+    await admin('alter system set default_transaction_read_only = on; select pg_reload_conf()');
+    try {
+      await eventually(async () => (await createTask('probe')).status === 503, { message: 'a write is refused once the server is read-only', timeout: 10_000 });
+      const readOnly = await beyond();
+      expectUnavailable(readOnly.list);
+      expect(readOnly.stream.status, readOnly.stream.text).toBe(503);
+      expect(Number(readOnly.stream.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(JSON.parse(readOnly.stream.text!).errors[0].code).toBe('service_unavailable');
+      expect(readOnly.trpc?.data?.httpStatus).toBe(503);
+      expect(readOnly.trpc?.data?.code).toBe('service_unavailable');
+      // A cursor within the log is read as before.
+      const within = await call(service.url, 'GET', `/api/users/me/events?after=${last - 1n}`, { token });
+      expect(within.status, within.text).toBe(200);
+      expect(within.body.meta.last_event_id).toBe(last.toString());
+      expect((await health()).role).toBe('read-only');
+    } finally {
+      // Also when a check above failed: the next test needs a primary.
+      await admin('alter system reset default_transaction_read_only; select pg_reload_conf()');
+    }
+    await eventually(async () => (await createTask('after read-only')).status === 201, { message: 'writes are taken again', timeout: 10_000 });
+    const primary = await beyond();
+    for (const res of [primary.list, { status: primary.stream.status, text: primary.stream.text!, body: JSON.parse(primary.stream.text!) }]) {
+      expect(res.status, res.text).toBe(410);
+      expect(res.body.errors[0].code).toBe('cursor_expired');
+      expect(BigInt(res.body.meta.last_event_id)).toBeGreaterThan(last);
+    }
+    expect(primary.trpc?.data?.httpStatus).toBe(410);
   });
 
   it('answers every request within a second while the server is down, says unreachable, and recovers when it is back', async () => {
