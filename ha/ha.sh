@@ -83,14 +83,14 @@ EOF
 
 answers_200() { [ "$(http_status "$1")" = 200 ]; }
 
-cluster() { # Patroni's view of the cluster, from any node that answers: "name role state" lines
+cluster() { # Patroni's view of the cluster, from any node that answers: "name role state port" lines
   local i
   for i in 0 1 2; do
     "$PYTHON" - "http://127.0.0.1:$(rest_port $i)/cluster" 2>/dev/null <<'EOF' && return 0
 import json, sys, urllib.request
 members = json.load(urllib.request.urlopen(sys.argv[1], timeout=2))['members']
 for m in members:
-    print(m['name'], m['role'], m['state'])
+    print(m['name'], m['role'], m['state'], m.get('port', ''))
 EOF
   done
   return 1
@@ -186,8 +186,11 @@ defaults
     timeout client 60s
     timeout server 60s
 
-# PostgreSQL: only the node whose Patroni answers /primary with 200 is up. When a node stops
-# being the primary (or its Patroni stops answering), its sessions are cut at once.
+# PostgreSQL: only the node whose Patroni answers /primary with 200 and whose postgres says it
+# is the primary (not still in recovery) is up. Patroni answers 200 as soon as it holds the
+# leader key, while its postgres, promoted a moment later, may still be replaying what it had:
+# its data then lags behind what was acknowledged. When a node stops being the primary (or its
+# Patroni stops answering), its sessions are cut at once.
 listen postgres_primary
     mode tcp
     bind 127.0.0.1:$PRIMARY_PORT
@@ -197,6 +200,7 @@ listen postgres_primary
     retries 0
     option httpchk GET /primary
     http-check expect status 200
+    http-check expect rstring '"role": "(master|primary)"'
     default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions
     server node1 127.0.0.1:$(pg_port 0) check port $(rest_port 0)
     server node2 127.0.0.1:$(pg_port 1) check port $(rest_port 1)
