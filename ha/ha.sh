@@ -6,7 +6,7 @@
 #   ha/ha.sh up            start it all; the last line printed is the service's URL
 #   ha/ha.sh kill-primary  SIGKILL the current primary's postgres; prints the node's name
 #   ha/ha.sh down          stop it all and remove its state
-#   ha/ha.sh status        each node's name, role and state, as Patroni sees them
+#   ha/ha.sh status        each node's name, role, state and PostgreSQL port, as Patroni sees them
 #   ha/ha.sh kill-node N | kill-patroni N | start-node N   (the failover test's faults)
 #
 # Everything listens on 127.0.0.1, on ports HA_PORT_BASE (15400) to HA_PORT_BASE + 50, and keeps

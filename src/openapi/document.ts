@@ -113,7 +113,7 @@ function errorResponses(meta: AppMeta, hasBody: boolean, docs: OperationDocs): E
     specs.push({
       status: 410,
       codes: ['cursor_expired'],
-      note: docs.gone?.note ?? 'a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor',
+      note: docs.gone?.note ?? 'a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor (503 instead while the database takes no writes: its log may be behind, resume later)',
     });
   }
   specs.push({ status: 413, codes: ['payload_too_large'], note: bodyNote }, { status: 415, codes: ['unsupported_media_type'], note: bodyNote });

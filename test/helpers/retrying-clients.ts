@@ -10,6 +10,8 @@
  *   counted; anything but 201, 503 with Retry-After and such a 409 is `unexpected`.
  * - followers: event streams that reconnect with `Last-Event-ID` whenever their stream ends
  *   or is refused, recording every event id they receive and every `event: error`.
+ * - readers (`readBack`): each reads its user's newest acknowledged task again and again;
+ *   anything but 200 or 503 with Retry-After (a 404 from a server behind the primary) is `unexpected`.
  */
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -112,10 +114,14 @@ export interface Load {
   followers: Follower[];
   /** Requests sent again after a 503, a broken connection or a 409 of a cut-off key. */
   retries: number;
+  /** Reads of acknowledged tasks (`readBack`): found, and refused 503. */
+  reads: { found: number; refused: number };
   /** Resolves once `n` more writes were acknowledged. */
   afterMore(n: number, what: string): Promise<void>;
-  /** Stops the writers (each finishes its write) and waits for them. */
+  /** Stops the writers and readers (each finishes its request) and waits for them. */
   stopWriting(): Promise<void>;
+  /** Stops every client at once without waiting for any (the clean-up of a test that failed first). */
+  halt(): void;
   /** Waits until each follower saw as many events as its user's log has, then closes them. */
   stopFollowing(logs: LoggedEvent[][]): Promise<void>;
 }
@@ -138,6 +144,12 @@ export function startLoad(options: {
   patienceMs?: number;
   /** Told of every answer to a write: its status, when its request was sent and when it was answered (performance.now()). */
   onAnswer?: (status: number, sentAt: number, answeredAt: number) => void;
+  /**
+   * A reader per token besides its writer, reading back the token's newest acknowledged task
+   * over and over: it must be found (200), or the read refused 503 with Retry-After; anything
+   * else (a 404: a read from a server behind what was acknowledged) is unexpected.
+   */
+  readBack?: boolean;
 }): Load {
   if (!/^[a-z0-9]+$/.test(options.prefix)) throw new Error(`startLoad: prefix ${options.prefix} is not [a-z0-9]+`);
   const load: Load = {
@@ -148,13 +160,14 @@ export function startLoad(options: {
     unexpected: [],
     followers: [],
     retries: 0,
+    reads: { found: 0, refused: 0 },
     afterMore: async (n, what) => {
       const target = load.acknowledged.size + n;
       await eventually(() => load.acknowledged.size >= target, { timeout: 20_000, interval: 10, message: `${n} more writes acknowledged ${what}` });
     },
     stopWriting: async () => {
       stopping = true;
-      await writers;
+      await Promise.all([writers, readers]);
     },
     stopFollowing: async (logs) => {
       await eventually(() => load.followers.every((f) => f.seen.length >= logs[f.user]!.length), {
@@ -164,6 +177,11 @@ export function startLoad(options: {
       following = false;
       load.followers.forEach((f) => f.stream?.close());
       await followed;
+    },
+    halt: () => {
+      stopping = true;
+      following = false;
+      load.followers.forEach((f) => f.stream?.close());
     },
   };
   let stopping = false;
@@ -205,7 +223,34 @@ export function startLoad(options: {
     );
     if (cut) load.cutKeys.add(key);
     if (final.status !== 201) load.unexpected.push(`${key}: ${final.status} ${final.text}`);
-    else load.acknowledged.set(key, { token, body, text: final.text });
+    else {
+      load.acknowledged.set(key, { token, body, text: final.text });
+      newest.set(token, String(JSON.parse(final.text).data.id));
+    }
+  };
+  /** Each token's newest acknowledged task, for its reader. */
+  const newest = new Map<string, string>();
+  const reader = async (token: string) => {
+    while (!stopping) {
+      const id = newest.get(token);
+      if (id === undefined) {
+        await backOff();
+        continue;
+      }
+      let res: Answer;
+      try {
+        res = await send(options.writeUrl(sent++), 'GET', `/api/tasks/${id}`, { token });
+      } catch (error) {
+        if (!options.resetsAllowed) load.unexpected.push(`read of task ${id}: ${String(error)}`);
+        await backOff();
+        continue;
+      }
+      if (res.status === 200) load.reads.found += 1;
+      else if (res.status === 503 && res.headers['retry-after'] && JSON.parse(res.text).errors?.[0]?.code === 'service_unavailable') load.reads.refused += 1;
+      else load.unexpected.push(`read of acknowledged task ${id}: ${res.status} ${res.text}`);
+      // A client's pace, not a flood: the writers' requests are what the windows measure.
+      await backOff(100);
+    }
   };
   const writer = async (u: number) => {
     for (let i = 0; !stopping; i++) {
@@ -262,6 +307,7 @@ export function startLoad(options: {
     ),
   );
   const writers = Promise.all(options.tokens.map((_, u) => writer(u)));
+  const readers = Promise.all(options.readBack ? options.tokens.map((token) => reader(token)) : []);
   return load;
 }
 
@@ -270,7 +316,8 @@ export function describeLoad(load: Load, ms: number): string {
   const sum = (pick: (f: Follower) => number) => load.followers.reduce((n, f) => n + pick(f), 0);
   return (
     `${load.acknowledged.size} keyed writes in ${(ms / 1000).toFixed(1)} s, answers ${JSON.stringify(Object.fromEntries(load.statuses))}, ` +
-    `${load.retries} retries (${load.cutKeys.size} keys cut off), ${load.followers.length} streams: ${sum((f) => f.reconnects)} reconnects, ${sum((f) => f.errorEvents)} error events`
+    `${load.retries} retries (${load.cutKeys.size} keys cut off), ${load.followers.length} streams: ${sum((f) => f.reconnects)} reconnects, ${sum((f) => f.errorEvents)} error events` +
+    (load.reads.found + load.reads.refused > 0 ? `, read back ${load.reads.found} times (${load.reads.refused} refused 503)` : '')
   );
 }
 
