@@ -2567,7 +2567,7 @@ export type EventsListErrors = {
      */
     403: InsufficientScope;
     /**
-     * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor)
+     * Gone: `cursor_expired` (a cursor older than what is kept, or beyond the newest id: a fresh account, another account’s cursor (503 instead while the database takes no writes: its log may be behind, resume later))
      */
     410: CursorExpired;
     /**
