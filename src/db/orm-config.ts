@@ -101,9 +101,12 @@ function readInt8AsNumbers(pool: pg.Pool): void {
  * - behind a pooler, where a session setting would stay on a server connection that other
  *   clients borrow and be missing from the next one this service gets, a setting of each
  *   transaction, explicit or implicit, that travels in the message that opens it
- *   (batching.ts `transactionPrelude`): so also a statement sent on its own gets it, at no
- *   round trip. (`set_config` inside the statement itself would come too late for it: the
- *   timeout of a statement is armed when it starts.)
+ *   (batching.ts `transactionPrelude`): so also a statement sent on its own as text gets it,
+ *   at no round trip. (`set_config` inside the statement itself would come too late for it:
+ *   the timeout of a statement is armed when it starts.) A statement sent with parameters is
+ *   a message of its own that no prelude can head, and runs under the server's setting: a
+ *   write's (the one call of `apply`) bounds its wait for its user's lock itself
+ *   (`lock_timeout`, src/writes/write-functions.ts `key_open`).
  * The client's own `query_timeout` stays as the bound of last resort.
  */
 function onPoolCreated(settings: OrmSettings) {

@@ -120,6 +120,35 @@ describe('concurrency', () => {
     }
   });
 
+  it('a write that waits for its user\'s lock past the lock timeout (5 s) is 503 with Retry-After and changes nothing', async () => {
+    // The write function sets the bound itself (`key_open`): behind a transaction-mode pooler,
+    // where this file also runs, the service's statement timeout cannot head a statement sent
+    // with parameters, as a write is (docs/operations.md, "Timeouts").
+    const user = await app.register();
+    const task = await createTask(user.token, { label: 'held' }); // started
+    const holder = new pg.Client({ connectionString: app.databaseUrl });
+    await holder.connect();
+    let waited = 0;
+    try {
+      await holder.query('begin');
+      await holder.query('select id from users where id = $1 for update', [user.id]);
+      const started = performance.now();
+      const refused = await putState(user.token, task.id, { state: 'planned' });
+      waited = performance.now() - started;
+      expect(refused.status, refused.text).toBe(503);
+      expect(refused.body.errors[0].code).toBe('service_unavailable');
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await holder.query('rollback').catch(() => undefined);
+      await holder.end();
+    }
+    // The lock's 5 s, not the statement timeout's 15 s.
+    expect(waited).toBeGreaterThanOrEqual(4_900);
+    expect(waited).toBeLessThan(12_000);
+    expect((await getTask(user.token, task.id)).data.attributes.state).toBe('started');
+    expect((await putState(user.token, task.id, { state: 'planned' })).status).toBe(200);
+  }, 30_000);
+
   /**
    * Tasks created in one project in parallel with its pauses and starts, over `doors`: each
    * creation reads the project's state after the owner's lock (a started project's task
