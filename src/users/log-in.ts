@@ -21,9 +21,19 @@ export async function logIn(ctx: Context, input: z.infer<typeof AuthorizeInput>)
   decoyHash ??= hashPassword('decoy password', ctx.passwordHashCost);
   const valid = await verifyPassword(input.password, user?.passwordHash ?? (await decoyHash));
   if (!user || !valid) throw toTRPCError(DomainError.of('login_failed'));
-  const token = issueToken(ctx.em, ctx.clock.now(), user);
+  const passwordHash = user.passwordHash;
+  let token: string;
   try {
-    await ctx.em.flush();
+    token = await ctx.em.fork().transactional(async (em) => {
+      // The password checked must still be the user's when the session is made (API-CONTRACT.md
+      // §16: a change of password ends every other session). A change that committed while it
+      // was checked leaves no row here; one under way holds the row, and this waits for it
+      // and then finds none. One that comes after waits for this share lock, then revokes the
+      // session made here with the others.
+      const [held] = await em.execute('select 1 as held from users where id = ? and password_hash = ? for share', [user.id, passwordHash]);
+      if (!held) throw toTRPCError(DomainError.of('login_failed'));
+      return issueToken(em, ctx.clock.now(), user);
+    });
   } catch (error) {
     // The user was deleted (API-CONTRACT.md §16) while the password was checked.
     if (error instanceof ForeignKeyConstraintViolationException) throw toTRPCError(DomainError.of('login_failed'));

@@ -4,7 +4,8 @@
  *
  * - Password: the new one logs in and the old one no longer does; the token of the request and
  *   personal tokens keep working, every other session token is 401 and its open event stream
- *   ends; a wrong current password, a new one out of §3's bounds, missing members; attempts
+ *   ends; a login that checked the old password while the change was under way makes no
+ *   session; a wrong current password, a new one out of §3's bounds, missing members; attempts
  *   counted against the login's rate limit.
  * - Deletion: a wrong password changes nothing; after the 204 no row of the user is left in
  *   any table, read from PostgreSQL's catalogue (every table of the schema with a `user_id`,
@@ -17,7 +18,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { createLogger } from '../../src/core/logger.js';
-import { hashAccessToken, newAccessToken } from '../../src/users/credentials.js';
+import { hashAccessToken, hashPassword, newAccessToken } from '../../src/users/credentials.js';
 import { WebhookDeliverer } from '../../src/webhooks/deliverer.js';
 import { eventually, withinDeadline } from '../helpers/eventually.js';
 import { openStream } from '../helpers/sse.js';
@@ -98,6 +99,34 @@ describe('PUT /api/users/me/password', () => {
     const kinds = await db.query(`select kind, count(*)::int as n from access_tokens where user_id = $1 group by kind order by kind`, [user.id]);
     // This token, the login just made with the new password, and the personal one.
     expect(kinds.rows).toEqual([{ kind: 'personal', n: 1 }, { kind: 'session', n: 2 }]);
+  });
+
+  it('a login that checked the old password while a change was under way makes no session once the change commits', async () => {
+    const user = await app.register();
+    const newHash = await hashPassword('battery staple', 1024);
+    // The change of password as changePassword writes it, held open: the user's row updated
+    // and the other sessions deleted, not yet committed.
+    await db.query('begin');
+    let open = true;
+    try {
+      await db.query('update users set password_hash = $1 where id = $2', [newHash, user.id]);
+      await db.query(`delete from access_tokens where user_id = $1 and kind = 'session' and token_hash <> $2`, [user.id, hashAccessToken(user.token)]);
+      // The login reads the committed (old) password and checks it, then would make its session.
+      const during = login(app, user.username, 'correct horse');
+      const early = await Promise.race([during.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 500))]);
+      expect(early, 'the login waits for the change under way').toBe('waiting');
+      await db.query('commit');
+      open = false;
+      const res = await during;
+      expect(res.status, res.text).toBe(401);
+      expect(onlyError(res.body)).toMatchObject({ code: 'login_failed' });
+    } finally {
+      if (open) await db.query('rollback');
+    }
+    // Only the session of the change's request is left, and the new password logs in.
+    const sessions = await db.query(`select count(*)::int as n from access_tokens where user_id = $1 and kind = 'session'`, [user.id]);
+    expect(sessions.rows[0].n).toBe(1);
+    expect((await login(app, user.username, 'battery staple')).status).toBe(201);
   });
 
   it.each(DOORS)('%s: a wrong current password is 422 invalid on /user/current_password and changes nothing', async (door) => {

@@ -26,7 +26,7 @@ import { T0, createTestDatabase } from '../helpers/test-app.js';
 // after the token's lookup; its NOTIFY follows the answer (src/writes/announcer.ts).
 const EXPECTED = {
   register: 6, // username check; begin, insert user, its name in the directory, insert token, commit
-  authorize: 5, // the name's user id in the directory; the user by id; begin, insert token, commit
+  authorize: 6, // the name's user id in the directory; the user by id; begin, the user's row still with the password checked (for share), insert token, commit
   me: 1, // token lookup
   revoke: 3, // token lookup; delete token; its revocation announced to every instance (src/users/revocation.ts)
   projectCreate: 3, // token; the write function's call: the user's lock, the name checked, insert, event; its NOTIFY
@@ -63,7 +63,7 @@ type Endpoint = keyof typeof EXPECTED;
  */
 const ROUND_TRIPS: Record<Exclude<Endpoint, 'rateLimiter'>, number> = {
   register: 5, // username check; begin + insert user, its name, insert token, commit
-  authorize: 4, // the name's id; the user; begin + insert token; commit
+  authorize: 5, // the name's id; the user; begin + the password still the user's; insert token; commit
   me: 1,
   revoke: 3,
   projectCreate: 3,

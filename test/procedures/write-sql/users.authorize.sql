@@ -19,6 +19,15 @@ where
 
 begin
 
+select
+  1 as held
+from
+  users
+where
+  id = ?
+  and password_hash = ?
+for share
+
 insert into
   "access_tokens" (
     "token_hash",
