@@ -749,6 +749,12 @@ export type UsersUpdateData = {
             time_zone?: string;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me';
@@ -768,6 +774,10 @@ export type UsersUpdateErrors = {
      */
     403: InsufficientScope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -776,7 +786,7 @@ export type UsersUpdateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`
+     * Validation failed: `parameter_missing`, `invalid`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -819,6 +829,12 @@ export type UsersChangePasswordData = {
             password: string;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/password';
@@ -838,6 +854,10 @@ export type UsersChangePasswordErrors = {
      */
     403: InsufficientScope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -846,7 +866,7 @@ export type UsersChangePasswordErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_short`, `too_long`
+     * Validation failed: `parameter_missing`, `invalid`, `too_short`, `too_long`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -1245,6 +1265,12 @@ export type TokensCurrentResponse = TokensCurrentResponses[keyof TokensCurrentRe
 
 export type TokensRevokeData = {
     body?: never;
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path: {
         /**
          * Id of one of the current user's tokens, written as decimal digits with no sign, leading zero, exponent or space (its `pattern`). Unknown, malformed or foreign ids are 404 `record_not_found`.
@@ -1273,6 +1299,10 @@ export type TokensRevokeErrors = {
      */
     404: ErrorEnvelope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -1280,6 +1310,10 @@ export type TokensRevokeErrors = {
      * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */

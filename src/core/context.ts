@@ -28,6 +28,11 @@ export interface AppMeta extends OpenApiMeta {
    * src/app/scopes.ts when the router is made; never written beside a procedure.
    */
   access?: Access;
+  /**
+   * A write of the user outside projects, tasks, batches and webhooks (whose keys follow from
+   * their tags) that takes an Idempotency-Key: it runs as `plainWrite` (src/writes/user-write.ts).
+   */
+  keyed?: true;
 }
 
 /** What a procedure may use; built without HTTP for tests (`createCaller`). */

@@ -79,7 +79,7 @@ function conditionalOf(meta: AppMeta): Conditional {
   const batch = (openapi.tags ?? []).includes('batch');
   // A webhook's writes take a key too (src/writes/user-write.ts plainWrite); webhooks have no versions.
   const webhooks = (openapi.tags ?? []).includes('webhooks');
-  const keyed = (ofResources || batch || webhooks) && openapi.method !== 'GET';
+  const keyed = (ofResources || batch || webhooks || meta.keyed === true) && openapi.method !== 'GET';
   const read = ofResources && openapi.method === 'GET';
   // A reorder answers with several tasks' orders, a delete with nothing, a batch with several
   // answers: no one resource's tag.

@@ -1,7 +1,8 @@
 /**
  * PUT /api/users/me/password (API-CONTRACT.md §16): the current password again (each attempt
  * counted as a login is: src/users/password-check.ts), then the new one, hashed as at
- * registration. In the same transaction every other session token of the user is revoked;
+ * registration; a write of the user, with its Idempotency-Key (API-CONTRACT.md §11). In the
+ * same transaction every other session token of the user is revoked;
  * the token of this request and the personal tokens stay. The revoked tokens' open event
  * streams end now in this process, and in the others at their next check of the token.
  */
@@ -12,12 +13,16 @@ import { hashPassword } from './credentials.js';
 import { checkPassword } from './password-check.js';
 import type { ChangePasswordInput } from './user.schema.js';
 import { announceRevoked } from './revocation.js';
+import { plainWrite } from '../writes/user-write.js';
 
 export async function changePassword(ctx: AuthedContext, input: z.infer<typeof ChangePasswordInput>): Promise<void> {
-  await checkPassword(ctx, input.user.current_password, '/user/current_password');
+  // Hashed before the write: the user's lock is not held through it.
   const passwordHash = await hashPassword(input.user.password, ctx.passwordHashCost);
-  const revoked = await ctx.em.fork().transactional(async (em) => {
-    // The user's row first, as every write of the user locks it first (src/writes/owner-lock.ts).
+  let revoked: string[] = [];
+  // A write of the user (src/writes/user-write.ts): under its lock, with its Idempotency-Key,
+  // so a retry of a change that was made replays its 204 instead of finding the password changed.
+  await plainWrite(ctx, async (em) => {
+    await checkPassword(ctx, input.user.current_password, '/user/current_password');
     const changed = await em.execute<Array<{ id: number }>>('update users set password_hash = ? where id = ? returning id', [passwordHash, ctx.user.id]);
     if (changed.length === 0) throw DomainError.unauthorized('The access token is unknown, revoked or expired.');
     // By the user: on a database split by user, one node.
@@ -25,7 +30,7 @@ export async function changePassword(ctx: AuthedContext, input: z.infer<typeof C
       `delete from access_tokens where user_id = ? and kind = 'session' and token_hash <> ? returning token_hash`,
       [ctx.user.id, ctx.tokenHash],
     );
-    return rows.map((r) => r.token_hash);
+    revoked = rows.map((r) => r.token_hash);
   });
   // Their streams end here and on every other instance (src/users/revocation.ts).
   await announceRevoked(ctx.em, ctx.live, ctx.user.id, revoked);

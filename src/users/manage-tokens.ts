@@ -11,7 +11,7 @@ import { pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
 import { SESSION_ONLY_SCOPES, allows, effectiveScopes, insufficientScope, type Scope } from '../core/scopes.js';
 import { textArray } from '../db/sql-fragments.js';
-import { lockUser } from '../writes/user-write.js';
+import { lockUser, plainWrite } from '../writes/user-write.js';
 import { hashAccessToken, newPersonalToken } from './credentials.js';
 import { announceRevoked } from './revocation.js';
 import {
@@ -133,9 +133,14 @@ export async function currentToken(ctx: AuthedContext) {
 
 /** Revokes one of the user's tokens by its id (the one in use too): it stops working at once, everywhere. */
 export async function revokeTokenById(ctx: AuthedContext, id: number): Promise<void> {
-  const rows = await ctx.em.execute<Array<{ token_hash: string }>>('delete from access_tokens where user_id = ? and id = ? and expires_at > ? returning token_hash', [
-    ctx.user.id, id, ctx.clock.now(),
-  ]);
-  if (rows.length === 0) throw DomainError.notFound('token');
-  await announceRevoked(ctx.em, ctx.live, ctx.user.id, rows.map((r) => r.token_hash));
+  let revoked: string[] = [];
+  // A write of the user (src/writes/user-write.ts), with its Idempotency-Key: a retry replays the 204.
+  await plainWrite(ctx, async (em) => {
+    const rows = await em.execute<Array<{ token_hash: string }>>('delete from access_tokens where user_id = ? and id = ? and expires_at > ? returning token_hash', [
+      ctx.user.id, id, ctx.clock.now(),
+    ]);
+    if (rows.length === 0) throw DomainError.notFound('token');
+    revoked = rows.map((r) => r.token_hash);
+  });
+  await announceRevoked(ctx.em, ctx.live, ctx.user.id, revoked);
 }

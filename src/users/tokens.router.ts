@@ -55,7 +55,7 @@ export const tokensRouter = router({
   revoke: route({
     method: 'DELETE', path: ONE, summary: 'Revoke a token',
     description: 'The token stops working at once, on every instance; its open event streams end within seconds.',
-  }, { resource: 'token', successStatus: 204 })
+  }, { resource: 'token', successStatus: 204, keyed: true })
     .input(TokenIdInput)
     .output(z.void())
     .mutation(({ ctx, input }) => revokeTokenById(ctx, input.id)),

@@ -6,9 +6,13 @@ import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
 import { presentUser, type UpdateUserInput } from './user.schema.js';
 import { updateTimeZone } from './user.store.js';
+import { plainWrite } from '../writes/user-write.js';
 
 export async function updateUser(ctx: AuthedContext, input: z.infer<typeof UpdateUserInput>) {
   const { time_zone: timeZone } = input.user;
-  const user = timeZone === undefined || timeZone === ctx.user.timeZone ? ctx.user : await updateTimeZone(ctx.em, ctx.user.id, timeZone);
-  return { data: presentUser(user) };
+  // A write of the user (src/writes/user-write.ts): under its lock, with its Idempotency-Key.
+  return plainWrite(ctx, async (em) => {
+    const user = timeZone === undefined || timeZone === ctx.user.timeZone ? ctx.user : await updateTimeZone(em, ctx.user.id, timeZone);
+    return { data: presentUser(user) };
+  });
 }

@@ -49,7 +49,7 @@ export const usersRouter = (sections: AccountSections) => router({
     method: 'PATCH', path: '/api/users/me',
     summary: 'Change the current user\'s time zone',
     description: 'Sets `time_zone`, an IANA name (`Europe/Paris`, `America/New_York`, `UTC`; a name the tz database does not know is 422 `invalid`). Every rule that says "today" (a project\'s `due_at` and `finished_at`, the task list\'s 14-day window, `planned_on`) uses the user\'s day in that zone from the next request on.',
-  }, { errorCodes: ['parameter_missing', 'invalid'] })
+  }, { keyed: true, errorCodes: ['parameter_missing', 'invalid'] })
     .input(UpdateUserInput)
     .output(UserDocument)
     .mutation(({ ctx, input }) => updateUser(ctx, input)),
@@ -58,7 +58,7 @@ export const usersRouter = (sections: AccountSections) => router({
     method: 'PUT', path: '/api/users/me/password',
     summary: 'Change the password',
     description: 'Takes the current password and a new one (8 to 200 characters). A wrong current password is 422 `invalid` on `/user/current_password`; each attempt counts against the login rate limit of the user and of the client address. Every other session token of the user is revoked (their event streams end); the token of this request and the personal access tokens stay valid.',
-  }, { successStatus: 204, errorCodes: ['parameter_missing', 'invalid', 'too_short', 'too_long'] })
+  }, { successStatus: 204, keyed: true, errorCodes: ['parameter_missing', 'invalid', 'too_short', 'too_long'] })
     .input(ChangePasswordInput)
     .output(z.void())
     .mutation(({ ctx, input }) => changePassword(ctx, input)),

@@ -129,6 +129,21 @@ describe('PUT /api/users/me/password', () => {
     expect((await login(app, user.username, 'battery staple')).status).toBe(201);
   });
 
+  it('a change retried with its Idempotency-Key replays its 204; retried without one, the old password is wrong', async () => {
+    const user = await app.register();
+    const body = { user: { current_password: 'correct horse', password: 'battery staple' } };
+    const key = { 'Idempotency-Key': `password-${user.id}` };
+    expect(await changePassword(app, 'rest', user.token, body, key)).toMatchObject({ status: 204 });
+    const again = await app.request('PUT', '/api/users/me/password', { token: user.token, body, headers: key });
+    expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([204, '', 'true']);
+    const unkeyed = await changePassword(app, 'rest', user.token, body);
+    expect(onlyError(unkeyed as any)).toMatchObject({ status: '422', code: 'invalid', source: { pointer: '/user/current_password' } });
+    expect((await login(app, user.username, 'battery staple')).status).toBe(201);
+    // The same key with another request is refused.
+    const reused = await changePassword(app, 'rest', user.token, { user: { current_password: 'battery staple', password: 'correct horse' } }, key);
+    expect(onlyError(reused as any)).toMatchObject({ status: '422', code: 'idempotency_key_reused' });
+  });
+
   it.each(DOORS)('%s: a wrong current password is 422 invalid on /user/current_password and changes nothing', async (door) => {
     const user = await app.register();
     const other = (await login(app, user.username, 'correct horse')).body.meta.token as string;

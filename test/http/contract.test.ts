@@ -752,9 +752,14 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
       'webhooks-create': { webhook: { url: 'https://hooks.example.com/conditional' } },
       'webhooks-update': { webhook: { description: 'c' } },
       'webhooks-replay': { replay: { after: '0' } },
+      'users-update': { user: { time_zone: 'Europe/Paris' } },
+      // The password stays what it was: later tests log in with it.
+      'users-changePassword': { user: { current_password: 'correct horse battery staple', password: 'correct horse battery staple' } },
     };
     const hook = (await expectStatus('webhooks-create', 201, { token, body: { webhook: { url: 'https://hooks.example.com/keyed' } } })).body.data.id;
-    const idFor = (operation: Operation) => (operation.path.startsWith('/api/projects') ? project : operation.path.startsWith('/api/webhooks') ? hook : task);
+    const revoked = (await expectStatus('tokens-create', 201, { token, body: { token: { name: 'Keyed', scopes: ['tasks:read'], expires_at: seconds(T0) + DAY } } })).body.data.id;
+    const idFor = (operation: Operation) =>
+      operation.path.startsWith('/api/projects') ? project : operation.path.startsWith('/api/webhooks') ? hook : operation.path.startsWith('/api/tokens') ? revoked : task;
     const headersOf = (operation: Operation) => (operation.op.parameters ?? []).filter((p: Json) => p.in === 'header').map((p: Json) => p.name);
     const db = new pg.Client({ connectionString: app.databaseUrl });
     await db.connect();

@@ -209,6 +209,19 @@ describe('the tokens of a user', () => {
     expectError(await app.request('GET', '/api/users/me/tasks', { token: c.secret }), 401, 'unauthorized');
   });
 
+  it('a revocation retried with its Idempotency-Key replays its 204 (without one it is 404); a bad key is 422', async () => {
+    const u = await app.register();
+    const a = await makeToken(u.token, ['tasks:read']);
+    const key = { 'Idempotency-Key': `revoke-${a.id}` };
+    expect((await app.request('DELETE', `/api/tokens/${a.id}`, { token: u.token, headers: key })).status).toBe(204);
+    const again = await app.request('DELETE', `/api/tokens/${a.id}`, { token: u.token, headers: key });
+    expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([204, '', 'true']);
+    expectError(await app.request('DELETE', `/api/tokens/${a.id}`, { token: u.token }), 404, 'record_not_found', { pointer: '/token' });
+    const b = await makeToken(u.token, ['tasks:read']);
+    expectError(await app.request('DELETE', `/api/tokens/${b.id}`, { token: u.token, headers: { 'Idempotency-Key': 'k'.repeat(256) } }), 422, 'invalid', { parameter: 'Idempotency-Key' });
+    expect((await app.request('GET', '/api/users/me/tasks', { token: b.secret })).status).toBe(200);
+  });
+
   it('a personal token expires at its expires_at', async () => {
     const u = await app.register();
     const t = await makeToken(u.token, ['tasks:read'], { expires_at: now() + 120 });

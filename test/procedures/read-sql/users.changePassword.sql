@@ -53,6 +53,11 @@ select
     0
   ) as previous
 
+begin
+
+select
+  w.key_open (?::bigint, ?::text, ?::bigint, ?::timestamptz) as opened
+
 with
   counted as (
     insert into
@@ -123,8 +128,6 @@ from
   users
 where
   id = ?
-
-begin
 
 update users
 set

@@ -21,6 +21,11 @@ where
   and u.id = ?
   and t.expires_at > ?
 
+begin
+
+select
+  w.key_open (?::bigint, ?::text, ?::bigint, ?::timestamptz) as opened
+
 update users
 set
   time_zone = ?
@@ -30,3 +35,5 @@ returning
   id,
   username,
   time_zone
+
+commit
