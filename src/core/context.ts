@@ -9,7 +9,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { OpenApiMeta } from 'trpc-to-openapi';
 import { PASSWORD_HASH_COST } from '../config.js';
 import type { Clock } from './clock.js';
-import type { DomainError, ErrorCode } from './errors.js';
+import type { ApiError, DomainError, ErrorCode } from './errors.js';
 import type { Logger } from './logger.js';
 import type { PathResource } from './resource.js';
 import type { Access } from './scopes.js';
@@ -33,6 +33,12 @@ export interface AppMeta extends OpenApiMeta {
    * their tags) that takes an Idempotency-Key: it runs as `plainWrite` (src/writes/user-write.ts).
    */
   keyed?: true;
+  /**
+   * Rules of the input that zod's schema cannot hold (they read the clock). When the schema
+   * refuses the input, their refusals join its own (API-CONTRACT.md §2: every validation error
+   * of a request is reported); when it accepts the input, the procedure applies them itself.
+   */
+  inputRules?: (ctx: Context, rawInput: unknown) => ApiError[];
 }
 
 /** What a procedure may use; built without HTTP for tests (`createCaller`). */

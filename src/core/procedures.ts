@@ -42,7 +42,7 @@ const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
     if (result.ok) return result;
     let failure: unknown = result.error;
     try {
-      return await convertError(result, meta, getRawInput);
+      return await convertError(ctx, result, meta, getRawInput);
     } catch (converted) {
       failure = converted;
       throw converted;
@@ -67,7 +67,7 @@ function refusalHeaders(ctx: Context, error: unknown): void {
 
 type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middleware>[0]>[0]['next']>>;
 
-async function convertError(result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
+async function convertError(ctx: Context, result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
   const { error } = result;
   if (error.cause instanceof DomainError) {
     if (error.code === 'INTERNAL_SERVER_ERROR') throw toTRPCError(error.cause);
@@ -75,9 +75,9 @@ async function convertError(result: Extract<MiddlewareResult, { ok: false }>, me
   }
   if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
-    throw toTRPCError(
-      fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters, invalidQueryParameter }).refusedBeforeRun(),
-    );
+    const refused = fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters, invalidQueryParameter });
+    const more = meta?.inputRules?.(ctx, rawInput) ?? [];
+    throw toTRPCError((more.length > 0 ? new DomainError([...refused.errors, ...more]) : refused).refusedBeforeRun());
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
   return result;

@@ -6,9 +6,10 @@
  */
 import type { z } from 'zod';
 import { fromSeconds, toSeconds } from '../core/clock.js';
-import type { AuthedContext } from '../core/context.js';
+import type { AuthedContext, Context } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
-import { DomainError } from '../core/errors.js';
+import { DomainError, apiError, type ApiError } from '../core/errors.js';
+import { MAX_TIMESTAMP } from '../core/fields.js';
 import { SESSION_ONLY_SCOPES, allows, effectiveScopes, insufficientScope, type Scope } from '../core/scopes.js';
 import { textArray } from '../db/sql-fragments.js';
 import { lockUser, plainWrite } from '../writes/user-write.js';
@@ -62,14 +63,29 @@ function checkMinting(ctx: AuthedContext, wanted: readonly Scope[]): void {
   }
 }
 
+/** The expiry's rule (in the future, at most MAX_TOKEN_DAYS ahead), which reads the clock: its refusal, or none. */
+function expiryRefusals(now: Date, expiresAt: number): ApiError[] {
+  const nowSeconds = toSeconds(now);
+  if (expiresAt > nowSeconds && expiresAt <= nowSeconds + MAX_TOKEN_DAYS * 86_400) return [];
+  return [apiError('invalid', { pointer: '/token/expires_at', detail: `The expiry must be in the future and at most ${MAX_TOKEN_DAYS} days ahead.` })];
+}
+
+/**
+ * The expiry's rule for an input the schema refused for another member (its `inputRules`):
+ * an `expires_at` the schema took is held to it too, so both refusals are reported together.
+ */
+export function tokenInputRules(ctx: Context, rawInput: unknown): ApiError[] {
+  const expiresAt = (rawInput as { token?: { expires_at?: unknown } } | undefined)?.token?.expires_at;
+  if (typeof expiresAt !== 'number' || !Number.isInteger(expiresAt) || expiresAt < 0 || expiresAt > MAX_TIMESTAMP) return [];
+  return expiryRefusals(ctx.clock.now(), expiresAt);
+}
+
 export async function createToken(ctx: AuthedContext, input: CreateTokenInput) {
   const { name, scopes, expires_at: expiresAt } = input.token;
   checkMinting(ctx, scopes);
   const now = ctx.clock.now();
-  const nowSeconds = toSeconds(now);
-  if (expiresAt <= nowSeconds || expiresAt > nowSeconds + MAX_TOKEN_DAYS * 86_400) {
-    throw DomainError.validation('invalid', '/token/expires_at', `The expiry must be in the future and at most ${MAX_TOKEN_DAYS} days ahead.`);
-  }
+  const refused = expiryRefusals(now, expiresAt);
+  if (refused.length > 0) throw new DomainError(refused);
   const secret = newPersonalToken(ctx.user.id);
   const row = await ctx.em.transactional(async (em) => {
     // The owner's lock, as every write of the user takes it: two creations at once count each other.

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { authedProcedure, routesUnder } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
-import { TOKENS_PATH, createToken, currentToken, getToken, listTokens, revokeTokenById } from './manage-tokens.js';
+import { TOKENS_PATH, createToken, currentToken, getToken, listTokens, revokeTokenById, tokenInputRules } from './manage-tokens.js';
 import {
   CreateTokenInput, MAX_PERSONAL_TOKENS, MAX_TOKEN_DAYS, TOKENS_PAGE_SIZE, TokenDocument, TokenIdInput, TokenListInput, TokenPage,
   TokenWithSecretDocument,
@@ -25,6 +25,7 @@ export const tokensRouter = router({
   }, {
     successStatus: 201,
     errorCodes: ['parameter_missing', 'invalid', 'too_long', 'limit_reached', 'insufficient_scope'],
+    inputRules: tokenInputRules,
   })
     .input(CreateTokenInput)
     .output(TokenWithSecretDocument)

@@ -82,6 +82,18 @@ describe('making a personal access token', () => {
     expect(many.body.errors.map((e: { source: { pointer: string } }) => e.source.pointer).sort()).toEqual(['/token/expires_at', '/token/name', '/token/scopes/0']);
     const trpc = await trpcError(app.trpc(u.token).tokens.create.mutate({ token: { ...good, scopes: ['tasks:read' as const], name: 'n'.repeat(101) } }));
     expect(trpc.errors).toEqual([expect.objectContaining({ code: 'too_long', source: { pointer: '/token/name' } })]);
+    // An expiry of the right type but out of its range is reported beside the other faults, on both doors.
+    const codes = (errors: Array<{ code: string; source: { pointer: string } }>) => errors.map((e) => [e.code, e.source.pointer]);
+    for (const [token, expected] of [
+      [{ ...good, name: '', expires_at: now() - 5 }, [['invalid', '/token/name'], ['invalid', '/token/expires_at']]],
+      [{ ...good, name: 'n'.repeat(101), expires_at: now() + 400 * DAY }, [['too_long', '/token/name'], ['invalid', '/token/expires_at']]],
+      [{ ...good, scopes: ['admin'], expires_at: now() }, [['invalid', '/token/scopes/0'], ['invalid', '/token/expires_at']]],
+    ] as const) {
+      const rest = await send(token);
+      expect(rest.status, rest.text).toBe(422);
+      expect(codes(rest.body.errors)).toEqual(expected);
+      expect(codes((await trpcError(app.trpc(u.token).tokens.create.mutate({ token } as any))).errors)).toEqual(expected);
+    }
   });
 
   it('allows 50 live personal tokens per user, then 422 limit_reached on /token; a revoked or expired one makes room', async () => {
