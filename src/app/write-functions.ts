@@ -13,7 +13,7 @@ import { projectDocumentSql } from '../projects/project.view.js';
 import { changeTaskStateOperation } from '../tasks/change-task-state.js';
 import { createTaskOperation } from '../tasks/create-task.js';
 import { reorderTaskOperation } from '../tasks/reorder-task.js';
-import { listedIdsInFunction } from '../tasks/task.sql.js';
+import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { updateTaskOperation } from '../tasks/update-task.js';
 import { writeFunctions, type WriteOperation } from '../writes/write-functions.js';
 
@@ -29,7 +29,7 @@ export const writeOperations: readonly WriteOperation[] = [
 ];
 
 /** A project's document, as `apply` writes it for a `project.updated` a task's operation names. */
-const projectDocument = (p: string) => projectDocumentSql(p, listedIdsInFunction(p));
+const projectDocument = (p: string) => projectDocumentSql(p, listedTaskIdsOf(p, 'p_user'));
 
 export const writeFunctionSet = writeFunctions(writeOperations, projectDocument);
 

@@ -6,7 +6,6 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { Conditions, containsPattern, foldedText, idArray, pageLimit, secondsOf, textArray } from '../db/sql-fragments.js';
 import type { Sort } from '../core/list-query.js';
 import { execute } from '../db/prepared.js';
-import { bindUser } from '../db/user-param.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import type { ProjectFields } from './project.view.js';
 
@@ -26,11 +25,12 @@ interface ProjectRow {
   task_ids: number[];
 }
 
+/** A project's columns as presented, its listed tasks' ids last: their user is the statement's first value (`?`). */
 const PROJECT_COLUMNS = (p: string) =>
   `${p}.id, ${p}.user_id, ${p}.name, ${p}.slug, ${p}.description, ${p}.state, ${p}.version,
    ${secondsOf(`${p}.started_at`)} as started_at, ${secondsOf(`${p}.due_at`)} as due_at,
    ${secondsOf(`${p}.paused_at`)} as paused_at, ${secondsOf(`${p}.finished_at`)} as finished_at,
-   ${listedTaskIdsOf(p)} as task_ids`;
+   ${listedTaskIdsOf(p, '?')} as task_ids`;
 
 function fieldsOf(row: ProjectRow): ProjectFields & { version: number } {
   return {
@@ -104,9 +104,9 @@ export async function listProjects(
          select * from projects where ${where.sql} order by ${projectOrderBy(sort, 'projects')} limit ${pageLimit(limit)} offset ?
        ) as p on true
       order by ${projectOrderBy(sort, 'p')}`;
-  const statement = bindUser(sql, [...where.params, ...where.params, offset], userId);
+  const params = [userId, ...where.params, ...where.params, offset];
   const plain = where.parts.length === 1 && sort.attribute === 'id' && !sort.descending;
-  const rows = plain ? await execute<ProjectRow>(em, statement.sql, statement.params) : await em.execute<ProjectRow[]>(statement.sql, statement.params);
+  const rows = plain ? await execute<ProjectRow>(em, sql, params) : await em.execute<ProjectRow[]>(sql, params);
   // An empty page is one row carrying the total, with no project.
   return { projects: rows.filter((row) => row.id !== null).map(fieldsOf), total: Number(rows[0]?.total ?? 0) };
 }
@@ -118,8 +118,7 @@ export async function projectsByIds(
   ids: readonly number[],
 ): Promise<Array<ProjectFields & { version: number }>> {
   if (ids.length === 0) return [];
-  const statement = bindUser(`select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::bigint[])`, [userId, idArray(ids)], userId);
-  const rows = await execute<ProjectRow>(em, statement.sql, statement.params);
+  const rows = await execute<ProjectRow>(em, `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::bigint[])`, [userId, userId, idArray(ids)]);
   return rows.map(fieldsOf);
 }
 
@@ -133,10 +132,6 @@ export async function projectsAfter(
   after: number,
   limit: number,
 ): Promise<Array<ProjectFields & { version: number }>> {
-  const statement = bindUser(
-    `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id > ? order by p.id limit ${pageLimit(limit)}`,
-    [userId, after],
-    userId,
-  );
-  return (await execute<ProjectRow>(em, statement.sql, statement.params)).map(fieldsOf);
+  const sql = `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id > ? order by p.id limit ${pageLimit(limit)}`;
+  return (await execute<ProjectRow>(em, sql, [userId, userId, after])).map(fieldsOf);
 }

@@ -5,7 +5,7 @@
 import { projectEtagSql } from '../core/conditional.js';
 import { compileOnly } from '../db/sql-builder.js';
 import type { InferKyselyDB } from '@mikro-orm/postgresql';
-import { listedIdsInFunction } from '../tasks/task.sql.js';
+import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { answerSql, ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
 import type { ProjectSchema } from './project.entity.js';
 import { projectDocumentSql } from './project.view.js';
@@ -22,13 +22,13 @@ export const READ_PROJECT = `select p.* into v_project from projects p where p.u
   if not found then
     ${notFoundSql('project')}
   end if;
-  v_ids := ${listedIdsInFunction('v_project')};
+  v_ids := ${listedTaskIdsOf('v_project', 'p_user')};
   ${ifMatchSql(projectEtagSql('v_project', 'v_ids'))}`;
 
 /** The project's event (`project.<kind>`) as it is now (its tasks read again: a write may have moved them). */
 export const projectEventSql = (kind: 'created' | 'updated') =>
-  `json_build_object('type', 'project.${kind}', 'data', ${projectDocumentSql('v_project', listedIdsInFunction('v_project'))})`;
+  `json_build_object('type', 'project.${kind}', 'data', ${projectDocumentSql('v_project', listedTaskIdsOf('v_project', 'p_user'))})`;
 
 /** Returns the answer whose document is `v_events[1]`'s, with the project's ETag. */
-export const RETURN_PROJECT = `v_ids := ${listedIdsInFunction('v_project')};
+export const RETURN_PROJECT = `v_ids := ${listedTaskIdsOf('v_project', 'p_user')};
   return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${projectEtagSql('v_project', 'v_ids')}, 'events', array_to_json(v_events));`;

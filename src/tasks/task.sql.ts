@@ -11,7 +11,6 @@ import { taskEtagSql } from '../core/conditional.js';
 import { ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
 import { refusalSql, text } from '../writes/write-functions.js';
 import type { TaskSchema } from './task.entity.js';
-import { USER } from '../db/user-param.js';
 import { openSql } from './task.lifecycle.js';
 
 /** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
@@ -33,10 +32,12 @@ export const BY_ORDER = (t: string) => `${t}."order", ${t}.id`;
 
 /**
  * The ids of the tasks project `p` lists, by order: the `tasks` of its document, as an array.
- * The user is `USER` (src/db/user-param.ts), bound by the statement that holds this.
+ * `user` is the user's id as SQL: a placeholder (`?`) in a read, `p_user` in a write function.
+ * Named, not joined on `p.user_id`: on a database split by user (Citus) every reference to a
+ * user table names the user, or the statement asks every node (src/db/data-layout.ts).
  */
-export const listedTaskIdsOf = (p: string) =>
-  `array(select t.id from tasks t where t.user_id = ${USER} and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
+export const listedTaskIdsOf = (p: string, user: string) =>
+  `array(select t.id from tasks t where t.user_id = ${user} and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
 
 /** A task's columns as presented (`TaskFields`), timestamps in seconds. */
 export const TASK_COLUMNS = (t: string) =>
@@ -49,10 +50,6 @@ export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.ver
 
 /** Statements over the user's tasks, composed as values (src/db/sql-builder.ts), typed from the entity. */
 export const taskSql = compileOnly<InferKyselyDB<typeof TaskSchema>>();
-
-/** The ids of the tasks project `p` lists, by order, in a write function (its user is `p_user`). */
-export const listedIdsInFunction = (p: string) =>
-  `array(select t.id from tasks t where t.user_id = p_user and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
 
 /** In a write function: reads the task of the input's id into `v_task` (declared `tasks%rowtype`): 404, then If-Match. */
 export const READ_TASK = `select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;

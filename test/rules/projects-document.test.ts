@@ -11,7 +11,6 @@ import { projectsByIds } from '../../src/projects/project.store.js';
 import { presentProjectFields, projectDocumentSql } from '../../src/projects/project.view.js';
 import { listedTaskIdsOf } from '../../src/tasks/task.sql.js';
 import { useProcedures } from '../helpers/procedures.js';
-import { bindUser } from '../../src/db/user-param.js';
 
 const app = useProcedures();
 let userId: number;
@@ -48,12 +47,10 @@ describe('the SQL project document equals the TypeScript one', () => {
           );
         }
         if (i > 2) await em.execute(`update tasks set "order" = "order" + 1000 where user_id = ? and project_id = ? and id = (select min(id) from tasks where project_id = ?)`, [userId, row!.id, row!.id]);
-        const withTasksSql = bindUser(
-          `select ${projectDocumentSql('p', listedTaskIdsOf('p'))}::text as document from projects p where p.user_id = ? and p.id = ?`,
-          [userId, row!.id],
-          userId,
+        const [withTasks] = await em.execute<Array<{ document: string }>>(
+          `select ${projectDocumentSql('p', listedTaskIdsOf('p', '?'))}::text as document from projects p where p.user_id = ? and p.id = ?`,
+          [userId, userId, row!.id],
         );
-        const [withTasks] = await em.execute<Array<{ document: string }>>(withTasksSql.sql, withTasksSql.params);
         const [fields] = await projectsByIds(em, userId, [row!.id]);
         const typescript = JSON.stringify(presentProjectFields(fields!));
         expect(JSON.stringify(JSON.parse(withTasks!.document))).toBe(typescript);
