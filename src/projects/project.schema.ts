@@ -39,7 +39,6 @@ export const ListProjectsInput = z
     sort: sortParam(PROJECT_SORTS, 'id'),
   })
   .prefault({});
-export type ListProjectsQuery = z.infer<typeof ListProjectsInput>;
 
 export const ProjectIdInput = inputObject({ id: pathId });
 

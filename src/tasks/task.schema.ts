@@ -45,7 +45,6 @@ export const ListTasksInput = z
     sort: sortParam(TASK_SORTS, 'order'),
   })
   .prefault({});
-export type ListTasksQuery = z.infer<typeof ListTasksInput>;
 
 export const TaskIdInput = inputObject({ id: pathId });
 
