@@ -34,11 +34,12 @@ export interface AppMeta extends OpenApiMeta {
    */
   keyed?: true;
   /**
-   * Rules of the input that zod's schema cannot hold (they read the clock). When the schema
-   * refuses the input, their refusals join its own (API-CONTRACT.md §2: every validation error
-   * of a request is reported); when it accepts the input, the procedure applies them itself.
+   * Rules of the input that zod's schema cannot hold (they read the clock, or a password). When
+   * the schema refuses the input of an authenticated call, their refusals join its own
+   * (API-CONTRACT.md §2: every validation error of a request is reported); when it accepts the
+   * input, the procedure applies them itself.
    */
-  inputRules?: (ctx: Context, rawInput: unknown) => ApiError[];
+  inputRules?: (ctx: AuthedContext, rawInput: unknown) => Promise<ApiError[]> | ApiError[];
 }
 
 /** What a procedure may use; built without HTTP for tests (`createCaller`). */

@@ -9,9 +9,9 @@
  * - `rateLimited(...)` and `keepDroppedMembers(...)`, middlewares a router adds where it needs them;
  * - `routesUnder(tag, procedure)`, how a router's table gives each of its procedures its meta.
  */
-import type { AppMeta, Call, Context } from './context.js';
+import type { AppMeta, AuthedContext, Call, Context } from './context.js';
 import { refuseConditionalBatch } from './conditional.js';
-import { BODY_WRAPPERS, DomainError, fromZodError } from './errors.js';
+import { BODY_WRAPPERS, DomainError, fromZodError, type ApiError } from './errors.js';
 import { errorHeaders, isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
 import { invalidQueryParameter } from './list-query.js';
 import { admitRequests, enforceRateLimit } from './rate-limit.js';
@@ -42,7 +42,7 @@ const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
     if (result.ok) return result;
     let failure: unknown = result.error;
     try {
-      return await convertError(ctx, result, meta, getRawInput);
+      return await convertError(result, meta, getRawInput);
     } catch (converted) {
       failure = converted;
       throw converted;
@@ -67,7 +67,13 @@ function refusalHeaders(ctx: Context, error: unknown): void {
 
 type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middleware>[0]>[0]['next']>>;
 
-async function convertError(ctx: Context, result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
+/** A zod refusal of the input as the contract's errors (with more of them: `inputRules`), refused before the call ran. */
+function zodRefusal(error: Parameters<typeof fromZodError>[0], meta: AppMeta | undefined, rawInput: unknown, more: ApiError[] = []): DomainError {
+  const refused = fromZodError(error, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters, invalidQueryParameter });
+  return (more.length > 0 ? new DomainError([...refused.errors, ...more]) : refused).refusedBeforeRun();
+}
+
+async function convertError(result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
   const { error } = result;
   if (error.cause instanceof DomainError) {
     if (error.code === 'INTERNAL_SERVER_ERROR') throw toTRPCError(error.cause);
@@ -75,9 +81,7 @@ async function convertError(ctx: Context, result: Extract<MiddlewareResult, { ok
   }
   if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
-    const refused = fromZodError(error.cause, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters, invalidQueryParameter });
-    const more = meta?.inputRules?.(ctx, rawInput) ?? [];
-    throw toTRPCError((more.length > 0 ? new DomainError([...refused.errors, ...more]) : refused).refusedBeforeRun());
+    throw toTRPCError(zodRefusal(error.cause, meta, rawInput));
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
   return result;
@@ -212,10 +216,17 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
   // Then what the door found wrong with the request (its path id, query, media type, body).
   if (ctx.refusal) throw toTRPCError(ctx.refusal);
   refuseConditionalBatch(ctx);
-  const result = await next({ ctx: { ...authentication, call: { path, meta, rawInput: getRawInput } satisfies Call } });
+  const call = { path, meta, rawInput: getRawInput } satisfies Call;
+  const result = await next({ ctx: { ...authentication, call } });
   // The user was deleted (API-CONTRACT.md §16) after its token was read, and a row of the
   // request's refers to it: refused as the token now is, not a 500.
   if (!result.ok && refersToNoUser(result.error)) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
+  // The input refused by its schema: the rules it cannot hold report theirs beside its own.
+  if (!result.ok && meta?.inputRules && result.error.code === 'BAD_REQUEST' && isZodError(result.error.cause)) {
+    const rawInput = await getRawInput().catch(() => undefined);
+    const more = await meta.inputRules({ ...ctx, ...authentication, call } as AuthedContext, rawInput);
+    throw toTRPCError(zodRefusal(result.error.cause, meta, rawInput, more));
+  }
   return result;
 });
 

@@ -8,12 +8,29 @@
  */
 import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
-import { DomainError } from '../core/errors.js';
+import { DomainError, type ApiError } from '../core/errors.js';
 import { hashPassword } from './credentials.js';
 import { checkPassword } from './password-check.js';
 import type { ChangePasswordInput } from './user.schema.js';
 import { announceRevoked } from './revocation.js';
 import { plainWrite } from '../writes/user-write.js';
+
+/**
+ * For an input whose new password (or another member) the schema refused: the current
+ * password is checked too (and counted, as every attempt is), so that a wrong one is reported
+ * beside the other faults (API-CONTRACT.md §2).
+ */
+export async function changePasswordInputRules(ctx: AuthedContext, rawInput: unknown): Promise<ApiError[]> {
+  const current = (rawInput as { user?: { current_password?: unknown } } | undefined)?.user?.current_password;
+  if (typeof current !== 'string') return [];
+  try {
+    await checkPassword(ctx, current, '/user/current_password');
+    return [];
+  } catch (error) {
+    if (error instanceof DomainError && error.status === 422) return error.errors;
+    throw error;
+  }
+}
 
 export async function changePassword(ctx: AuthedContext, input: z.infer<typeof ChangePasswordInput>): Promise<void> {
   // Hashed before the write: the user's lock is not held through it.

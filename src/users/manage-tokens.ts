@@ -6,7 +6,7 @@
  */
 import type { z } from 'zod';
 import { fromSeconds, toSeconds } from '../core/clock.js';
-import type { AuthedContext, Context } from '../core/context.js';
+import type { AuthedContext } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError, apiError, type ApiError } from '../core/errors.js';
 import { MAX_TIMESTAMP } from '../core/fields.js';
@@ -74,7 +74,7 @@ function expiryRefusals(now: Date, expiresAt: number): ApiError[] {
  * The expiry's rule for an input the schema refused for another member (its `inputRules`):
  * an `expires_at` the schema took is held to it too, so both refusals are reported together.
  */
-export function tokenInputRules(ctx: Context, rawInput: unknown): ApiError[] {
+export function tokenInputRules(ctx: AuthedContext, rawInput: unknown): ApiError[] {
   const expiresAt = (rawInput as { token?: { expires_at?: unknown } } | undefined)?.token?.expires_at;
   if (typeof expiresAt !== 'number' || !Number.isInteger(expiresAt) || expiresAt < 0 || expiresAt > MAX_TIMESTAMP) return [];
   return expiryRefusals(ctx.clock.now(), expiresAt);

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { authedProcedure, routesUnder } from '../core/procedures.js';
 import type { AccountSections } from '../core/account-export.js';
 import { router } from '../core/trpc.js';
-import { changePassword } from './change-password.js';
+import { changePassword, changePasswordInputRules } from './change-password.js';
 import { credentialsProcedure } from './credentials-procedure.js';
 import { deleteUser } from './delete-user.js';
 import { EXPORT_PAGE_SIZE, NDJSON, accountExportSchema, exportAccount } from './export-account.js';
@@ -58,7 +58,7 @@ export const usersRouter = (sections: AccountSections) => router({
     method: 'PUT', path: '/api/users/me/password',
     summary: 'Change the password',
     description: 'Takes the current password and a new one (8 to 200 characters). A wrong current password is 422 `invalid` on `/user/current_password`; each attempt counts against the login rate limit of the user and of the client address. Every other session token of the user is revoked (their event streams end); the token of this request and the personal access tokens stay valid.',
-  }, { successStatus: 204, keyed: true, errorCodes: ['parameter_missing', 'invalid', 'too_short', 'too_long'] })
+  }, { successStatus: 204, keyed: true, errorCodes: ['parameter_missing', 'invalid', 'too_short', 'too_long'], inputRules: changePasswordInputRules })
     .input(ChangePasswordInput)
     .output(z.void())
     .mutation(({ ctx, input }) => changePassword(ctx, input)),

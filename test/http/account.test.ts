@@ -166,6 +166,17 @@ describe('PUT /api/users/me/password', () => {
     expect((await login(app, user.username, 'p'.repeat(200))).status).toBe(201);
   });
 
+  it.each(DOORS)('%s: a wrong current password is reported beside a new one out of bounds; a right one is not', async (door) => {
+    const user = await app.register();
+    const faults = (answer: Answer) => (answer.errors ?? []).map((e) => `${e.code} ${e.source?.pointer}`).sort();
+    const both = await changePassword(app, door, user.token, { user: { current_password: 'wrong horse', password: 'short' } });
+    expect(both.status).toBe(422);
+    expect(faults(both)).toEqual(['invalid /user/current_password', 'too_short /user/password']);
+    const one = await changePassword(app, door, user.token, { user: { current_password: 'correct horse', password: 'short' } });
+    expect(faults(one)).toEqual(['too_short /user/password']);
+    expect((await login(app, user.username, 'correct horse')).status).toBe(201);
+  });
+
   it.each(DOORS)('%s: a missing wrapper or member is parameter_missing; no token is 401', async (door) => {
     const user = await app.register();
     const noWrapper = await changePassword(app, door, user.token, { current_password: 'correct horse', password: 'battery staple' });
