@@ -9,7 +9,7 @@ import { fromSeconds, toSeconds } from '../core/clock.js';
 import type { AuthedContext } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
 import { DomainError, apiError, type ApiError } from '../core/errors.js';
-import { MAX_TIMESTAMP } from '../core/fields.js';
+import { timestamp } from '../core/fields.js';
 import { SESSION_ONLY_SCOPES, allows, effectiveScopes, insufficientScope, type Scope } from '../core/scopes.js';
 import { textArray } from '../db/sql-fragments.js';
 import { lockUser, plainWrite } from '../writes/user-write.js';
@@ -70,14 +70,16 @@ function expiryRefusals(now: Date, expiresAt: number): ApiError[] {
   return [apiError('invalid', { pointer: '/token/expires_at', detail: `The expiry must be in the future and at most ${MAX_TOKEN_DAYS} days ahead.` })];
 }
 
+/** What the schema takes as `expires_at` (CreateTokenInput's member). */
+const EXPIRES_AT = timestamp();
+
 /**
  * The expiry's rule for an input the schema refused for another member (its `inputRules`):
  * an `expires_at` the schema took is held to it too, so both refusals are reported together.
  */
 export function tokenInputRules(ctx: AuthedContext, rawInput: unknown): ApiError[] {
-  const expiresAt = (rawInput as { token?: { expires_at?: unknown } } | undefined)?.token?.expires_at;
-  if (typeof expiresAt !== 'number' || !Number.isInteger(expiresAt) || expiresAt < 0 || expiresAt > MAX_TIMESTAMP) return [];
-  return expiryRefusals(ctx.clock.now(), expiresAt);
+  const expiresAt = EXPIRES_AT.safeParse((rawInput as { token?: { expires_at?: unknown } } | undefined)?.token?.expires_at);
+  return expiresAt.success ? expiryRefusals(ctx.clock.now(), expiresAt.data) : [];
 }
 
 export async function createToken(ctx: AuthedContext, input: CreateTokenInput) {
