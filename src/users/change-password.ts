@@ -33,15 +33,26 @@ export async function changePasswordInputRules(ctx: AuthedContext, rawInput: unk
 }
 
 export async function changePassword(ctx: AuthedContext, input: z.infer<typeof ChangePasswordInput>): Promise<void> {
-  // Hashed before the write: the user's lock is not held through it.
+  // Both hashes are worked out before the write, so the user's lock is not held through them;
+  // a wrong current password is refused inside it, after a replay of the key is looked for.
   const passwordHash = await hashPassword(input.user.password, ctx.passwordHashCost);
+  const checked = await checkPassword(ctx, input.user.current_password, '/user/current_password').then(
+    (hash) => ({ hash }),
+    (error: unknown) => {
+      if (error instanceof DomainError && error.status === 422) return { refusal: error };
+      throw error;
+    },
+  );
   let revoked: string[] = [];
   // A write of the user (src/writes/user-write.ts): under its lock, with its Idempotency-Key,
   // so a retry of a change that was made replays its 204 instead of finding the password changed.
   await plainWrite(ctx, async (em) => {
-    await checkPassword(ctx, input.user.current_password, '/user/current_password');
-    const changed = await em.execute<Array<{ id: number }>>('update users set password_hash = ? where id = ? returning id', [passwordHash, ctx.user.id]);
-    if (changed.length === 0) throw DomainError.unauthorized('The access token is unknown, revoked or expired.');
+    if ('refusal' in checked) throw checked.refusal;
+    // Only over the hash that was checked: changed since, the current password given is no longer it.
+    const changed = await em.execute<Array<{ id: number }>>('update users set password_hash = ? where id = ? and password_hash = ? returning id', [
+      passwordHash, ctx.user.id, checked.hash,
+    ]);
+    if (changed.length === 0) throw DomainError.validation('invalid', '/user/current_password', 'The password is wrong.');
     // By the user: on a database split by user, one node.
     const rows = await em.execute<Array<{ token_hash: string }>>(
       `delete from access_tokens where user_id = ? and kind = 'session' and token_hash <> ? returning token_hash`,

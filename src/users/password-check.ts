@@ -12,7 +12,8 @@ import { enforceRateLimit } from '../core/rate-limit.js';
 import { execute } from '../db/prepared.js';
 import { verifyPassword } from './credentials.js';
 
-export async function checkPassword(ctx: AuthedContext, password: string, pointer: string): Promise<void> {
+/** Checks the password against the user's; returns the hash it was checked against. */
+export async function checkPassword(ctx: AuthedContext, password: string, pointer: string): Promise<string> {
   const limit = ctx.rateLimits.authPerMinute;
   if (limit > 0) {
     const keys = [`ip:${ctx.clientIp}`, `login:${ctx.user.username.toLowerCase()}`];
@@ -22,4 +23,5 @@ export async function checkPassword(ctx: AuthedContext, password: string, pointe
   // Deleted since its token was read: as if the token were unknown.
   if (!row) throw DomainError.unauthorized('The access token is unknown, revoked or expired.');
   if (!(await verifyPassword(password, row.password_hash))) throw DomainError.validation('invalid', pointer, 'The password is wrong.');
+  return row.password_hash;
 }

@@ -53,11 +53,6 @@ select
     0
   ) as previous
 
-begin
-
-select
-  w.key_open (?::bigint, ?::text, ?::bigint, ?::timestamptz) as opened
-
 with
   counted as (
     insert into
@@ -129,11 +124,17 @@ from
 where
   id = ?
 
+begin
+
+select
+  w.key_open (?::bigint, ?::text, ?::bigint, ?::timestamptz) as opened
+
 update users
 set
   password_hash = ?
 where
   id = ?
+  and password_hash = ?
 returning
   id
 
