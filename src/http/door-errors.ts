@@ -47,8 +47,8 @@ function procedureOf(path: string): string | undefined {
   return called && !called.batch && called.paths[0] !== '' ? called.paths[0] : undefined;
 }
 
-/** The tRPC headers of an error answer, as tRPC's adapter sends them. */
-export const TRPC_ERROR_HEADERS = { 'Content-Type': 'application/json', Vary: 'trpc-accept, accept' };
+/** The tRPC headers of an error answer, as tRPC's adapter sends them (with the charset of API-CONTRACT.md §1). */
+export const TRPC_ERROR_HEADERS = { 'Content-Type': 'application/json; charset=utf-8', Vary: 'trpc-accept, accept' };
 
 export interface DoorAnswer {
   status: number;

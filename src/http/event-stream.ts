@@ -108,7 +108,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
       const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : req.query.after;
       if (after !== undefined && (typeof after !== 'string' || !EVENT_ID.test(after))) {
         const error = invalidQueryParameter('after');
-        if (after === lastEventId) error.source = { parameter: 'Last-Event-ID' };
+        if (after === lastEventId) Object.assign(error, { source: { parameter: 'Last-Event-ID' }, detail: 'Last-Event-ID must be an event id: digits, no leading zero.' });
         throw new DomainError([error]);
       }
       const cursor = await startCursor(orm.em.fork(), client.userId, after);

@@ -12,8 +12,13 @@
  * - a batch holds at most MAX_BATCH_CALLS calls (one error each); one far over that is refused
  *   with one tRPC error, not thousands (a batch client reads it as the error of every call).
  *
- * What the guard refuses itself (a method, a path, a batch far over the cap) is a tRPC error
- * too, as every answer under /trpc is (src/http/door-errors.ts).
+ * - a batch calls procedures of one kind, and no subscription: tRPC cannot answer queries with
+ *   mutations, nor a subscription in a batch (400 `invalid`);
+ * - every JSON answer under /trpc says `application/json; charset=utf-8` (§1), also those tRPC's
+ *   adapter labels `application/json` or, for a call it could not frame, `text/plain`.
+ *
+ * What the guard refuses itself (a method, a path, a batch far over the cap, a batch of mixed
+ * kinds) is a tRPC error too, as every answer under /trpc is (src/http/door-errors.ts).
  *
  * A refusal found while reading is remembered on the request and handed to each call's
  * context (`doorRefusal`); the procedure raises it after authenticating the caller, as on
@@ -31,6 +36,8 @@ import { ignoredBodyRefusal } from './rest.js';
 import { calledPaths, sendRefusal } from './door-errors.js';
 
 const refusals = new WeakMap<Request, DomainError>();
+
+const JSON_MEDIA_TYPE = 'application/json; charset=utf-8';
 
 /** The raw (still percent-encoded) value of the first `input` member of the query, as tRPC reads that member. */
 function rawQueryInput(url: string): string | undefined {
@@ -51,6 +58,9 @@ const MAX_ANSWERED_CALLS = 5 * MAX_BATCH_CALLS;
 export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
   const procedures = router._def.procedures as Record<string, AnyTRPCProcedure>;
   return (req, res, next) => {
+    const setHeader = res.setHeader.bind(res);
+    res.setHeader = (name, value) =>
+      setHeader(name, name.toLowerCase() === 'content-type' && /^(application\/json|text\/plain)\b/i.test(String(value)) ? JSON_MEDIA_TYPE : value);
     if (req.method !== 'GET' && req.method !== 'POST') {
       sendRefusal(req, res, DomainError.of('missing_endpoint'));
       return;
@@ -63,6 +73,12 @@ export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
     if (paths.length > MAX_ANSWERED_CALLS) {
       const detail = `A batch may hold at most ${MAX_BATCH_CALLS} calls; this one holds ${paths.length}.`;
       sendRefusal(req, res, DomainError.of('batch_too_large', { detail }));
+      return;
+    }
+    const kinds = new Set(paths.map((path) => procedures[path]?._def.type).filter((kind) => kind !== undefined));
+    if (kinds.size > 1 || (calledPaths(req.url)?.batch && kinds.has('subscription'))) {
+      const detail = 'A batch holds queries only or mutations only; a subscription is called on its own, not in a batch.';
+      sendRefusal(req, res, DomainError.of('invalid', { status: 400, detail }));
       return;
     }
     const refuse = (refusal: DomainError | undefined) => {

@@ -112,7 +112,7 @@ async function referenceTrpcError(): Promise<{ json: Record<string, unknown>; da
 /** A tRPC error with the status and code /api gave, and /api's errors in `data.errors`, read as a tRPC client reads it. */
 async function expectTrpcError(answer: RawAnswer, status: number, code: string, restErrors: unknown[], path?: string): Promise<void> {
   expect(answer.status, dump(answer)).toBe(status);
-  expect(answer.headers['content-type'], dump(answer)).toBe('application/json');
+  expect(answer.headers['content-type'], dump(answer)).toBe('application/json; charset=utf-8');
   const body = JSON.parse(answer.text);
   expect(Object.keys(body), dump(answer)).toEqual(['error']);
   // The members a procedure's error has, no more and no fewer.

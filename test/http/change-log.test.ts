@@ -412,7 +412,8 @@ describe('revocation and tickets', () => {
     const u = await app.register();
     const s = await openStream(`${app.baseUrl}${EVENTS}`, { Authorization: u.token, 'Last-Event-ID': 'abc' });
     expect(s.status).toBe(400);
-    expect(JSON.parse(s.text!).errors[0]).toMatchObject({ code: 'invalid', source: { parameter: 'Last-Event-ID' } });
+    // The detail names the header, not the query parameter `after` it stands in for.
+    expect(JSON.parse(s.text!).errors[0]).toMatchObject({ code: 'invalid', source: { parameter: 'Last-Event-ID' }, detail: 'Last-Event-ID must be an event id: digits, no leading zero.' });
   });
 });
 

@@ -77,3 +77,49 @@ describe('batches', () => {
     expect((await app.request('GET', '/api/users/me/projects', { token })).body).toEqual(before.body);
   });
 });
+
+describe('batches of several kinds', () => {
+  const KINDS_DETAIL = 'A batch holds queries only or mutations only; a subscription is called on its own, not in a batch.';
+
+  it.each([
+    ['GET', 'users.me,projects.create', '{"0":{},"1":{"json":{"project":{"name":"mixed"}}}}'],
+    ['POST', 'users.me,projects.create', '{"0":{},"1":{"json":{"project":{"name":"mixed"}}}}'],
+    ['GET', 'events.onChange,projects.list', '{"0":{},"1":{}}'],
+    ['GET', 'events.onChange', '{"0":{}}'],
+  ])('%s %s?batch=1 is one 400 invalid tRPC error in JSON, and nothing runs', async (method, paths, input) => {
+    const before = await app.request('GET', '/api/users/me/projects', { token });
+    const url = `${app.baseUrl}/trpc/${paths}?batch=1${method === 'GET' ? `&input=${encodeURIComponent(input)}` : ''}`;
+    const response = await fetch(url, {
+      method,
+      headers: { Authorization: token, ...(method === 'POST' ? { 'Content-Type': 'application/json' } : {}) },
+      body: method === 'POST' ? input : undefined,
+    });
+    expect(response.status).toBe(400);
+    expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    const { error } = (await response.json()) as any;
+    expect(error.json.data).toMatchObject({ code: 'invalid', httpStatus: 400 });
+    expect(onlyError(error.json.data)).toMatchObject({ status: '400', code: 'invalid', detail: KINDS_DETAIL });
+    expect((await app.request('GET', '/api/users/me/projects', { token })).body).toEqual(before.body);
+  });
+});
+
+describe('media type of every answer (API-CONTRACT.md §1)', () => {
+  it.each([
+    ['a query', 'GET', '/trpc/users.me', undefined, 200],
+    ['a query in a batch', 'GET', '/trpc/users.me,users.me?batch=1', undefined, 200],
+    ['a mutation', 'POST', '/trpc/projects.create', '{"json":{"project":{"name":"typed"}}}', 200],
+    ['a refused mutation', 'POST', '/trpc/projects.create', '{"json":{"project":{}}}', 422],
+    ['an unknown procedure', 'GET', '/trpc/projects.nothing', undefined, 404],
+    ['input that is not JSON', 'GET', '/trpc/users.me?input=%7Bx', undefined, 400],
+  ])('%s answers application/json; charset=utf-8', async (_what, method, path, body, status) => {
+    const response = await fetch(`${app.baseUrl}${path}`, {
+      method,
+      headers: { Authorization: token, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      body,
+    });
+    expect(response.status).toBe(status);
+    expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    // The body is JSON (tRPC's own shape: a result or an error).
+    expect(Object.keys(await response.json())).toEqual(expect.arrayContaining([expect.stringMatching(/^(result|error|0)$/)]));
+  });
+});
