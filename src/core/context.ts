@@ -81,6 +81,8 @@ export interface Context {
   webhooks?: WebhookHost;
   /** Set by the REST door, whose path id and query integers arrive as text. */
   door?: 'rest';
+  /** On the REST door, the request's query as it was sent (without `?`): list links repeat it. */
+  query?: string;
   /** A batch's operation, being read: its write procedure hands it over instead of running it (src/batch/apply-batch.ts). */
   batchStep?: true;
   /**

@@ -123,13 +123,31 @@ function written(value: unknown): string {
   return encodeURIComponent(String(value));
 }
 
+/** A character a URL's query cannot hold as it is (outside printable ASCII, or one the URL standard encodes there). */
+const UNFIT_IN_QUERY = /[^\x21-\x7e]|["<>\\^`{|}]/g;
+
+/** The name of a query member, percent-decoded as the door reads it (undecodable: as it is). */
+function decodedName(member: string): string {
+  const name = member.split('=')[0]!.replaceAll('+', ' ');
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    return name;
+  }
+}
+
 /**
- * The query of a list's links: every parameter the request gave (in `names` order), then
- * `page`, which is all that changes from link to link.
+ * The query of a list's links before `page`, which is all that changes from link to link
+ * (API-CONTRACT.md §12: links keep every parameter of the request): the parameters of `names`
+ * the input gave, in that order and written alike on both doors; then, on REST, every other
+ * member of the request's query, as it was sent and in its order (parameters the list does
+ * not know: ignored, but kept).
  */
-export function linkQuery(input: Readonly<Record<string, unknown>>, names: readonly string[]): string {
-  return names
-    .filter((name) => name !== 'page' && input[name] !== undefined)
-    .map((name) => `${name}=${written(input[name])}&`)
-    .join('');
+export function linkQuery(ctx: { query?: string }, input: Readonly<Record<string, unknown>>, names: readonly string[]): string {
+  const known = names.filter((name) => name !== 'page' && input[name] !== undefined).map((name) => `${name}=${written(input[name])}&`);
+  const others = (ctx.query ?? '')
+    .split('&')
+    .filter((member) => member !== '' && decodedName(member) !== 'page' && !names.includes(decodedName(member)))
+    .map((member) => `${member.replace(UNFIT_IN_QUERY, (c) => encodeURIComponent(c))}&`);
+  return [...known, ...others].join('');
 }

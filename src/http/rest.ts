@@ -213,7 +213,8 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
         const useBody = readsBody(req.method);
         input = { ...(useBody ? (body as Record<string, unknown>) : queryInput(req, procedure.meta?.queryParameters ?? [])), ...pathInput };
       }
-      const ctx: Context = { ...(await createContext(req, res)), door: 'rest', refusal };
+      const queryAt = req.url.indexOf('?');
+      const ctx: Context = { ...(await createContext(req, res)), door: 'rest', query: queryAt < 0 ? '' : req.url.slice(queryAt + 1), refusal };
       // As tRPC's own caller calls a procedure (router.createCaller), without its proxy.
       const data: unknown = await procedure.procedure({ path: procedure.path, getRawInput: async () => input, ctx, type: procedure.type, signal: undefined, batchIndex: 0 });
       if (data instanceof StreamedAnswer) {

@@ -31,7 +31,7 @@ export function projectSelection(query: Query): ProjectSelection {
 
 export async function listProjects(ctx: AuthedContext, input: Query): Promise<z.infer<typeof ProjectListDocument>> {
   const { page, size, offset } = pageOf(input.page, input.page_size ?? PROJECT_PAGE_SIZE);
-  const query = linkQuery(input, PARAMETERS);
+  const query = linkQuery(ctx, input, PARAMETERS);
   const links = (total: number) => pageLinks(ctx.baseUrl, PROJECTS_PATH, page, size, total, query);
   const etag = listEtag(['projects', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query]);
   if (notModified(ctx, etag)) return { data: [], links: links(0), meta: STABILITY_META };

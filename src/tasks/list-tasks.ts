@@ -76,7 +76,7 @@ export async function listTasks(ctx: AuthedContext, input: Query): Promise<z.inf
   const { page, size, offset } = pageOf(input.page, input.page_size ?? TASK_PAGE_SIZE);
   const today = userDay(ctx.clock.now(), ctx.user.timeZone);
   const selection = taskSelection(input, today);
-  const query = linkQuery(input, PARAMETERS);
+  const query = linkQuery(ctx, input, PARAMETERS);
   const links = (total: number) => pageLinks(ctx.baseUrl, TASKS_PATH, page, size, total, query);
   const etag = listEtag([
     'tasks', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query,

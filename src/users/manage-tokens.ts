@@ -8,6 +8,7 @@ import type { z } from 'zod';
 import { fromSeconds, toSeconds } from '../core/clock.js';
 import type { AuthedContext } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
+import { linkQuery } from '../core/list-query.js';
 import { DomainError, apiError, type ApiError } from '../core/errors.js';
 import { timestamp } from '../core/fields.js';
 import { SESSION_ONLY_SCOPES, allows, effectiveScopes, insufficientScope, type Scope } from '../core/scopes.js';
@@ -121,7 +122,7 @@ export async function listTokens(ctx: AuthedContext, input: z.infer<typeof Token
   const total = rows[0]
     ? Number(rows[0].total)
     : Number((await ctx.em.execute<Array<{ n: string }>>('select count(*)::text as n from access_tokens where user_id = ? and expires_at > ?', [ctx.user.id, now]))[0]!.n);
-  return { data: rows.map((row) => presentToken(row, ctx.tokenHash)), links: pageLinks(ctx.baseUrl, TOKENS_PATH, page.page, page.size, total) };
+  return { data: rows.map((row) => presentToken(row, ctx.tokenHash)), links: pageLinks(ctx.baseUrl, TOKENS_PATH, page.page, page.size, total, linkQuery(ctx, input, [])) };
 }
 
 async function findToken(ctx: AuthedContext, id: number): Promise<TokenRow> {

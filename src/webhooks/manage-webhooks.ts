@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
 import { pageLinks, pageOf } from '../core/envelope.js';
+import { linkQuery } from '../core/list-query.js';
 import { DomainError } from '../core/errors.js';
 import { checkUrlShape, resolveChecked } from './address-guard.js';
 import { RETIRED_SECRET_HOURS, newSecret } from './signature.js';
@@ -140,6 +141,6 @@ export async function deliveries(ctx: AuthedContext, input: z.infer<typeof Deliv
   const { rows, total } = await listDeliveries(ctx.em, ctx.user.id, input.id, page.offset, page.size);
   return {
     data: rows.map(presentDelivery),
-    links: pageLinks(ctx.baseUrl, `/api/webhooks/${input.id}/deliveries`, page.page, page.size, total),
+    links: pageLinks(ctx.baseUrl, `/api/webhooks/${input.id}/deliveries`, page.page, page.size, total, linkQuery(ctx, input, [])),
   };
 }

@@ -65,10 +65,11 @@ export function expectedLinks(page: number, size: number, total: number): Expect
 
 /**
  * What is wrong with a page's links: each must be `<base><path>?…` with every parameter of
- * the query (page aside) once, with the value given, and `page` naming the expected page.
- * The order of the parameters in a link is not part of the contract.
+ * the query (page aside) once, with the value given, the `unknown` parameters the request
+ * added (REST: §12's links keep every parameter of the request, also those the list ignores),
+ * and `page` naming the expected page. The order of the parameters in a link is not part of the contract.
  */
-export function linkProblems(actual: unknown, expected: ExpectedLinks, base: string, path: string, query: ListQuery): string[] {
+export function linkProblems(actual: unknown, expected: ExpectedLinks, base: string, path: string, query: ListQuery, unknown: RestQueryOptions['extra'] = []): string[] {
   const problems: string[] = [];
   if (typeof actual !== 'object' || actual === null) return [`links is not an object: ${JSON.stringify(actual)}`];
   const links = actual as Record<string, unknown>;
@@ -77,6 +78,7 @@ export function linkProblems(actual: unknown, expected: ExpectedLinks, base: str
   if (JSON.stringify(want) !== JSON.stringify(got)) problems.push(`links has ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
   const params = new Map<string, string>();
   for (const [name, value] of Object.entries(query)) if (name !== 'page' && value !== undefined) params.set(name, paramText(value));
+  for (const [name, value] of new URLSearchParams(unknown.map(([name, value]) => `${name}=${value}`).join('&'))) params.set(name, value);
   for (const key of want) {
     const link = links[key];
     const page = expected[key as keyof ExpectedLinks]!;
@@ -173,7 +175,7 @@ const idsOf = (items: unknown) => (Array.isArray(items) ? items.map((i: any) => 
  * Asserts that an answer is the page `page` of `expected` (the whole filtered and sorted
  * list), with the links of §7 and §12 and the stability notice.
  */
-export function expectPage(answer: DoorAnswer, expected: readonly unknown[], page: number, size: number, base: string, kind: ListKind, query: ListQuery, context = ''): void {
+export function expectPage(answer: DoorAnswer, expected: readonly unknown[], page: number, size: number, base: string, kind: ListKind, query: ListQuery, context = '', unknown: RestQueryOptions['extra'] = []): void {
   const where = `${answer.request}${context ? `\n  ${context}` : ''}`;
   expect(answer.status, `${where}\n  answered ${JSON.stringify(answer.body)?.slice(0, 600)}`).toBe(200);
   const want = expected.slice((page - 1) * size, page * size);
@@ -184,7 +186,7 @@ export function expectPage(answer: DoorAnswer, expected: readonly unknown[], pag
   expect(got, where).toEqual(want);
   expect(answer.body.meta, where).toEqual(META);
   expect(Object.keys(answer.body).sort(), where).toEqual(['data', 'links', 'meta']);
-  const problems = linkProblems(answer.body.links, expectedLinks(page, size, expected.length), base, LIST_PATH[kind], query);
+  const problems = linkProblems(answer.body.links, expectedLinks(page, size, expected.length), base, LIST_PATH[kind], query, answer.door === 'rest' ? unknown : []);
   if (problems.length > 0) expect.fail(`${where}\n  ${problems.join('\n  ')}`);
 }
 
@@ -242,7 +244,7 @@ export async function checkEveryPage(
   for (const page of pagesToCheck(last, query.page as number | undefined)) {
     const paged: ListQuery = { ...query, page: page === 1 && query.page === undefined ? undefined : page };
     for (const answer of await bothDoors(app, kind, token, paged, restOptions)) {
-      expectPage(answer, expected, page, size, app.baseUrl, kind, paged, context);
+      expectPage(answer, expected, page, size, app.baseUrl, kind, paged, context, restOptions.extra);
       requests += 1;
     }
   }
@@ -255,7 +257,7 @@ export async function checkEveryPage(
     const res: ApiResponse = await app.request('GET', `${url.pathname}${url.search}`, { token });
     requests += 1;
     const answer: DoorAnswer = { door: 'rest', request: `GET ${url.pathname}${url.search} (followed from the links)`, status: res.status, body: res.body, etag: res.headers.get('etag') };
-    expectPage(answer, expected, page, size, app.baseUrl, kind, { ...query, page }, context);
+    expectPage(answer, expected, page, size, app.baseUrl, kind, { ...query, page }, context, restOptions.extra);
     if (answer.body.links.next === undefined) expect(link, `${answer.request}: the page without next is the last`).toBe(lastLink);
     link = answer.body.links.next;
   }

@@ -432,7 +432,9 @@ describe.each(['tasks', 'projects'] as const)('%s: every bad parameter of one re
 });
 
 describe('unknown parameters are ignored', () => {
-  it.each(['tasks', 'projects'] as const)('%s: on REST and tRPC, unknown parameters (however close to known ones) change nothing in the answer', async (kind) => {
+  // Nothing but the links, which keep every parameter of the request (API-CONTRACT.md §12).
+  const withoutLinks = (body: { links?: unknown }) => ({ ...body, links: undefined });
+  it.each(['tasks', 'projects'] as const)('%s: on REST and tRPC, unknown parameters (however close to known ones) change nothing in the answer but its links', async (kind) => {
     const plain = await app.request('GET', PATH[kind], { token: victim.token });
     expect(plain.status).toBe(200);
     const withGood = await app.request('GET', `${PATH[kind]}?page_size=2&sort=-id`, { token: victim.token });
@@ -443,9 +445,13 @@ describe('unknown parameters are ignored', () => {
     ]) {
       const res = await app.request('GET', `${PATH[kind]}?${extra}`, { token: victim.token });
       expect(res.status, `${extra}: ${res.text}`).toBe(200);
-      expect(res.body, extra).toEqual(plain.body);
+      expect(withoutLinks(res.body), extra).toEqual(withoutLinks(plain.body));
+      // The links repeat the unknown members as sent (empty ones aside), the known ones first, `page` last.
+      const kept = extra.split('&').filter((m) => m !== '').map((m) => `${m}&`).join('');
+      expect(res.body.links.first, extra).toBe(`${app.baseUrl}${PATH[kind]}?${kept}page=1`);
       const mixed = await app.request('GET', `${PATH[kind]}?${extra}&page_size=2&sort=-id`, { token: victim.token });
-      expect(mixed.body, extra).toEqual(withGood.body);
+      expect(withoutLinks(mixed.body), extra).toEqual(withoutLinks(withGood.body));
+      expect(mixed.body.links.first, extra).toBe(`${app.baseUrl}${PATH[kind]}?page_size=2&sort=-id&${kept}page=1`);
     }
     const api = app.trpc(victim.token) as any;
     expect(await api[kind].list.query({ foo: 'bar', Page: 0, STATE: ['abandoned'], sort_by: '--id', pageSize: 'x' })).toEqual(plain.body);
