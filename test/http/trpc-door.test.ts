@@ -120,6 +120,6 @@ describe('media type of every answer (API-CONTRACT.md §1)', () => {
     expect(response.status).toBe(status);
     expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8');
     // The body is JSON (tRPC's own shape: a result or an error).
-    expect(Object.keys(await response.json())).toEqual(expect.arrayContaining([expect.stringMatching(/^(result|error|0)$/)]));
+    expect(Object.keys((await response.json()) as object)).toEqual(expect.arrayContaining([expect.stringMatching(/^(result|error|0)$/)]));
   });
 });
