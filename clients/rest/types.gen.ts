@@ -1583,6 +1583,10 @@ export type ProjectsDeleteData = {
          * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
          */
         'If-Match'?: string;
+        /**
+         * ETags this change must not be based on (or `*`, which every existing resource matches): 412 `precondition_failed`, changing nothing, when one is current (RFC 9110: a write is never 304).
+         */
+        'If-None-Match'?: string;
     };
     path: {
         /**
@@ -1753,6 +1757,10 @@ export type ProjectsUpdateData = {
          * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
          */
         'If-Match'?: string;
+        /**
+         * ETags this change must not be based on (or `*`, which every existing resource matches): 412 `precondition_failed`, changing nothing, when one is current (RFC 9110: a write is never 304).
+         */
+        'If-None-Match'?: string;
     };
     path: {
         /**
@@ -1852,6 +1860,10 @@ export type ProjectsChangeStateData = {
          * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
          */
         'If-Match'?: string;
+        /**
+         * ETags this change must not be based on (or `*`, which every existing resource matches): 412 `precondition_failed`, changing nothing, when one is current (RFC 9110: a write is never 304).
+         */
+        'If-None-Match'?: string;
     };
     path: {
         /**
@@ -2203,6 +2215,10 @@ export type TasksUpdateData = {
          * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
          */
         'If-Match'?: string;
+        /**
+         * ETags this change must not be based on (or `*`, which every existing resource matches): 412 `precondition_failed`, changing nothing, when one is current (RFC 9110: a write is never 304).
+         */
+        'If-None-Match'?: string;
     };
     path: {
         /**
@@ -2294,6 +2310,10 @@ export type TasksChangeStateData = {
          * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
          */
         'If-Match'?: string;
+        /**
+         * ETags this change must not be based on (or `*`, which every existing resource matches): 412 `precondition_failed`, changing nothing, when one is current (RFC 9110: a write is never 304).
+         */
+        'If-None-Match'?: string;
     };
     path: {
         /**
@@ -2388,6 +2408,10 @@ export type TasksReorderData = {
          * The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.
          */
         'If-Match'?: string;
+        /**
+         * ETags this change must not be based on (or `*`, which every existing resource matches): 412 `precondition_failed`, changing nothing, when one is current (RFC 9110: a write is never 304).
+         */
+        'If-None-Match'?: string;
     };
     path: {
         /**

@@ -40,6 +40,13 @@ export function ifMatchTags(header: string | undefined): string[] | null {
   return tags === '*' ? ['*'] : tags.filter((t) => !t.weak).map((t) => t.tag);
 }
 
+/** An If-None-Match header as the tags it names, for a write function: weak ones as their strong form (the weak comparison), `*` as `*`. */
+export function ifNoneMatchTags(header: string | undefined): string[] | null {
+  if (header === undefined) return null;
+  const tags = parseEtags(header);
+  return tags === '*' ? ['*'] : tags.map((t) => t.tag);
+}
+
 export function projectEtag(id: number, version: number, taskIds: readonly number[]): string {
   return `"p${id}.${version}.${digest(taskIds.join(','))}"`;
 }

@@ -64,7 +64,7 @@ const BODY_NOT_TAKEN = `only when a body is sent: this operation takes none, and
 interface Conditional {
   /** A write of projects, tasks or webhooks, or a batch: Idempotency-Key (409, 422 idempotency_key_reused, Idempotent-Replayed). */
   keyed: boolean;
-  /** A write of one project or task: If-Match (412). */
+  /** A write of one project or task: If-Match and If-None-Match (412). */
   ifMatch: boolean;
   /** A read of projects or tasks: If-None-Match (304). */
   read: boolean;
@@ -766,7 +766,7 @@ const DESCRIPTION = [
   '- A path or method that no operation answers is 404 `missing_endpoint` (the path is read with its dot segments resolved and `\\` as `/`); a request that is not valid HTTP, or an HTTP/1.1 request without one valid `Host`, is 400 `malformed_request`; oversized headers 431 `headers_too_large`; an `Expect` other than `100-continue` 417 `expectation_failed`; a `Transfer-Encoding` other than `chunked` 501 `not_implemented`.',
   '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
   '- Retries: every write of projects, tasks and webhooks takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours. A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
-  '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition). On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',
+  '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition), and `If-None-Match` there answers 412 when it names the current tag (or is `*`), never 304. On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',
 ].join('\n');
 
 /** An operation's `security` (API-CONTRACT.md §16): `{"token": ["tasks:write"]}`, `{"token": []}` for any token, none for no token. */
@@ -864,6 +864,11 @@ export function buildOpenApiDocument(): Json {
       headerParameters.push({
         in: 'header', name: 'If-Match', required: false,
         description: 'The ETag this change is based on (or a list of them, or `*`): 412 `precondition_failed`, changing nothing, when the resource changed since.',
+        schema: { type: 'string' },
+      });
+      headerParameters.push({
+        in: 'header', name: 'If-None-Match', required: false,
+        description: 'ETags this change must not be based on (or `*`, which every existing resource matches): 412 `precondition_failed`, changing nothing, when one is current (RFC 9110: a write is never 304).',
         schema: { type: 'string' },
       });
     }

@@ -12,13 +12,17 @@ export const notFoundSql = (resource: Resource): string =>
   refusalSql({ code: 'record_not_found', pointer: text(`/${resource}`), detail: text(`No ${resource} with this id exists for the current user.`) });
 
 /**
- * If-Match (API-CONTRACT.md §11) against `etag`, the resource's current tag as a SQL
- * expression: 412 unless `*` or one of the request's strong tags is it. Checked after the
- * resource is found, before any rule.
+ * The preconditions of a write (API-CONTRACT.md §11, RFC 9110 §13.2.2) against `etag`, the
+ * resource's current tag as a SQL expression, checked after the resource is found, before
+ * any rule: If-Match is 412 unless `*` or one of its strong tags is it; then If-None-Match is
+ * 412 when `*` (the resource exists) or one of its tags is it (a write is never 304).
  */
 export const ifMatchSql = (etag: string): string =>
   `if p_if_match is not null and not ('*' = any(p_if_match) or ${etag} = any(p_if_match)) then
     ${refusalSql({ code: 'precondition_failed', parameter: text('If-Match') })}
+  end if;
+  if p_if_none_match is not null and ('*' = any(p_if_none_match) or ${etag} = any(p_if_none_match)) then
+    ${refusalSql({ code: 'precondition_failed', parameter: text('If-None-Match'), detail: text('The resource is still at a version named by If-None-Match.') })}
   end if;`;
 
 /** The `meta` of every project and task answer, as SQL. */

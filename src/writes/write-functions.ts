@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 
 /** The arguments every operation's function takes, in this order. */
-export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[]';
+export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[], p_if_none_match text[]';
 
 /**
  * One write operation (a procedure of §8 that writes), as its function: `body` is the PL/pgSQL
@@ -20,7 +20,8 @@ export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json
  * their time zone (`{"next": <the first instant of tomorrow>, "end": <the last of today>}`,
  * src/core/user-day.ts, as the rules of "today" read it), `p_input` the procedure's
  * input as zod parsed it, `p_if_match` the strong tags of If-Match (`{*}` for `*`, null when
- * absent). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
+ * absent), `p_if_none_match` the tags of If-None-Match, weak ones as their strong form (the
+ * weak comparison; `{*}`, null). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
  * "events": [{"type", "data"}, …]}` and raises a refusal (`refusalSql`) when a rule says no.
  */
 export interface WriteOperation {
@@ -92,7 +93,7 @@ export interface WriteFunctions {
 
 /**
  * `apply(p_user, p_now, p_day, p_ops, p_key, p_key_lock, p_fingerprint, p_key_since, p_batch)`:
- * - `p_ops`: `[{"op", "input", "if_match", "status", "ref", "refs"}]`, the operations in order
+ * - `p_ops`: `[{"op", "input", "if_match", "if_none_match", "status", "ref", "refs"}]`, the operations in order
  *   (a single request is one); `status` is its success status, for the batch's answer and the
  *   key's record. In a batch, `ref` names the resource the operation creates, and `refs`
  *   (`[{"at": [member, …], "ref"}]`) the ids of its input that stand for a resource an earlier
@@ -126,8 +127,9 @@ function applySql(schema: string, operations: readonly WriteOperation[], project
       'end loop;',
     ].join(`\n${indent}`);
   const deleting = operations.filter((o) => o.deletesProject).map((o) => text(o.op));
+  const tags = (member: string) => `case when json_typeof(v_op->'${member}') = 'array' then array(select json_array_elements_text(v_op->'${member}')) end`;
   const dispatch = operations
-    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, case when json_typeof(v_op->'if_match') = 'array' then array(select json_array_elements_text(v_op->'if_match')) end)`)
+    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, ${tags('if_match')}, ${tags('if_none_match')})`)
     .join('\n        ');
   return `create function ${schema}.apply(
   p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean

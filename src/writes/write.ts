@@ -10,7 +10,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { run, sql } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
-import { ifMatchTags, sendEtag } from '../core/conditional.js';
+import { ifMatchTags, ifNoneMatchTags, sendEtag } from '../core/conditional.js';
 import type { AuthedContext } from '../core/context.js';
 import { DomainError, type ErrorCode } from '../core/errors.js';
 import { IdempotencyKey, keyLock, pruneNowAndThen, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
@@ -23,6 +23,7 @@ export interface Operation {
   op: string;
   input: unknown;
   if_match: string[] | null;
+  if_none_match: string[] | null;
   status: number;
   /** In a batch: the name its `ref` gives the resource it creates. */
   ref?: string;
@@ -31,7 +32,7 @@ export interface Operation {
 }
 
 /** The operation that ends a batch before the next one, whose input was refused. */
-export const STOP: Operation = { op: 'stop', input: null, if_match: null, status: 0 };
+export const STOP: Operation = { op: 'stop', input: null, if_match: null, if_none_match: null, status: 0 };
 
 interface Applied {
   replay?: { fingerprint: string; status: number; body: unknown; etag: string | null };
@@ -65,7 +66,13 @@ export type RefusalAt = (refusal: DomainError | 'stop', index: number) => unknow
 
 /** Runs one write operation of the user (a procedure's call): `op` is the procedure's path. */
 export async function write<T>(ctx: AuthedContext, op: string, input: unknown): Promise<T> {
-  const operation: Operation = { op, input, if_match: ifMatchTags(ctx.header('If-Match')), status: ctx.call.meta?.successStatus ?? 200 };
+  const operation: Operation = {
+    op,
+    input,
+    if_match: ifMatchTags(ctx.header('If-Match')),
+    if_none_match: ifNoneMatchTags(ctx.header('If-None-Match')),
+    status: ctx.call.meta?.successStatus ?? 200,
+  };
   if (ctx.batchStep) throw new BatchStep(operation);
   return applyWrite<T>(ctx, [operation]);
 }

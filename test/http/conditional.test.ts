@@ -239,3 +239,43 @@ describe('If-Match', () => {
     expect((await api.tasks.get.query({ id: taskId })).data.attributes.label).toBe('via trpc');
   });
 });
+
+describe('If-None-Match on a write (RFC 9110 §13.1.2: never 304, 412 when it matches)', () => {
+  const writes = (projectId: number, taskId: number) => [
+    ['PATCH', `/api/tasks/${taskId}`, { task: { label: 'changed' } }, 'task'],
+    ['PUT', `/api/tasks/${taskId}/state`, { task: { state: 'abandoned' } }, 'task'],
+    ['PUT', `/api/tasks/${taskId}/order`, { task: { order: 1 } }, 'task'],
+    ['PATCH', `/api/projects/${projectId}`, { project: { name: 'changed' } }, 'project'],
+    ['PUT', `/api/projects/${projectId}/state`, { project: { state: 'started', due_at: DUE } }, 'project'],
+    ['DELETE', `/api/projects/${projectId}`, undefined, 'project'],
+  ] as const;
+
+  it('the current tag (weak or strong, alone or in a list) and * are 412 precondition_failed on every write of one resource, and change nothing', async () => {
+    const { id, token, projectId, taskId } = await setup();
+    const rows = async () => (await db.query('select (select json_agg(p order by p.id) from projects p where p.user_id = $1) as p, (select json_agg(t order by t.id) from tasks t where t.user_id = $1) as t, (select count(*)::int from events where user_id = $1) as e', [id])).rows[0];
+    const before = await rows();
+    for (const [method, path, body, kind] of writes(projectId, taskId)) {
+      const current = (await etagOf(kind === 'task' ? `/api/tasks/${taskId}` : `/api/projects/${projectId}`, token))!;
+      for (const header of [current, `W/${current}`, `"other", ${current}`, '*']) {
+        const res = await app.request(method, path, { token, body, headers: { 'If-None-Match': header } });
+        expect(res.status, `${method} ${path} If-None-Match: ${header}`).toBe(412);
+        expect(onlyError(res.body)).toMatchObject({ status: '412', code: 'precondition_failed', source: { parameter: 'If-None-Match' } });
+      }
+    }
+    expect(await rows()).toEqual(before);
+  });
+
+  it('a tag that is not the current one lets the write go; on /trpc the same', async () => {
+    const { token, taskId, taskEtag } = await setup();
+    const moved = await app.request('PATCH', `/api/tasks/${taskId}`, { token, body: { task: { label: 'a' } }, headers: { 'If-None-Match': '"other"' } });
+    expect(moved.status).toBe(200);
+    // The tag from before that change is no longer current: the write goes.
+    expect((await app.request('PATCH', `/api/tasks/${taskId}`, { token, body: { task: { label: 'b' } }, headers: { 'If-None-Match': taskEtag } })).status).toBe(200);
+    const api = app.trpc(token);
+    const current = (await etagOf(`/api/tasks/${taskId}`, token))!;
+    await expect(api.tasks.update.mutate({ id: taskId, task: { label: 'c' } }, callOptions({ ifNoneMatch: current }))).rejects.toMatchObject({
+      data: { code: 'precondition_failed', httpStatus: 412 },
+    });
+    expect((await api.tasks.get.query({ id: taskId })).data.attributes.label).toBe('b');
+  });
+});

@@ -204,6 +204,12 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_match')
               )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
+              )
             end
           )
           when 'projects.update' then w.projects_update (
@@ -215,6 +221,12 @@ begin
               when json_typeof(v_op -> 'if_match') = 'array' then array(
                 select
                   json_array_elements_text(v_op -> 'if_match')
+              )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
               )
             end
           )
@@ -228,6 +240,12 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_match')
               )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
+              )
             end
           )
           when 'projects.delete' then w.projects_delete (
@@ -239,6 +257,12 @@ begin
               when json_typeof(v_op -> 'if_match') = 'array' then array(
                 select
                   json_array_elements_text(v_op -> 'if_match')
+              )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
               )
             end
           )
@@ -252,6 +276,12 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_match')
               )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
+              )
             end
           )
           when 'tasks.update' then w.tasks_update (
@@ -263,6 +293,12 @@ begin
               when json_typeof(v_op -> 'if_match') = 'array' then array(
                 select
                   json_array_elements_text(v_op -> 'if_match')
+              )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
               )
             end
           )
@@ -276,6 +312,12 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_match')
               )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
+              )
             end
           )
           when 'tasks.reorder' then w.tasks_reorder (
@@ -287,6 +329,12 @@ begin
               when json_typeof(v_op -> 'if_match') = 'array' then array(
                 select
                   json_array_elements_text(v_op -> 'if_match')
+              )
+            end,
+            case
+              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
+                select
+                  json_array_elements_text(v_op -> 'if_none_match')
               )
             end
           )

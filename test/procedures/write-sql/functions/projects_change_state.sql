@@ -5,7 +5,8 @@ create function w.projects_change_state (
   p_now timestamptz,
   p_day json,
   p_input json,
-  p_if_match text[]
+  p_if_match text[],
+  p_if_none_match text[]
 ) returns json language plpgsql volatile as $$
 declare
   v_project projects%rowtype;
@@ -68,6 +69,33 @@ begin
         'precondition_failed',
         'parameter',
         'If-Match'
+      )::text;
+  end if;
+  if
+    p_if_none_match is not null
+    and (
+      '*' = any (p_if_none_match)
+      or '"p' || v_project.id || '.' || v_project.version || '.' || translate(
+        left(
+          encode(
+            sha256(convert_to(array_to_string(v_ids, ','), 'UTF8')),
+            'base64'
+          ),
+          16
+        ),
+        '+/',
+        '-_'
+      ) || '"' = any (p_if_none_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-None-Match',
+        'detail',
+        'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
   v_transition :=

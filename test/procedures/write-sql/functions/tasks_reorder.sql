@@ -5,7 +5,8 @@ create function w.tasks_reorder (
   p_now timestamptz,
   p_day json,
   p_input json,
-  p_if_match text[]
+  p_if_match text[],
+  p_if_none_match text[]
 ) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
@@ -38,6 +39,23 @@ begin
         'precondition_failed',
         'parameter',
         'If-Match'
+      )::text;
+  end if;
+  if
+    p_if_none_match is not null
+    and (
+      '*' = any (p_if_none_match)
+      or '"t' || v_task.id || '.' || v_task.version || '"' = any (p_if_none_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-None-Match',
+        'detail',
+        'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
   select least((p_input->'task'->>'order')::bigint, u.next_task_order - 1) into v_to from users u where u.id = p_user;

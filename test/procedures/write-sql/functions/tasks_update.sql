@@ -5,7 +5,8 @@ create function w.tasks_update (
   p_now timestamptz,
   p_day json,
   p_input json,
-  p_if_match text[]
+  p_if_match text[],
+  p_if_none_match text[]
 ) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
@@ -42,6 +43,23 @@ begin
         'precondition_failed',
         'parameter',
         'If-Match'
+      )::text;
+  end if;
+  if
+    p_if_none_match is not null
+    and (
+      '*' = any (p_if_none_match)
+      or '"t' || v_task.id || '.' || v_task.version || '"' = any (p_if_none_match)
+    )
+  then
+    raise exception using errcode = 'PX000', message =
+      json_build_object(
+        'code',
+        'precondition_failed',
+        'parameter',
+        'If-None-Match',
+        'detail',
+        'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
   if v_target is not null then
