@@ -6,7 +6,7 @@ import { projectEtagSql } from '../core/conditional.js';
 import { compileOnly } from '../db/sql-builder.js';
 import type { InferKyselyDB } from '@mikro-orm/postgresql';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
-import { answerSql, ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
+import { answerSql, preconditionsSql, notFoundSql } from '../writes/operation-sql.js';
 import type { ProjectSchema } from './project.entity.js';
 import { projectDocumentSql } from './project.view.js';
 
@@ -23,7 +23,7 @@ export const READ_PROJECT = `select p.* into v_project from projects p where p.u
     ${notFoundSql('project')}
   end if;
   v_ids := ${listedTaskIdsOf('v_project', 'p_user')};
-  ${ifMatchSql(projectEtagSql('v_project', 'v_ids'))}`;
+  ${preconditionsSql(projectEtagSql('v_project', 'v_ids'))}`;
 
 /** The project's event (`project.<kind>`) as it is now (its tasks read again: a write may have moved them). */
 export const projectEventSql = (kind: 'created' | 'updated') =>

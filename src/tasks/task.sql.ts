@@ -8,7 +8,7 @@ import type { InferKyselyDB } from '@mikro-orm/postgresql';
 import { compileOnly } from '../db/sql-builder.js';
 import { secondsOf } from '../db/sql-fragments.js';
 import { taskEtagSql } from '../core/conditional.js';
-import { ifMatchSql, notFoundSql } from '../writes/operation-sql.js';
+import { preconditionsSql, notFoundSql } from '../writes/operation-sql.js';
 import { refusalSql, text } from '../writes/write-functions.js';
 import type { TaskSchema } from './task.entity.js';
 import { openSql } from './task.lifecycle.js';
@@ -56,7 +56,7 @@ export const READ_TASK = `select t.* into v_task from tasks t where t.user_id = 
   if not found then
     ${notFoundSql('task')}
   end if;
-  ${ifMatchSql(taskEtagSql('v_task'))}`;
+  ${preconditionsSql(taskEtagSql('v_task'))}`;
 
 /** In a write function: reads the project `id` names into `into` (a `projects%rowtype`): 422 `record_not_found` on `/task/project_id` when the user has none. */
 export const readLinkedProjectSql = (id: string, into: string) => `if ${id} is not null then

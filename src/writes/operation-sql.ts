@@ -17,7 +17,7 @@ export const notFoundSql = (resource: Resource): string =>
  * any rule: If-Match is 412 unless `*` or one of its strong tags is it; then If-None-Match is
  * 412 when `*` (the resource exists) or one of its tags is it (a write is never 304).
  */
-export const ifMatchSql = (etag: string): string =>
+export const preconditionsSql = (etag: string): string =>
   `if p_if_match is not null and not ('*' = any(p_if_match) or ${etag} = any(p_if_match)) then
     ${refusalSql({ code: 'precondition_failed', parameter: text('If-Match') })}
   end if;
