@@ -124,7 +124,7 @@ function written(value: unknown): string {
 }
 
 /** A character a URL's query cannot hold as it is (outside printable ASCII, or one the URL standard encodes there). */
-const UNFIT_IN_QUERY = /[^\x21-\x7e]|["<>\\^`{|}]/g;
+const UNFIT_IN_QUERY = /[^\x21-\x7e]|["<>\\^`{|}]/gu;
 
 /** The name of a query member, percent-decoded as the door reads it (undecodable: as it is). */
 function decodedName(member: string): string {

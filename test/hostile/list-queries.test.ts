@@ -453,6 +453,14 @@ describe('unknown parameters are ignored', () => {
       expect(withoutLinks(mixed.body), extra).toEqual(withoutLinks(withGood.body));
       expect(mixed.body.links.first, extra).toBe(`${app.baseUrl}${PATH[kind]}?page_size=2&sort=-id&${kept}page=1`);
     }
+    // Kept as sent, but a character a URL's query cannot hold is percent-encoded in the link.
+    const odd = await app.request('GET', `${PATH[kind]}?x=a|b"{}`, { token: victim.token });
+    expect(odd.body.links.first).toBe(`${app.baseUrl}${PATH[kind]}?x=a%7Cb%22%7B%7D&page=1`);
+    // The links are part of the answer, so its ETag moves with them: no 304 across other unknown parameters.
+    const one = await app.request('GET', `${PATH[kind]}?foo=1`, { token: victim.token });
+    const two = await app.request('GET', `${PATH[kind]}?foo=2`, { token: victim.token, headers: { 'If-None-Match': one.headers.get('etag')! } });
+    expect(two.status).toBe(200);
+    expect(two.headers.get('etag')).not.toBe(one.headers.get('etag'));
     const api = app.trpc(victim.token) as any;
     expect(await api[kind].list.query({ foo: 'bar', Page: 0, STATE: ['abandoned'], sort_by: '--id', pageSize: 'x' })).toEqual(plain.body);
     expect(await api[kind].list.query({ page_size: 2, sort: '-id', Q: '', filter: { state: 'abandoned' } })).toEqual(withGood.body);
