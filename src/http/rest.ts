@@ -230,8 +230,9 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       // 304 has no body: Node drops the body written after this status (RFC 9110 §15.4.5).
       const status = ctx.response.notModified ? 304 : (procedure.meta?.successStatus ?? 200);
       res.statusCode = status;
-      // 204 and 304 have no content to describe (RFC 9110 §15.3.5, §15.4.5).
-      if (status !== 204 && status !== 304) res.setHeader('Content-Type', 'application/json; charset=utf-8');
+      // 204 and 304 have no content to describe (RFC 9110 §15.3.5, §15.4.5). The header's name
+      // as trpc-to-openapi sent it, in the case it went out before.
+      if (status !== 204 && status !== 304) res.setHeader('content-type', 'application/json; charset=utf-8');
       res.end(JSON.stringify(data));
     } catch (cause) {
       // Anything else thrown (from the context factory) is an internal error, its cause kept.
