@@ -7,6 +7,7 @@ import { authedProcedure, keepDroppedMembers, routesUnder } from '../core/proced
 import { router } from '../core/trpc.js';
 import { write } from '../writes/write.js';
 import { getTask } from './get-task.js';
+import { linkedProjectInputRules } from './linked-project-rule.js';
 import { FINISHED_LISTED_DAYS, TASKS_PATH, listTasks } from './list-tasks.js';
 import { describeTaskActions } from './task.lifecycle.js';
 import {
@@ -26,7 +27,7 @@ export const tasksRouter = router({
       '2. `project_id` names a project that is not started: newed.',
       '3. Otherwise (started project, or none): started.',
     ].join('\n'),
-  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'too_long', 'record_not_found'] })
+  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'too_long', 'record_not_found'], inputRules: linkedProjectInputRules })
     .input(CreateTaskInput)
     .output(TaskDocument)
     .mutation(({ ctx, input }) => write(ctx, 'tasks.create', input)),
@@ -54,7 +55,7 @@ export const tasksRouter = router({
     method: 'PATCH', path: '/api/tasks/{id}',
     summary: 'Update a task',
     description: 'Changes the label (1 to 1,000 characters) or the project (`null` detaches). Changing the project re-syncs the state: a newed task starts when its project is started or gone; a started task returns to newed when its new project is not started.',
-  }, { resource: 'task', errorCodes: ['parameter_missing', 'invalid', 'too_long', 'record_not_found'] })
+  }, { resource: 'task', errorCodes: ['parameter_missing', 'invalid', 'too_long', 'record_not_found'], inputRules: linkedProjectInputRules })
     .input(UpdateTaskInput)
     .output(TaskDocument)
     .mutation(({ ctx, input }) => write(ctx, 'tasks.update', input)),

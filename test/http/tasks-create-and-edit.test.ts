@@ -190,6 +190,31 @@ describe('POST /api/users/me/tasks', () => {
     ]);
   });
 
+  it('reports a project that is not the user\'s beside the schema\'s errors, on create and update, on both doors', async () => {
+    const owner = await app.register();
+    const user = await app.register();
+    const foreign = (await app.request('POST', '/api/users/me/projects', { token: owner.token, body: { project: { name: 'theirs' } } })).body.data.id as number;
+    const own = (await app.request('POST', '/api/users/me/projects', { token: user.token, body: { project: { name: 'mine' } } })).body.data.id as number;
+    const task = (await createRes(user.token, { task: { label: 'kept' } })).body.data.id as number;
+    const before = await app.request('GET', '/api/users/me/tasks', { token: user.token });
+    for (const projectId of [foreign, 2_147_483_647]) {
+      expectErrors(await createRes(user.token, { task: { label: 'x'.repeat(1_001), project_id: projectId } }), [
+        ['too_long', '/task/label'],
+        ['record_not_found', '/task/project_id'],
+      ]);
+      expectErrors(await patchTask(user.token, task, { task: { label: '', project_id: projectId } }), [
+        ['invalid', '/task/label'],
+        ['record_not_found', '/task/project_id'],
+      ]);
+      await expect(app.trpc(user.token).tasks.create.mutate({ task: { label: '', project_id: projectId } })).rejects.toMatchObject({
+        data: { code: 'invalid', httpStatus: 422, errors: [{ code: 'invalid', source: { pointer: '/task/label' } }, { code: 'record_not_found', status: '422', source: { pointer: '/task/project_id' } }] },
+      });
+    }
+    // The user's own project is no error: the schema's stand alone.
+    expectErrors(await createRes(user.token, { task: { label: '', project_id: own } }), [['invalid', '/task/label']]);
+    expect((await app.request('GET', '/api/users/me/tasks', { token: user.token })).body).toEqual(before.body);
+  });
+
   it('ignores unknown members', async () => {
     const user = await app.register();
     const res = await createRes(user.token, {
