@@ -122,7 +122,7 @@ export const usersRevoke = <ThrowOnError extends boolean = false>(options?: Opti
  *
  * With `Accept: application/x-ndjson`: the same items as NDJSON (`filename="export.ndjson"`), one JSON object a line: the user first, then each project, task and webhook, each with its `type`.
  *
- * On /trpc (`users.export`) the same document comes whole.
+ * On /trpc (`users.export`, called alone) the same JSON document, streamed too, inside tRPC's envelope.
  */
 export const usersExport = <ThrowOnError extends boolean = false>(options?: Options<UsersExportData, ThrowOnError>): RequestResult<UsersExportResponses, UsersExportErrors, ThrowOnError> => (options?.client ?? client).get<UsersExportResponses, UsersExportErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],

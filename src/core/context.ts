@@ -83,6 +83,8 @@ export interface Context {
   door?: 'rest';
   /** On the REST door, the request's query as it was sent (without `?`): list links repeat it. */
   query?: string;
+  /** The /trpc door writes a StreamedAnswer of JSON as it is produced (src/http/trpc-streamed.ts): a procedure may answer one. */
+  streamsJson?: true;
   /** A batch's operation, being read: its write procedure hands it over instead of running it (src/batch/apply-batch.ts). */
   batchStep?: true;
   /**

@@ -30,6 +30,7 @@ import type { InFlight } from './in-flight.js';
 import { requestLog } from './request-log.js';
 import { restHandlers, sendErrorResponse } from './rest.js';
 import { doorRefusal, trpcDoorGuard } from './trpc-door.js';
+import { streamedTrpcCalls } from './trpc-streamed.js';
 import { sendRefusal } from './door-errors.js';
 import { checkFraming, requestOrigin } from './request-framing.js';
 import type { ServiceMetrics } from '../metrics/service-metrics.js';
@@ -220,6 +221,7 @@ export function createApp(deps: AppDependencies): express.Express {
     '/trpc',
     trpcDoorGuard(appRouter),
     notModifiedOnTrpc,
+    streamedTrpcCalls({ router: appRouter, createContext: (req, res) => createContext(req, res, false, (res as Response).locals.conditional), logFailure }),
     createExpressMiddleware({
       router: appRouter,
       // A batch of one call is a single call: it keeps its ETag and conditional headers.

@@ -148,16 +148,21 @@ export const STREAM_DRAIN_MS = 30_000;
  * reads nothing for STREAM_DRAIN_MS, ends the body's iterator (which releases what it holds)
  * and its connection. A failure after the answer started cannot become an envelope: the
  * response is cut short (no final chunk), which the client sees as an incomplete body.
+ *
+ * A `frame` writes the body inside an envelope of another door (tRPC's `{"result":…}`): its
+ * media type instead of the answer's and its headers, `head` before the first chunk, `tail`
+ * after the last.
  */
-async function sendStreamed(res: Response, answer: StreamedAnswer, logFailure: FailureLog): Promise<void> {
+export async function sendStreamed(res: Response, answer: StreamedAnswer, logFailure: FailureLog, frame?: { contentType: string; head: string; tail: string }): Promise<void> {
   const chunks = answer.body[Symbol.asyncIterator]();
   let done = false;
   try {
     let next = await chunks.next();
     if (res.destroyed) return;
     res.statusCode = 200;
-    res.setHeader('Content-Type', answer.contentType);
-    for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+    res.setHeader('Content-Type', frame?.contentType ?? answer.contentType);
+    if (!frame) for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+    if (frame) res.write(frame.head);
     try {
       while (!next.done) {
         if (!res.write(next.value) && !(await drained(res, STREAM_DRAIN_MS))) {
@@ -168,7 +173,7 @@ async function sendStreamed(res: Response, answer: StreamedAnswer, logFailure: F
         next = await chunks.next();
       }
       done = true;
-      res.end();
+      res.end(frame?.tail);
     } catch (error) {
       done = true;
       const response = toErrorResponse(error);

@@ -40,7 +40,7 @@ const refusals = new WeakMap<Request, DomainError>();
 const JSON_MEDIA_TYPE = 'application/json; charset=utf-8';
 
 /** The raw (still percent-encoded) value of the first `input` member of the query, as tRPC reads that member. */
-function rawQueryInput(url: string): string | undefined {
+export function rawQueryInput(url: string): string | undefined {
   const queryAt = url.indexOf('?');
   if (queryAt < 0) return undefined;
   for (const member of url.slice(queryAt + 1).split('&')) {

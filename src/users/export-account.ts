@@ -10,12 +10,12 @@
  * while the export runs is in one of them, never in both or neither). Each statement names the user
  * (the tables are keyed by (user_id, id) and sharded by user: each page goes to one node).
  *
- * Memory: the records are read in keyset pages by id (EXPORT_PAGE_SIZE at a time). On REST
- * the answer is a StreamedAnswer that the door writes page by page, waiting for the socket to
- * drain, so what the process holds does not grow with the account. On /trpc, whose adapters
- * serialise a procedure's value in one piece (superjson), the procedure answers the whole
- * document: the same snapshot and items, held in memory once (REST is the door for large
- * accounts).
+ * Memory: the records are read in keyset pages by id (EXPORT_PAGE_SIZE at a time). The answer
+ * is a StreamedAnswer that the door writes page by page, waiting for the socket to drain, so
+ * what the process holds does not grow with the account: on REST in the form `Accept` asks
+ * for, on /trpc as the JSON document inside tRPC's envelope (a call sent alone,
+ * src/http/trpc-streamed.ts). Called otherwise (in a tRPC batch, or by `createCaller`), the
+ * procedure answers the whole document: the same snapshot and items, held in memory once.
  */
 import { IsolationLevel, type SqlEntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
@@ -148,13 +148,13 @@ async function* ndjsonChunks(user: unknown, pages: AsyncIterable<Page>): AsyncGe
 export async function exportAccount(ctx: AuthedContext, sections: AccountSections): Promise<AccountExport> {
   const user = presentUser(ctx.user);
   const pages = snapshotPages(ctx.em, ctx.user.id, sections);
-  if (ctx.door === 'rest') {
+  if (ctx.door === 'rest' || ctx.streamsJson) {
     const streamed =
-      exportFormOf(ctx.header('accept')) === 'ndjson'
+      ctx.door === 'rest' && exportFormOf(ctx.header('accept')) === 'ndjson'
         ? new StreamedAnswer(NDJSON, { 'Content-Disposition': 'attachment; filename="export.ndjson"' }, ndjsonChunks(user, pages))
         : new StreamedAnswer('application/json; charset=utf-8', { 'Content-Disposition': 'attachment; filename="export.json"' }, jsonChunks(user, pages));
-    // Not the document's value: the REST door writes it (src/http/rest.ts), and the output
-    // check lets it through (src/core/output-checks.ts).
+    // Not the document's value: the door writes it (src/http/rest.ts, src/http/trpc-streamed.ts),
+    // and the output check lets it through (src/core/output-checks.ts).
     return streamed as unknown as AccountExport;
   }
   const document: AccountExport = { user, projects: [], tasks: [], webhooks: [] };

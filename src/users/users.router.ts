@@ -88,7 +88,7 @@ export const usersRouter = (sections: AccountSections) => router({
       'The user, every project, every task (also abandoned ones and ones finished long ago, which the task list leaves out) and every webhook (without its secrets), each as its own GET shows it under `data`, in one snapshot of the account, in order of id.',
       `Sent as an attachment (\`Content-Disposition: attachment; filename="export.json"\`) and streamed (read ${EXPORT_PAGE_SIZE} records at a time), whatever the size of the account.`,
       `With \`Accept: ${NDJSON}\`: the same items as NDJSON (\`filename="export.ndjson"\`), one JSON object a line: the user first, then each project, task and webhook, each with its \`type\`.`,
-      'On /trpc (`users.export`) the same document comes whole.',
+      'On /trpc (`users.export`, called alone) the same JSON document, streamed too, inside tRPC\'s envelope.',
     ].join('\n\n'),
   })
     .input(z.void())
