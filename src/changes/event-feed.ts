@@ -53,10 +53,18 @@ export interface FeedOptions {
   stillAuthorized: () => Promise<boolean>;
 }
 
+/**
+ * How often, at most, a stream that keeps delivering checks that its token is still valid: a
+ * token that expires (or is revoked where no notice reaches this process) stops receiving
+ * events within this bound, as a revoked one's streams end within 5 s (API-CONTRACT.md §16).
+ */
+export const AUTHORIZATION_RECHECK_MS = 5_000;
+
 /** Yields events in order, and `null` on each idle tick (a stream's heartbeat). */
 export async function* followEvents(options: FeedOptions): AsyncGenerator<StoredEvent | null> {
   const { subscription } = options;
   const idleMs = options.live.idleMs;
+  const recheckMs = Math.min(idleMs, AUTHORIZATION_RECHECK_MS);
   let checkedAt = Date.now();
   try {
     let cursor = options.after;
@@ -75,7 +83,7 @@ export async function* followEvents(options: FeedOptions): AsyncGenerator<Stored
       const woken = more ? 'wake' : await subscription.wait(idleMs, options.signal);
       if (subscription.reason) throw subscription.reason;
       if (woken === 'closed' || subscription.closed || options.signal.aborted) return;
-      if (woken === 'idle' || Date.now() - checkedAt >= idleMs) {
+      if (woken === 'idle' || Date.now() - checkedAt >= recheckMs) {
         if (!(await options.stillAuthorized())) throw DomainError.unauthorized('The access token was revoked or has expired.');
         // The client may have gone while the token was checked: nothing more is written then.
         if (subscription.closed || options.signal.aborted) return;

@@ -13,7 +13,9 @@
  *   with Retry-After, never a 500 or a wait.
  * - Resumption: `Last-Event-ID` (what EventSource sends when it reconnects), else `?after=`.
  * - `: heartbeat` comments every idle tick keep proxies from closing the stream; the same
- *   tick re-checks the token, so a revoked or expired one ends the stream within one tick.
+ *   tick re-checks the token, and a stream that keeps delivering checks it at least every 5 s
+ *   before its next event (src/changes/event-feed.ts), so a revoked or expired one ends the
+ *   stream within one tick, and no event reaches it 5 s after it ended.
  * - A client too slow to read: the server writes one page at a time and waits for the
  *   socket to drain; one that does not drain within 30 s (`slowClientMs`) is told why and
  *   disconnected (it resumes from its last id). Nothing is buffered for it beyond that. A

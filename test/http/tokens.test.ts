@@ -7,6 +7,9 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SCOPES } from '../../src/core/scopes.js';
+import { AUTHORIZATION_RECHECK_MS } from '../../src/changes/event-feed.js';
+import { withinDeadline } from '../helpers/eventually.js';
+import { openStream } from '../helpers/sse.js';
 import { expectError } from '../helpers/envelope.js';
 import { trpcError } from '../helpers/hostile.js';
 import { seconds, useTestAppWithSql } from '../helpers/test-app.js';
@@ -243,6 +246,41 @@ describe('the tokens of a user', () => {
     app.clock.advance(1);
     expectError(await app.request('GET', '/api/users/me/tasks', { token: t.secret }), 401, 'unauthorized');
     await expect(app.trpc(t.secret).tasks.list.query()).rejects.toMatchObject({ data: { httpStatus: 401 } });
+  });
+
+  it('a busy event stream of a personal token ends with an error within 5 s of its expiry, events flowing all along', async () => {
+    const u = await app.register();
+    const t = await makeToken(u.token, ['events:read'], { expires_at: now() + 120 });
+    const stream = await openStream(`${app.baseUrl}/api/users/me/events`, { Authorization: t.secret });
+    expect(stream.status).toBe(200);
+    let writing = true;
+    // The user keeps writing with the session (paced as a person typing; nothing waits on it).
+    const writer = (async () => {
+      while (writing) {
+        await app.request('POST', '/api/users/me/tasks', { token: u.token, body: { task: { label: 'busy' } } });
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    try {
+      expect((await stream.nextEvent()).event).toBe('task.created');
+      app.clock.advance(120);
+      // Events of writes before the next check may still come; the stream must end with the error.
+      const last = await withinDeadline(
+        AUTHORIZATION_RECHECK_MS + 2_000,
+        'the stream of an expired token kept delivering',
+        (async () => {
+          for (;;) {
+            const message = await stream.nextEvent();
+            if (message.event === 'error') return message;
+          }
+        })(),
+      );
+      expect(JSON.parse(last.data).errors[0].code).toBe('unauthorized');
+      await stream.ended;
+    } finally {
+      writing = false;
+      await writer;
+    }
   });
 
   it('lastUsedAt: 0 until used, then the time of a use, written at most once a minute', async () => {
