@@ -5,7 +5,10 @@
  * a path per member: on a page of 50 tasks that walk is most of the door's cost. `plainJson`
  * tells those values apart in one cheaper pass, and everything else still goes through
  * superjson, so clients see the same bytes (test/rules/transformer.test.ts compares them).
- * Inputs are superjson's as they were: they are small, and its copy drops `__proto__` members.
+ * Inputs: a plain JSON input (no `meta`) is the value as JSON.parse made it; one with `meta`
+ * goes through superjson, whose copy turns an own `__proto__` member into the copy's
+ * prototype: such members are put back as own members. Either way an input holds every member
+ * it was sent with, as on REST (the state endpoints refuse `__proto__` as `cannot_be_set`).
  */
 import type { TRPCDataTransformer } from '@trpc/server';
 import superjson, { type SuperJSONResult } from 'superjson';
@@ -46,7 +49,25 @@ export function plainJson(value: unknown, seen: Set<object> = new Set()): boolea
   }
 }
 
+/** Puts back, in `copy`, the own `__proto__` members of `sent` that superjson's copy dropped (along the same paths). */
+function keepProtoMembers(sent: unknown, copy: unknown): void {
+  if (typeof sent !== 'object' || sent === null || typeof copy !== 'object' || copy === null) return;
+  for (const key of Object.keys(sent)) {
+    const value = (sent as Record<string, unknown>)[key];
+    if (key === '__proto__' && !Object.hasOwn(copy, key)) {
+      Object.defineProperty(copy, key, { value, enumerable: true, writable: true, configurable: true });
+    } else {
+      keepProtoMembers(value, (copy as Record<string, unknown>)[key]);
+    }
+  }
+}
+
 export const transformer: TRPCDataTransformer = {
   serialize: (value: unknown): SuperJSONResult => (plainJson(value) ? { json: value as SuperJSONResult['json'] } : superjson.serialize(value)),
-  deserialize: (payload: SuperJSONResult) => superjson.deserialize(payload),
+  deserialize: (payload: SuperJSONResult) => {
+    if (typeof payload === 'object' && payload !== null && payload.meta === undefined) return payload.json;
+    const value = superjson.deserialize(payload);
+    keepProtoMembers((payload as Partial<SuperJSONResult> | null)?.json, value);
+    return value;
+  },
 };

@@ -49,6 +49,14 @@ describe('PUT /api/projects/:id/state over HTTP', () => {
     });
     expectError(res, 422, 'cannot_be_set', { pointer });
     expect((await getProject(user.token, p.id)).data.attributes.state).toBe('started');
+    // The same on /trpc: the members as sent, `__proto__` included.
+    const trpc = await fetch(`${app.baseUrl}/trpc/projects.changeState`, {
+      method: 'POST', headers: { Authorization: user.token, 'Content-Type': 'application/json' },
+      body: `{"json":${rawBody.replace('{"project":', `{"id":${p.id},"project":`)}}`,
+    });
+    expect(trpc.status).toBe(422);
+    expect(((await trpc.json()) as any).error.json.data).toMatchObject({ code: 'cannot_be_set', errors: [{ source: { pointer } }] });
+    expect((await getProject(user.token, p.id)).data.attributes.state).toBe('started');
   });
 
   it.each([

@@ -47,5 +47,15 @@ describe('PUT /api/tasks/:id/state over HTTP', () => {
     });
     expectError(res, 422, 'cannot_be_set', { pointer: '/task/__proto__' });
     expect((await getTask(user.token, task.id)).data.attributes.state).toBe('started');
+    // The same on /trpc, as plain JSON and with superjson's meta (whose copy drops the member).
+    for (const body of [
+      `{"json":{"id":${task.id},"task":{"state":"planned","__proto__":{"x":1}}}}`,
+      `{"json":{"id":${task.id},"sent":"2026-06-15T12:00:00.000Z","task":{"state":"planned","__proto__":{"x":1}}},"meta":{"values":{"sent":["Date"]},"v":1}}`,
+    ]) {
+      const trpc = await fetch(`${app.baseUrl}/trpc/tasks.changeState`, { method: 'POST', headers: { Authorization: user.token, 'Content-Type': 'application/json' }, body });
+      expect(trpc.status, body).toBe(422);
+      expect(((await trpc.json()) as any).error.json.data.errors.map((e: any) => e.source.pointer)).toContain('/task/__proto__');
+    }
+    expect((await getTask(user.token, task.id)).data.attributes.state).toBe('started');
   });
 });
