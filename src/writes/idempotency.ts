@@ -58,7 +58,9 @@ function canonical(value: unknown, depth = 0, met = new Map<object, number>()): 
   }
   if (value instanceof Set) return `{"$set":[${[...value.values()].map(inner).join(',')}]}`;
   if (Array.isArray(value)) return `[${value.map(inner).join(',')}]`;
-  const keys = Object.keys(value).sort();
+  // A member that is undefined is no member, as in JSON: superjson's `undefined` sends the
+  // same input as leaving the member out (API-CONTRACT.md §11: the same input, either door).
+  const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined).sort();
   return `{${keys.map((k) => `${JSON.stringify(k)}:${inner((value as Record<string, unknown>)[k])}`).join(',')}}`;
 }
 

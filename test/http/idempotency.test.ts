@@ -188,6 +188,17 @@ describe('tRPC: the same keys', () => {
     });
   });
 
+  it('a member sent as undefined (superjson) is the same input as one left out, on either door', async () => {
+    const { id, token } = await app.register();
+    const k = key();
+    const rest = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'x' } }, headers: { 'Idempotency-Key': k } });
+    expect(rest.status).toBe(201);
+    const api = app.trpc(token);
+    const again = await api.tasks.create.mutate({ task: { label: 'x', planned_at: undefined } }, { context: { headers: { 'Idempotency-Key': k } } });
+    expect(again).toEqual(rest.body);
+    expect(await tasksOf(id)).toBe(1);
+  });
+
   it('a replay over /trpc carries Idempotent-Replayed and the ETag', async () => {
     const { token } = await app.register();
     const k = key();
