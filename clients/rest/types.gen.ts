@@ -653,7 +653,7 @@ export type UsersAuthorizeErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`
      */
     422: ErrorEnvelope;
     /**
@@ -770,7 +770,7 @@ export type UsersUpdateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -850,7 +850,7 @@ export type UsersChangePasswordErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -918,7 +918,7 @@ export type UsersDeleteErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -930,7 +930,7 @@ export type UsersDeleteErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`
      */
     422: ErrorEnvelope;
     /**
@@ -1030,7 +1030,7 @@ export type UsersExportErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1093,7 +1093,7 @@ export type TokensListErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1164,7 +1164,7 @@ export type TokensCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1291,7 +1291,7 @@ export type TokensRevokeErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1361,7 +1361,7 @@ export type TokensGetErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1455,7 +1455,7 @@ export type ProjectsListErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1525,7 +1525,7 @@ export type ProjectsCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1608,7 +1608,7 @@ export type ProjectsDeleteErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1688,7 +1688,7 @@ export type ProjectsGetErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1782,7 +1782,7 @@ export type ProjectsUpdateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -1885,7 +1885,7 @@ export type ProjectsChangeStateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2000,7 +2000,7 @@ export type TasksListErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2075,7 +2075,7 @@ export type TasksCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2150,7 +2150,7 @@ export type TasksGetErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2240,7 +2240,7 @@ export type TasksUpdateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2335,7 +2335,7 @@ export type TasksChangeStateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2433,7 +2433,7 @@ export type TasksReorderErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2513,7 +2513,7 @@ export type BatchApplyErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2621,7 +2621,7 @@ export type EventsListErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2689,7 +2689,7 @@ export type EventsTicketErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2753,7 +2753,7 @@ export type WebhooksListErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2829,7 +2829,7 @@ export type WebhooksCreateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2909,7 +2909,7 @@ export type WebhooksDeleteErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -2979,7 +2979,7 @@ export type WebhooksGetErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -3065,7 +3065,7 @@ export type WebhooksUpdateErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -3146,7 +3146,7 @@ export type WebhooksDeliveriesErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -3224,7 +3224,7 @@ export type WebhooksReplayErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -3306,7 +3306,7 @@ export type WebhooksTestErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**
@@ -3384,7 +3384,7 @@ export type WebhooksRotateSecretErrors = {
      */
     401: ErrorEnvelope;
     /**
-     * undefined: `insufficient_scope`
+     * Forbidden: `insufficient_scope`
      */
     403: InsufficientScope;
     /**

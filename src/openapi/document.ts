@@ -144,7 +144,7 @@ const SUCCESS_TEXT: Record<number, string> = {
 
 const STATUS_TEXT: Record<number, string> = {
   409: 'Conflict', 412: 'Precondition failed',
-  400: 'Bad request', 401: 'Unauthorized', 404: 'Not found', 413: 'Payload too large',
+  400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 413: 'Payload too large',
   410: 'Gone', 415: 'Unsupported media type', 422: 'Validation failed', 429: 'Too many requests',
   500: 'Internal server error', 503: 'Service unavailable',
 };
@@ -261,6 +261,7 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
     unprocessable: [
       ['parameter_missing', '/password', 'This attribute is required.'],
       ['invalid', '/username', 'Expected a string.'],
+      ['too_long', '/password', 'Password is too long (at most 1000 characters).'],
     ],
   },
   'users-me': {
@@ -289,6 +290,7 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
     unprocessable: [
       ['parameter_missing', '/user/password', 'This attribute is required.'],
       ['invalid', '/user/password', 'The password is wrong.'],
+      ['too_long', '/user/password', 'Password is too long (at most 1000 characters).'],
     ],
   },
   'users-revoke': {},
@@ -687,7 +689,7 @@ function responseHeaders(status: number, conditional?: Conditional): Json {
   if (status === 403) headers['WWW-Authenticate'] = headerRef('WWW-Authenticate');
   if (conditional?.etag && (status < 300 || status === 304)) headers.ETag = headerRef('ETag');
   // Outcomes a retry with the same key can replay: successes and errors of the work that ran.
-  if (conditional?.keyed && (status < 300 || status === 404 || status === 422)) headers['Idempotent-Replayed'] = headerRef('Idempotent-Replayed');
+  if (conditional?.keyed && (status < 300 || status === 404 || status === 410 || status === 412 || status === 422)) headers['Idempotent-Replayed'] = headerRef('Idempotent-Replayed');
   return headers;
 }
 
@@ -762,7 +764,7 @@ const DESCRIPTION = [
   `- Arrays and objects may nest at most ${MAX_JSON_DEPTH} levels deep (\`{"task":{"order":1}}\` is 2): a deeper body is 400 \`invalid_json\`, on /trpc too.`,
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
   '- Every project and task response carries `meta` with a notice that the output may change soon.',
-  '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes it can carry (also in `x-error-codes`).',
+  '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes the operation can answer with (also in `x-error-codes`); the refusals of the HTTP layer below (`malformed_request`, 417, 431, 501), which come before any operation is chosen, are listed here only.',
   '- A path or method that no operation answers is 404 `missing_endpoint` (the path is read with its dot segments resolved and `\\` as `/`); a request that is not valid HTTP, or an HTTP/1.1 request without one valid `Host`, is 400 `malformed_request`; oversized headers 431 `headers_too_large`; an `Expect` other than `100-continue` 417 `expectation_failed`; a `Transfer-Encoding` other than `chunked` 501 `not_implemented`.',
   '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
   '- Retries: every write of projects, tasks and webhooks takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours. A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',

@@ -25,6 +25,7 @@ const scopes = z
   .meta({
     description: `What the token may do: a non-empty list of ${SCOPES.map((s) => `\`${s}\``).join(', ')}, each at most once (\`:write\` includes \`:read\` of the same resource). \`tokens:manage\` and \`account\` only from a session token; a personal token gives no scope it does not have (403 \`insufficient_scope\`).`,
     example: ['tasks:read'],
+    uniqueItems: true,
   });
 
 export const CreateTokenInput = inputObject({

@@ -35,7 +35,7 @@ export const usersRouter = (sections: AccountSections) => router({
     method: 'POST', path: '/api/users/authorizations', protect: false,
     summary: 'Log in',
     description: 'Exchanges a username and password for a new access token (valid 30 days). Wrong credentials are 401 `login_failed`.',
-  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'login_failed'] })
+  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'too_long', 'login_failed'] })
     .input(AuthorizeInput)
     .output(UserWithTokenDocument)
     .mutation(({ ctx, input }) => logIn(ctx, input)),
@@ -67,7 +67,7 @@ export const usersRouter = (sections: AccountSections) => router({
     method: 'POST', path: '/api/users/me/deletion',
     summary: 'Delete the account',
     description: 'Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user\'s event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address.',
-  }, { successStatus: 204, errorCodes: ['parameter_missing', 'invalid'] })
+  }, { successStatus: 204, errorCodes: ['parameter_missing', 'invalid', 'too_long'] })
     .input(DeleteUserInput)
     .output(z.void())
     .mutation(({ ctx, input }) => deleteUser(ctx, input)),
