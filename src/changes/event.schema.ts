@@ -25,9 +25,12 @@ export const ChangeEvent = z
   });
 export type ChangeEvent = z.infer<typeof ChangeEvent>;
 
-export const EventsInput = z.object({
-  after: EventId.optional().meta({ description: 'The last event id you have; without it, the answer is empty and gives the newest id.' }),
-});
+/** No input at all (a tRPC call without one) is no `after`, as a GET without a query is on REST. */
+export const EventsInput = z
+  .object({
+    after: EventId.optional().meta({ description: 'The last event id you have; without it, the answer is empty and gives the newest id.' }),
+  })
+  .prefault({});
 
 export const EventsPage = z.object({
   data: z.array(ChangeEvent),

@@ -258,6 +258,16 @@ describe('delta sync', () => {
     expect(trpc.data.meta).toEqual({ last_event_id: '3' });
   });
 
+  it('events.list called with no input is the list without after, as GET without a query (§8)', async () => {
+    const u = await app.register();
+    await app.request('POST', '/api/users/me/tasks', { token: u.token, body: { task: { label: 'one' } } });
+    const rest = await app.request('GET', EVENTS, { token: u.token });
+    expect(await app.trpc(u.token).events.list.query()).toEqual(rest.body);
+    const raw = await fetch(`${app.baseUrl}/trpc/events.list`, { headers: { Authorization: u.token } });
+    expect(raw.status).toBe(200);
+    expect(((await raw.json()) as any).result.data.json).toEqual(rest.body);
+  });
+
   it('answers 401 without a valid token', async () => {
     const res = await app.request('GET', `${EVENTS}?after=0`);
     expect(res.status).toBe(401);
