@@ -266,6 +266,19 @@ describe('a batch that fails', () => {
       { op: 'projects.create', input: { project: { name: 'twice' } } },
     ]);
     expect(onlyError(taken.body)).toMatchObject({ code: 'taken', source: { pointer: '/operations/1/project/name' } });
+    // A refused input whose project_id is a ref to an earlier operation's project (a property's
+    // counterexample): the ref names no project yet and is no error; an unknown id is.
+    const byRef = await batch(token, [
+      { op: 'tasks.create', ref: 't', input: { task: { label: 'one' } } },
+      { op: 'projects.create', ref: 'p', input: { project: { name: 'Alpha' } } },
+      { op: 'tasks.update', input: { id: { ref: 't' }, task: { label: '', project_id: { ref: 'p' } } } },
+    ]);
+    expect(byRef.body.errors.map((e: any) => [e.code, e.source.pointer])).toEqual([['invalid', '/operations/2/task/label']]);
+    const unknown = await batch(token, [{ op: 'tasks.create', input: { task: { label: '', project_id: 999_999 } } }]);
+    expect(unknown.body.errors.map((e: any) => [e.code, e.source.pointer])).toEqual([
+      ['invalid', '/operations/0/task/label'],
+      ['record_not_found', '/operations/0/task/project_id'],
+    ]);
   });
 
   it('answers the first failure in order: an operation refused by a rule before one whose input is refused, and the other way round', async () => {
