@@ -43,6 +43,8 @@ describe('openapi.json', () => {
         expect(success, `${method} ${path}`).toEqual([expected]);
       }
       for (const status of statuses.filter((s) => !s.startsWith('2') && s !== '304')) {
+        // Each error response is described by its status's name and its codes (every 403 once read "undefined: …").
+        expect(op.responses[status].description, `${method} ${path} ${status}`).toMatch(/^[A-Z][a-z]+( [a-z]+)*: `[a-z_]+`/);
         // A 410 cursor_expired also gives the id to restart from (API-CONTRACT.md §10), a 403 the scope it needs (§16).
         const envelope = status === '410' ? 'CursorExpired' : status === '403' ? 'InsufficientScope' : 'ErrorEnvelope';
         expect(op.responses[status].content['application/json'].schema).toEqual({ $ref: `#/components/schemas/${envelope}` });
