@@ -47,7 +47,7 @@ export const POOLED_TIER = [
   'test/http/change-log-delivery.test.ts',
   'test/http/http-errors.test.ts',
   'test/http/trpc-door.test.ts',
-  'test/system/batching.test.ts',
+  'test/system/transaction-timeout.test.ts',
   'test/http/database-tier.test.ts',
 ];
 

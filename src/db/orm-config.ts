@@ -7,9 +7,9 @@ import { DefaultLogger, defineConfig, type LogContext, type Options } from '@mik
 import { Migrator } from '@mikro-orm/migrations';
 import { migrationsList } from './migrations/index.js';
 import pg from 'pg';
-import { batchPool } from './batching.js';
 import { usePreparedStatements } from './prepared.js';
 import { releaseConnectionsOpenedWhileEnding } from './pool-ending.js';
+import { timeoutEachTransaction } from './transaction-timeout.js';
 import { discardUnfitConnections } from './unfit-connections.js';
 
 export interface OrmSettings {
@@ -100,9 +100,9 @@ function readInt8AsNumbers(pool: pg.Pool): void {
  *   parameter was, and not counted among the requests' round trips);
  * - behind a pooler, where a session setting would stay on a server connection that other
  *   clients borrow and be missing from the next one this service gets, a setting of each
- *   transaction, explicit or implicit, that travels in the message that opens it
- *   (batching.ts `transactionPrelude`): so also a statement sent on its own as text gets it,
- *   at no round trip. (`set_config` inside the statement itself would come too late for it:
+ *   transaction, explicit or implicit, that travels in the message of its statements
+ *   (transaction-timeout.ts): so also a statement sent on its own as text gets it, at no
+ *   round trip. (`set_config` inside the statement itself would come too late for it:
  *   the timeout of a statement is armed when it starts.) A statement sent with parameters is
  *   a message of its own that no prelude can head, and runs under the server's setting: a
  *   write's (the one call of `apply`) bounds its wait for its user's lock itself
@@ -115,18 +115,10 @@ function onPoolCreated(settings: OrmSettings) {
     readInt8AsNumbers(pool);
     // Else a connection opened while the ORM closes is lost, and the close waits for it forever.
     releaseConnectionsOpenedWhileEnding(pool);
-    if (!behindPooler) {
-      pool.on('connect', (client) => {
-        // Before batching (registered next) wraps `query`: this goes out on its own, first.
-        client.query(`set statement_timeout = ${STATEMENT_TIMEOUT_MS}`).catch(() => undefined);
-      });
-    }
-    // Every pooled connection sends a transaction's `begin` with its first statement (batching.ts).
-    batchPool(
-      pool,
-      (n) => process.emitWarning(`${n} unsent statement(s) left on a released connection were dropped`, 'BatchingWarning'),
-      behindPooler ? { transactionPrelude: `select set_config('statement_timeout', '${STATEMENT_TIMEOUT_MS}', true)` } : {},
-    );
+    pool.on('connect', (client) => {
+      if (behindPooler) timeoutEachTransaction(client, `select set_config('statement_timeout', '${STATEMENT_TIMEOUT_MS}', true)`);
+      else client.query(`set statement_timeout = ${STATEMENT_TIMEOUT_MS}`).catch(() => undefined);
+    });
     usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler);
     // Last, so that it sees every failure as the ORM does: a connection to a server gone or
     // read-only (a failover) is closed on release, never handed out again.

@@ -8,8 +8,8 @@
  * a reset) is already unusable, and `pg` drops it itself; this covers the ones that still
  * answer.
  *
- * Each connection's `query` is watched (outermost, after batching and prepared statements
- * wrapped it): a failure that `isConnectionUnfit` names marks it, and on its release
+ * Each connection's `query` is watched (outermost, after the pooler's statement timeout and
+ * prepared statements wrapped it): a failure that `isConnectionUnfit` names marks it, and on its release
  * (`pg-pool` emits `release` before it decides where the connection goes) a marked connection
  * is ended, which `pg-pool` sees (`client._ending`) and so removes it rather than keep it idle.
  */

@@ -13,7 +13,6 @@ import { refusalSql, text } from '../writes/write-functions.js';
 import type { TaskSchema } from './task.entity.js';
 import { openSql } from './task.lifecycle.js';
 
-/** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
 /**
  * The counters on the user's row that follow their tasks (the order of the next task, the open
  * tasks), counted again from the rows, for the user `user` names (a SQL parameter): for tasks
@@ -25,6 +24,7 @@ export function recountUserCountersSql(user: string): string {
      where u.id = ${user}`;
 }
 
+/** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
 export const LISTED = (t: string) => `${t}.state <> 'abandoned'`;
 
 /** The user's order of tasks (SPEC.md 4.6), ties by id. */

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
 import { loadConfig } from '../../src/config.js';
-import { batchStatements } from '../../src/db/batching.js';
+import { timeoutEachTransaction } from '../../src/db/transaction-timeout.js';
 import { execute } from '../../src/db/prepared.js';
 import { registerUser, request } from '../helpers/http.js';
 import { pooledTierSkip, startPooledDatabase, type PooledDatabase } from '../helpers/pooled-database.js';
@@ -136,7 +136,7 @@ describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mod
     const failed = [...statuses].filter(([key]) => !/ 2\d\d$/.test(key));
     console.log('through PgBouncer (transaction mode):', JSON.stringify(Object.fromEntries(statuses)));
     expect(failed).toEqual([]);
-    // Nothing went wrong quietly either: no dropped batch, no prepared statement on the wrong connection.
+    // Nothing went wrong quietly either: no prepared statement on the wrong connection.
     expect(service.output()).not.toMatch(/Warning|"level":50/);
   }, 90_000);
 
@@ -186,7 +186,7 @@ describe.skipIf(pooledTierSkip)('the service behind PgBouncer in transaction mod
     const client = new pg.Client({ connectionString: pooledUrl });
     await client.connect();
     try {
-      batchStatements(client, { transactionPrelude: "select set_config('statement_timeout', '100', true)" });
+      timeoutEachTransaction(client, "select set_config('statement_timeout', '100', true)");
       const started = Date.now();
       await expect(client.query('select pg_sleep(2)')).rejects.toMatchObject({ code: '57014' });
       expect(Date.now() - started).toBeLessThan(1_500);
