@@ -6,16 +6,15 @@
  *   the state it reaches and its effects on the task's dates and plannedCount, as data.
  * - The five ways a task changes state all apply an action of that table:
  *   1. a requested change (PUT /tasks/:id/state): `findTaskAction`, or in SQL
- *      `taskTransitionSql`;
+ *      `requestedActionSql`;
  *   2. creation (SPEC.md 4.5): `newTaskFields` applies start or plan to a blank newed task;
  *   3. joining or leaving a project (PATCH /tasks/:id): `projectSyncAction`;
  *   4. the project starting, restarting or pausing: its transition names a task action
  *      (project.lifecycle.ts), applied in SQL to all its tasks at once;
- *   5. the project being deleted: `PROJECT_DELETED_ACTION`, also in SQL.
- * - `applyTaskAction` runs an action on an object, `taskActionSql` (one action, many rows) and
- *   `taskTransitionSql` (a requested change, in the one statement that writes it) on rows:
- *   all read the same effects, so they cannot disagree (test/rules/tasks-state-sql.test.ts runs them
- *   and compares).
+ *   5. the project being deleted: `PROJECT_DELETED`, also in SQL.
+ * - `applyTaskAction` runs an action on an object, `taskEffectsSql` on rows (a write
+ *   function's UPDATE): both read the same effects, so they cannot disagree
+ *   (test/rules/tasks-state-sql.test.ts runs them and compares).
  */
 export const TASK_STATES = ['newed', 'started', 'planned', 'finished', 'abandoned'] as const;
 export type TaskState = (typeof TASK_STATES)[number];

@@ -1,0 +1,194 @@
+/**
+ * The project rules of project.lifecycle.ts are applied two ways: by the entity's method
+ * (`Project.changeState`, with `applyProjectTransition` and the task actions it names) and by
+ * the write function made from the same table (src/projects/change-project-state.ts). This
+ * test runs every current state against every requested one, with every kind of date given
+ * (none, before today or before the start, within, after today), a member that cannot be set,
+ * and the started limit reached or not, on the real database, and requires the same answer:
+ * the same project and tasks after the change, or the same refusal (code, pointer, detail)
+ * with nothing changed.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { writeFunctionSet, writeOperations } from '../../src/app/write-functions.js';
+import { endOfDay, userDay } from '../../src/core/user-day.js';
+import type { DomainError } from '../../src/core/errors.js';
+import { PROJECT_STATES, type ProjectState } from '../../src/projects/project.lifecycle.js';
+import { Project, type ProjectStateRequest } from '../../src/projects/project.entity.js';
+import { TASK_STATES, applyTaskAction, taskAction, type TaskState } from '../../src/tasks/task.lifecycle.js';
+import { refusalOf } from '../../src/writes/write.js';
+import { useProcedures } from '../helpers/procedures.js';
+
+// The database only (no HTTP): users to own the rows, and the ORM to send the SQL.
+const app = useProcedures();
+/** A user with no other started project, and one with three. */
+const users = { free: 0, full: 0 };
+
+const DAY = 86_400_000;
+const STARTED = new Date(Date.UTC(2026, 5, 1, 8, 0, 0));
+const NOW = new Date(Date.UTC(2026, 5, 15, 12, 0, 0));
+const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
+
+const DATES = ['startedAt', 'dueAt', 'pausedAt', 'finishedAt'] as const;
+const COLUMNS = { startedAt: 'started_at', dueAt: 'due_at', pausedAt: 'paused_at', finishedAt: 'finished_at' } as const;
+type Dates = Record<(typeof DATES)[number], Date | null>;
+
+/** A project in `state` with the dates that state has. */
+function datesIn(state: ProjectState): Dates {
+  const started = state !== 'newed';
+  return {
+    startedAt: started ? STARTED : null,
+    dueAt: started ? new Date(NOW.getTime() + 30 * DAY) : null,
+    pausedAt: state === 'paused' ? new Date(NOW.getTime() - 2 * DAY) : null,
+    finishedAt: state === 'finished' ? new Date(NOW.getTime() - DAY) : null,
+  };
+}
+
+/** Each task state but abandoned and finished: those a project's move may touch, and one it never does. */
+const TASKS_IN_PROJECT: readonly TaskState[] = TASK_STATES.filter((s) => s !== 'abandoned');
+
+let named = 0;
+
+async function insert(userId: number, state: ProjectState): Promise<number> {
+  const em = app.orm.em.fork();
+  const dates = datesIn(state);
+  const name = `p${++named}`;
+  const [row] = await em.execute<Array<{ id: number }>>(
+    `insert into projects (user_id, name, slug, state, started_at, due_at, paused_at, finished_at, created_at)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
+    [userId, name, name, state, dates.startedAt, dates.dueAt, dates.pausedAt, dates.finishedAt, STARTED],
+  );
+  for (const taskState of TASKS_IN_PROJECT) {
+    await em.execute(
+      `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, created_at)
+       values (?, ?, 'rule', (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), 0, ?, ?, ?, ?, ?)`,
+      [userId, row!.id, userId, taskState, taskState === 'newed' ? null : STARTED, ['planned', 'finished'].includes(taskState) ? STARTED : null, taskState === 'finished' ? STARTED : null, STARTED],
+    );
+  }
+  return row!.id;
+}
+
+interface Outcome {
+  state: string;
+  dates: Dates;
+  tasks: string[];
+}
+
+async function read(id: number): Promise<Outcome> {
+  const em = app.orm.em.fork();
+  const [row] = await em.execute<Array<Record<string, unknown>>>('select * from projects where id = ?', [id]);
+  const tasks = await em.execute<Array<{ state: string }>>('select state from tasks where project_id = ? order by "order"', [id]);
+  const dates = Object.fromEntries(DATES.map((d) => [d, row![COLUMNS[d]] ? new Date(row![COLUMNS[d]] as string) : null])) as Dates;
+  return { state: row!.state as string, dates, tasks: tasks.map((t) => t.state) };
+}
+
+const startedCount = async (userId: number) =>
+  Number((await app.orm.em.fork().execute<Array<{ n: string }>>(`select count(*) as n from projects where user_id = ? and state = 'started'`, [userId]))[0]!.n);
+
+type Answer = Outcome | { code: string; pointer?: string; detail?: string };
+
+/** The entity's answer: the project and its tasks after the change, or the refusal. */
+async function entityAnswer(from: ProjectState, request: ProjectStateRequest, started: number): Promise<Answer> {
+  const project = Object.assign(new Project(), { state: from, ...datesIn(from) });
+  try {
+    const transition = await project.changeState(request, { now: NOW, timeZone: 'UTC', startedProjects: async () => started });
+    const tasks = TASKS_IN_PROJECT.map((state) => {
+      const task = { state, plannedCount: 0 };
+      if (transition.tasks?.states.includes(state)) applyTaskAction(task, taskAction(transition.tasks.action), NOW);
+      return task.state;
+    });
+    return { state: project.state, dates: Object.fromEntries(DATES.map((d) => [d, project[d] ?? null])) as Dates, tasks };
+  } catch (error) {
+    const [first] = (error as DomainError).errors;
+    return { code: first!.code, pointer: first!.source?.pointer, detail: first!.detail };
+  }
+}
+
+const today = userDay(NOW, 'UTC');
+const DAY_JSON = JSON.stringify({ next: today.next.toISOString(), end: endOfDay(today).toISOString() });
+
+/** The state change's own function, as installed. */
+const CHANGE_STATE = `${writeFunctionSet.schema}.${writeOperations.find((o) => o.op === 'projects.changeState')!.fn}`;
+
+async function functionAnswer(userId: number, id: number, request: ProjectStateRequest): Promise<Answer> {
+  const input = JSON.stringify({ id, project: request });
+  const refusal = await app.orm.em
+    .fork()
+    .execute(`select ${CHANGE_STATE}(?, ?, ?::json, ?::json, null, null)`, [userId, NOW, DAY_JSON, input])
+    .then(() => undefined, (error: unknown) => refusalOf(error) ?? Promise.reject(error));
+  return refusal ? { code: refusal.code!, pointer: refusal.pointer, detail: refusal.detail } : read(id);
+}
+
+const DUE_AT = { none: undefined, yesterday: seconds(NOW) - DAY / 1000, 'after today': seconds(today.next) + 3_600 };
+const FINISHED_AT = {
+  none: undefined,
+  'before the start': seconds(STARTED) - 3_600,
+  within: seconds(NOW) - 3_600,
+  'after today': seconds(endOfDay(today)) + 1,
+};
+
+/** Every combination of dates given, a member that cannot be set, and the limit. */
+const variants = Object.entries(DUE_AT).flatMap(([due, dueAt]) =>
+  Object.entries(FINISHED_AT).flatMap(([finished, finishedAt]) =>
+    [false, true].flatMap((extra) => (['free', 'full'] as const).map((user) => ({ due, dueAt, finished, finishedAt, extra, user }))),
+  ),
+);
+
+beforeAll(async () => {
+  users.free = (await app.register()).id;
+  users.full = (await app.register()).id;
+  for (let i = 0; i < 3; i++) await insert(users.full, 'started');
+});
+
+describe('a requested project state change gives the same answer from the entity and from its write function', () => {
+  const pairs = PROJECT_STATES.flatMap((from) => [...PROJECT_STATES, 'unknown'].map((to) => [from, to] as const));
+
+  it.each(pairs)('%s → %s, every date given or not, a member that cannot be set, the limit reached or not', async (from, to) => {
+    for (const variant of variants) {
+      const request: ProjectStateRequest = { state: to };
+      if (variant.dueAt !== undefined) request.due_at = variant.dueAt;
+      if (variant.finishedAt !== undefined) request.finished_at = variant.finishedAt;
+      if (variant.extra) request.name = 'renamed';
+      const userId = users[variant.user];
+      const id = await insert(userId, from);
+      const before = await read(id);
+      const expected = await entityAnswer(from, request, await startedCount(userId));
+      const answered = await functionAnswer(userId, id, request);
+      const what = `${from} → ${to}, due_at ${variant.due}, finished_at ${variant.finished}, extra member ${variant.extra}, ${variant.user}`;
+      expect(answered, what).toEqual(expected);
+      if ('code' in expected) expect(await read(id), `${what}: unchanged`).toEqual(before);
+      // Each case leaves no started project behind: the limit stays what the user's name says.
+      await app.orm.em.fork().execute('delete from tasks where project_id = ?', [id]);
+      await app.orm.em.fork().execute('delete from projects where id = ?', [id]);
+    }
+  });
+
+  it('reaches every refusal of the state change and every transition', async () => {
+    // The cases above, counted by answer, so that a table or an input that stopped reaching a
+    // rule would show here rather than pass quietly.
+    const codes = new Set<string>();
+    for (const from of PROJECT_STATES) {
+      for (const to of PROJECT_STATES) {
+        for (const variant of variants) {
+          const request: ProjectStateRequest = { state: to };
+          if (variant.dueAt !== undefined) request.due_at = variant.dueAt;
+          if (variant.finishedAt !== undefined) request.finished_at = variant.finishedAt;
+          if (variant.extra) request.name = 'renamed';
+          const answer = await entityAnswer(from, request, variant.user === 'full' ? 3 : 0);
+          codes.add('code' in answer ? answer.code : `${from} → ${answer.state}`);
+        }
+      }
+    }
+    expect([...codes].sort()).toEqual([
+      'cannot_be_after_today',
+      'cannot_be_before_started_at',
+      'cannot_be_set',
+      'invalid_transition',
+      'must_be_set',
+      'newed → started',
+      'paused → started',
+      'reached_max_started',
+      'started → finished',
+      'started → paused',
+    ]);
+  });
+});
