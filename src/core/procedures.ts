@@ -42,7 +42,7 @@ const door = t.middleware(async ({ ctx, meta, getRawInput, next }) => {
     if (result.ok) return result;
     let failure: unknown = result.error;
     try {
-      return await convertError(result, meta, getRawInput);
+      return await convertError(ctx, result, meta, getRawInput);
     } catch (converted) {
       failure = converted;
       throw converted;
@@ -73,7 +73,7 @@ function zodRefusal(error: Parameters<typeof fromZodError>[0], meta: AppMeta | u
   return (more.length > 0 ? new DomainError([...refused.errors, ...more]) : refused).refusedBeforeRun();
 }
 
-async function convertError(result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
+async function convertError(ctx: Context, result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
   const { error } = result;
   if (error.cause instanceof DomainError) {
     if (error.code === 'INTERNAL_SERVER_ERROR') throw toTRPCError(error.cause);
@@ -81,7 +81,9 @@ async function convertError(result: Extract<MiddlewareResult, { ok: false }>, me
   }
   if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
-    throw toTRPCError(zodRefusal(error.cause, meta, rawInput));
+    // A public procedure's rules (an authenticated one's ran after its token: authedProcedure) read no user.
+    const more = meta?.inputRules ? await meta.inputRules(ctx as AuthedContext, rawInput) : [];
+    throw toTRPCError(zodRefusal(error.cause, meta, rawInput, more));
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
   return result;

@@ -8,8 +8,9 @@ import { compileStatement, sql } from '../db/sql-builder.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
 import { PROJECT_VARIABLES, RETURN_PROJECT, projectEventSql, projectSql } from './project.write-sql.js';
 
+export const NAME_TAKEN_DETAIL = 'Project name already exists for this user.';
 /** The name's refusal when another project of the user has it (in any case). */
-export const TAKEN = { code: 'taken', pointer: text('/project/name'), detail: text('Project name already exists for this user.') };
+export const TAKEN = { code: 'taken', pointer: text('/project/name'), detail: text(NAME_TAKEN_DETAIL) };
 
 export function createProjectOperation(): WriteOperation {
   const insert = projectSql

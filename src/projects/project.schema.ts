@@ -15,6 +15,8 @@ export const projectName = text({
   what: 'Project name',
 });
 export const projectDescription = text({ max: 10_000, what: 'Description' });
+/** A project's `due_at` as an edit sends it. */
+export const dueAtField = timestamp();
 
 export const CreateProjectInput = inputObject({
   project: z.object({ name: projectName }),
@@ -47,7 +49,7 @@ export const UpdateProjectInput = inputObject({
   project: z.object({
     name: projectName.optional(),
     description: projectDescription.optional(),
-    due_at: timestamp().optional(),
+    due_at: dueAtField.optional(),
   }),
 });
 

@@ -8,6 +8,7 @@ import { authedProcedure, keepDroppedMembers, routesUnder } from '../core/proced
 import { router } from '../core/trpc.js';
 import { write } from '../writes/write.js';
 import { getProject } from './get-project.js';
+import { updateProjectInputRules } from './project-input-rules.js';
 import { PROJECTS_PATH, listProjects } from './list-projects.js';
 import { describeProjectTransitions } from './project.lifecycle.js';
 import {
@@ -51,6 +52,7 @@ export const projectsRouter = router({
   }, {
     resource: 'project',
     errorCodes: ['parameter_missing', 'invalid', 'too_long', 'taken', 'cannot_be_set', 'cannot_be_before_started_at'],
+    inputRules: updateProjectInputRules,
   })
     .input(UpdateProjectInput)
     .output(ProjectDocument)

@@ -7,15 +7,24 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { z } from 'zod';
 import type { Context } from '../core/context.js';
-import { DomainError } from '../core/errors.js';
+import { DomainError, type ApiError } from '../core/errors.js';
 import { DEFAULT_TIME_ZONE } from '../core/user-day.js';
 import { hashPassword } from './credentials.js';
 import { issueToken, userWithToken } from './issue-token.js';
-import type { RegisterInput } from './user.schema.js';
+import { usernameField, type RegisterInput } from './user.schema.js';
 import { insertUser, isUsernameTaken } from './user.store.js';
 
 function taken(): DomainError {
   return DomainError.validation('taken', '/user/username', 'This username is already taken.');
+}
+
+/**
+ * `taken` for an input the schema refused for another member (API-CONTRACT.md §2: every
+ * validation error of a request is reported): a username the schema took that is someone's.
+ */
+export async function registerInputRules(ctx: Context, rawInput: unknown): Promise<ApiError[]> {
+  const username = usernameField.safeParse((rawInput as { user?: { username?: unknown } } | null | undefined)?.user?.username);
+  return username.success && (await isUsernameTaken(ctx.em, username.data)) ? taken().errors : [];
 }
 
 export async function registerUser(ctx: Context, input: z.infer<typeof RegisterInput>) {

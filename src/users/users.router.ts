@@ -13,7 +13,7 @@ import { credentialsProcedure } from './credentials-procedure.js';
 import { deleteUser } from './delete-user.js';
 import { EXPORT_PAGE_SIZE, NDJSON, accountExportSchema, exportAccount } from './export-account.js';
 import { logIn } from './log-in.js';
-import { registerUser } from './register-user.js';
+import { registerInputRules, registerUser } from './register-user.js';
 import { revokeToken } from './revoke-token.js';
 import { AuthorizeInput, ChangePasswordInput, DeleteUserInput, RegisterInput, UpdateUserInput, UserDocument, UserWithTokenDocument, presentUser } from './user.schema.js';
 import { updateUser } from './update-user.js';
@@ -26,7 +26,7 @@ export const usersRouter = (sections: AccountSections) => router({
     method: 'POST', path: '/api/users', protect: false,
     summary: 'Register a user',
     description: 'Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user\'s "today".',
-  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'too_long', 'too_short', 'taken'] })
+  }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'too_long', 'too_short', 'taken'], inputRules: registerInputRules })
     .input(RegisterInput)
     .output(UserWithTokenDocument)
     .mutation(({ ctx, input }) => registerUser(ctx, input)),

@@ -331,17 +331,49 @@ describe('PATCH /api/projects/:id', () => {
     expect(await getProject(user.token, p.id)).toEqual(projectDoc({ id: p.id, userId: user.id, name: 'Mine' }));
   });
 
-  it('checks uniqueness against stored names once the request is well-formed', async () => {
-    // Format and length errors are all reported together; `taken` needs the database and is
-    // checked (together with the due_at rules) only for a well-formed request.
+  it('reports a taken name and the due_at rules beside the schema\'s errors, on both doors, and changes nothing', async () => {
+    // API-CONTRACT §2: every validation error of a request is reported, also those that need
+    // the database (src/projects/project-input-rules.ts) when the schema refused another member.
     const user = await app.register();
     await createProject(user.token, 'Taken');
     const p = await createProject(user.token, 'Mine');
     const res = await patch(user.token, p.id, { name: 'taken', description: 'd'.repeat(10_001) });
-    expectErrors(res, [['too_long', '/project/description']]);
+    expectErrors(res, [['too_long', '/project/description'], ['taken', '/project/name']]);
+    expectErrors(await patch(user.token, p.id, { name: 'a b', due_at: DUE }), [['invalid', '/project/name'], ['cannot_be_set', '/project/due_at']]);
+    // A name the schema refuses is reported by the schema alone; a due_at equal to the stored one (0) is no change.
+    expectErrors(await patch(user.token, p.id, { name: 'T'.repeat(101), description: 'd'.repeat(10_001), due_at: 0 }), [
+      ['too_long', '/project/name'],
+      ['too_long', '/project/description'],
+    ]);
+    await expect(app.trpc(user.token).projects.update.mutate({ id: p.id, project: { name: 'TAKEN', description: 'd'.repeat(10_001), due_at: DUE } })).rejects.toMatchObject({
+      data: {
+        code: 'too_long',
+        httpStatus: 422,
+        errors: [
+          { code: 'too_long', source: { pointer: '/project/description' } },
+          { code: 'taken', source: { pointer: '/project/name' } },
+          { code: 'cannot_be_set', source: { pointer: '/project/due_at' } },
+        ],
+      },
+    });
+    // Another user's project, or none, has no rules to add: the schema's errors stand alone.
+    const other = await app.register();
+    expectErrors(await patch(other.token, p.id, { name: 'mine', description: 'd'.repeat(10_001) }), [['too_long', '/project/description']]);
     const again = await patch(user.token, p.id, { name: 'taken', description: 'd'.repeat(10_000) });
     expectErrors(again, [['taken', '/project/name']]);
     expect((await getProject(user.token, p.id)).data.attributes).toMatchObject({ name: 'Mine', description: '' });
+  });
+
+  it('reports a due_at before the start beside the schema\'s errors', async () => {
+    const user = await app.register();
+    const p = await createProject(user.token, 'Started');
+    await start(user.token, p.id);
+    const before = await getProject(user.token, p.id);
+    expectErrors(await patch(user.token, p.id, { description: 'd'.repeat(10_001), due_at: 1 }), [
+      ['too_long', '/project/description'],
+      ['cannot_be_before_started_at', '/project/due_at'],
+    ]);
+    expect(await getProject(user.token, p.id)).toEqual(before);
   });
 });
 

@@ -34,6 +34,30 @@ describe('register', () => {
     });
   });
 
+  it('reports a taken username beside the schema\'s errors of other members, on both doors, and registers nothing', async () => {
+    await app.request('POST', '/api/users', { body: { user: { username: 'erin', password: 'password1' } } });
+    const res = await app.request('POST', '/api/users', { body: { user: { username: 'erin', password: 'x' } } });
+    expect(res.status).toBe(422);
+    expect(res.body.errors.map((e: { code: string; source: { pointer: string } }) => [e.code, e.source.pointer])).toEqual([
+      ['too_short', '/user/password'],
+      ['taken', '/user/username'],
+    ]);
+    await expect(app.trpc().users.register.mutate({ user: { username: 'erin', password: 'password2', time_zone: 'Mars/Olympus' } })).rejects.toMatchObject({
+      data: {
+        code: 'invalid',
+        httpStatus: 422,
+        errors: [
+          expect.objectContaining({ code: 'invalid', source: { pointer: '/user/time_zone' } }),
+          expect.objectContaining({ code: 'taken', detail: 'This username is already taken.', source: { pointer: '/user/username' } }),
+        ],
+      },
+    });
+    // A free name adds nothing to the schema's errors, and nothing was registered.
+    const free = await app.request('POST', '/api/users', { body: { user: { username: 'frank', password: 'x' } } });
+    expect(free.body.errors.map((e: { code: string }) => e.code)).toEqual(['too_short']);
+    expect((await app.request('POST', '/api/users/authorizations', { body: { username: 'frank', password: 'x' } })).status).toBe(401);
+  });
+
   it('8 parallel registrations of one username: one 201, seven 422 taken, one user with one token', async () => {
     const answers = await Promise.all(
       Array.from({ length: 8 }, (_, i) => app.request('POST', '/api/users', { body: { user: { username: 'racer', password: `password${i}` } } })),
