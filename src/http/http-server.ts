@@ -57,6 +57,15 @@ function clientErrorPath(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, 
   return target === undefined ? undefined : pathOfTarget(target);
 }
 
+/**
+ * A request line Node's parser refused only for its method, one it does not know (`FOO`,
+ * `get`: methods are case-sensitive) but written as HTTP allows (a token, RFC 9110 §9.1):
+ * no endpoint answers it (API-CONTRACT.md §2: a wrong method is 404 `missing_endpoint`).
+ */
+function unknownMethod(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): boolean {
+  return error.code === 'HPE_INVALID_METHOD' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ [^ \x00-\x1f\x7f]+ HTTP\/1\.[01]\r\n/.test(error.rawPacket?.toString('latin1') ?? '');
+}
+
 /** File descriptors kept for everything but client sockets: stdio, logs, pipes, DNS, the loop. */
 export const RESERVED_DESCRIPTORS = 64;
 
@@ -128,7 +137,9 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
         ? rawErrorResponse('headers_too_large', 'Request Header Fields Too Large', path)
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
           ? rawErrorResponse('malformed_request', 'Request Timeout', path, { status: 408, detail: 'The request took too long to arrive.' })
-          : rawErrorResponse('malformed_request', 'Bad Request', path);
+          : unknownMethod(error)
+            ? rawErrorResponse('missing_endpoint', 'Not Found', path)
+            : rawErrorResponse('malformed_request', 'Bad Request', path);
     socket.end(response);
   });
   return server;

@@ -58,8 +58,7 @@ const REFUSALS: Refusal[] = [
   { what: 'a request line with more after the version', bytes: line((p) => `GET ${p} HTTP/1.1 junk`), ...malformed },
   { what: 'a request line ended by a bare LF', bytes: (p) => `GET ${p} HTTP/1.1\n${HOST}\r\nAuthorization: ${token}\r\nConnection: close\r\n\r\n`, ...malformed },
   { what: 'a control character in the target', bytes: line((p) => `GET ${p}?x=\x01 HTTP/1.1`), ...malformed },
-  { what: 'a method Node does not know (FOO)', bytes: line((p) => `FOO ${p} HTTP/1.1`), ...malformed },
-  { what: 'a method in lower case (get)', bytes: line((p) => `get ${p} HTTP/1.1`), ...malformed },
+  { what: 'a method that is no token (G@T)', bytes: line((p) => `G@T ${p} HTTP/1.1`), ...malformed },
   { what: 'an absolute-form target with the port 99999', bytes: line((p) => `GET http://planning.example:99999${p} HTTP/1.1`), ...malformed },
   // Headers Node's parser refuses
   { what: 'a header name with a space', bytes: get([HOST, 'X Bad: 1']), ...malformed },
@@ -73,8 +72,9 @@ const REFUSALS: Refusal[] = [
   // Too large
   { what: 'a header over 16 KiB', bytes: get([HOST, `X-Padding: ${'a'.repeat(20_000)}`]), status: 431, code: 'headers_too_large' },
   { what: 'a request line over 16 KiB', bytes: line((p) => `GET ${p}?padding=${'a'.repeat(20_000)} HTTP/1.1`), status: 431, code: 'headers_too_large' },
-  // Methods no endpoint answers
-  ...['TRACE', 'PROPFIND', 'OPTIONS', 'PUT'].map((method) => ({
+  // Methods no endpoint answers: known to Node, or refused by its parser though HTTP allows
+  // them (any token; methods are case-sensitive, so `get` is not GET)
+  ...['TRACE', 'PROPFIND', 'OPTIONS', 'PUT', 'FOO', 'get'].map((method) => ({
     what: `the method ${method}`,
     bytes: line((p) => `${method} ${p} HTTP/1.1`),
     status: 404,
@@ -87,7 +87,7 @@ const JSON_RPC_CODE: Record<number, number> = { 400: -32600, 404: -32004, 417: -
 
 const refusal = (what: string): Refusal => REFUSALS.find((r) => r.what === what)!;
 /** One refusal of the app (Host), one of Node's checkExpectation, one of its parser. */
-const SAMPLES = ['Host: 127.0.0.1:1:1', 'Expect: 200-ok', 'a method Node does not know (FOO)'].map(refusal);
+const SAMPLES = ['Host: 127.0.0.1:1:1', 'Expect: 200-ok', 'a method that is no token (G@T)'].map(refusal);
 
 const dump = (answer: RawAnswer) => `${answer.head}\n\n${answer.text.slice(0, 600)}`;
 
