@@ -230,7 +230,7 @@ backend instances
     server app2 127.0.0.1:${INSTANCE_PORTS[1]}
 EOF
   printf '%s\r\n' 'HTTP/1.1 503 Service Unavailable' 'Content-Type: application/json' 'Cache-Control: no-store' 'Retry-After: 1' 'Connection: close' '' >"$STATE/planning-503.http"
-  printf '%s\n' '{"errors":[{"status":"503","code":"service_unavailable","title":"Service unavailable","detail":"No instance could answer this request; try again shortly, with the same Idempotency-Key for a write."}]}' >>"$STATE/planning-503.http"
+  printf '%s\n' '{"errors":[{"status":"503","code":"unavailable","title":"Service unavailable","detail":"No instance could answer this request; try again shortly, with the same Idempotency-Key for a write."}]}' >>"$STATE/planning-503.http"
 }
 
 write_bouncer_config() {

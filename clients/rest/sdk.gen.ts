@@ -402,7 +402,7 @@ export const batchApply = <ThrowOnError extends boolean = false>(options: Option
  *
  * With `Accept: text/event-stream` the same path is a Server-Sent Events stream (`id:` the event id, `event:` its type, `data:` the event), resumable with `Last-Event-ID` or `?after=`, with a `: heartbeat` comment every 15 s. A browser's EventSource, which cannot send an Authorization header, opens it with `?ticket=` from POST /api/users/me/events/tickets.
  *
- * A cursor older than what is kept (EVENTS_RETENTION_DAYS), or beyond the newest id (`after` on a fresh account, a cursor of another account or database), is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading. Beyond the newest id while the database takes no writes (a failover under way, when its log may be behind) it is 503 `service_unavailable` instead: retry from the same cursor.
+ * A cursor older than what is kept (EVENTS_RETENTION_DAYS), or beyond the newest id (`after` on a fresh account, a cursor of another account or database), is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading. Beyond the newest id while the database takes no writes (a failover under way, when its log may be behind) it is 503 `unavailable` instead: retry from the same cursor.
  */
 export const eventsList = <ThrowOnError extends boolean = false>(options?: Options<EventsListData, ThrowOnError>): RequestResult<EventsListResponses, EventsListErrors, ThrowOnError> => (options?.client ?? client).get<EventsListResponses, EventsListErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],

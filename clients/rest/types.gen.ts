@@ -250,7 +250,7 @@ export type ErrorEnvelope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'unavailable';
         title: string;
         detail: string;
         source?: {
@@ -279,7 +279,7 @@ export type CursorExpired = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'unavailable';
         title: string;
         detail: string;
         source?: {
@@ -311,7 +311,7 @@ export type InsufficientScope = {
         /**
          * Stable snake_case code.
          */
-        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'service_unavailable';
+        code: 'parameter_missing' | 'invalid' | 'too_long' | 'too_short' | 'taken' | 'limit_reached' | 'must_be_set' | 'cannot_be_set' | 'cannot_be_before_started_at' | 'cannot_be_after_today' | 'reached_max_started' | 'invalid_transition' | 'record_not_found' | 'unauthorized' | 'insufficient_scope' | 'login_failed' | 'missing_endpoint' | 'unsupported_media_type' | 'invalid_json' | 'batch_too_large' | 'payload_too_large' | 'headers_too_large' | 'malformed_request' | 'expectation_failed' | 'not_implemented' | 'idempotency_key_reused' | 'request_in_progress' | 'precondition_failed' | 'rate_limited' | 'internal_error' | 'cursor_expired' | 'unavailable';
         title: string;
         detail: string;
         source?: {
@@ -595,7 +595,7 @@ export type UsersRegisterErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -665,7 +665,7 @@ export type UsersAuthorizeErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -722,7 +722,7 @@ export type UsersMeErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -798,7 +798,7 @@ export type UsersUpdateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -878,7 +878,7 @@ export type UsersChangePasswordErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -942,7 +942,7 @@ export type UsersDeleteErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -991,7 +991,7 @@ export type UsersRevokeErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1050,7 +1050,7 @@ export type UsersExportErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1113,7 +1113,7 @@ export type TokensListErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1188,7 +1188,7 @@ export type TokensCreateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1245,7 +1245,7 @@ export type TokensCurrentErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1323,7 +1323,7 @@ export type TokensRevokeErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1385,7 +1385,7 @@ export type TokensGetErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1475,7 +1475,7 @@ export type ProjectsListErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1553,7 +1553,7 @@ export type ProjectsCreateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1644,7 +1644,7 @@ export type ProjectsDeleteErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1712,7 +1712,7 @@ export type ProjectsGetErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1818,7 +1818,7 @@ export type ProjectsUpdateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -1921,7 +1921,7 @@ export type ProjectsChangeStateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2020,7 +2020,7 @@ export type TasksListErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2103,7 +2103,7 @@ export type TasksCreateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2174,7 +2174,7 @@ export type TasksGetErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2276,7 +2276,7 @@ export type TasksUpdateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2371,7 +2371,7 @@ export type TasksChangeStateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2469,7 +2469,7 @@ export type TasksReorderErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2549,7 +2549,7 @@ export type BatchApplyErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2645,7 +2645,7 @@ export type EventsListErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2709,7 +2709,7 @@ export type EventsTicketErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2773,7 +2773,7 @@ export type WebhooksListErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2857,7 +2857,7 @@ export type WebhooksCreateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -2941,7 +2941,7 @@ export type WebhooksDeleteErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -3003,7 +3003,7 @@ export type WebhooksGetErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -3101,7 +3101,7 @@ export type WebhooksUpdateErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -3170,7 +3170,7 @@ export type WebhooksDeliveriesErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -3260,7 +3260,7 @@ export type WebhooksReplayErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -3338,7 +3338,7 @@ export type WebhooksTestErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };
@@ -3416,7 +3416,7 @@ export type WebhooksRotateSecretErrors = {
      */
     500: ErrorEnvelope;
     /**
-     * Service unavailable: `service_unavailable`
+     * Service unavailable: `unavailable`
      */
     503: ErrorEnvelope;
 };

@@ -426,7 +426,7 @@ export class EventHub implements LiveEvents {
 }
 
 function stopping(): DomainError {
-  return DomainError.of('service_unavailable', { detail: 'The server is stopping; reconnect.' }).withRetryAfter(1);
+  return DomainError.of('unavailable', { detail: 'The server is stopping; reconnect.' }).withRetryAfter(1);
 }
 
 /** The limit could not be checked (database down, or the token's lock held too long): 503, never a 500. */
@@ -436,7 +436,7 @@ function limitUnchecked(error: unknown): unknown {
     if ((e as { code?: unknown }).code === '55P03') lockTimeout = true;
   }
   if (!lockTimeout && !isDatabaseUnavailable(error)) return error;
-  const refusal = DomainError.of('service_unavailable', {
+  const refusal = DomainError.of('unavailable', {
     detail: 'The number of your open event streams cannot be checked right now; try again shortly.',
   }).withRetryAfter(5); // as every 503 of a database that cannot be reached
   refusal.cause = error;
@@ -444,7 +444,7 @@ function limitUnchecked(error: unknown): unknown {
 }
 
 function leaseLost(): DomainError {
-  return DomainError.of('service_unavailable', {
+  return DomainError.of('unavailable', {
     detail: 'This stream lost its place among your token\'s open streams (its server could not renew it in time); reconnect with Last-Event-ID.',
   }).withRetryAfter(1);
 }

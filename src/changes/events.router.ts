@@ -43,7 +43,7 @@ export const eventsRouter = router({
       `The changes to your projects and tasks after \`after\`, oldest first, at most ${EVENTS_PAGE_SIZE} a page, with \`links.next\` while more remain and \`meta.last_event_id\` to pass as \`after\` next time.`,
       'Without `after`, `data` is empty and `meta.last_event_id` is the newest id: take it first, then load your lists, then follow from it (events carry whole documents, so seeing a change twice is harmless).',
       'With `Accept: text/event-stream` the same path is a Server-Sent Events stream (`id:` the event id, `event:` its type, `data:` the event), resumable with `Last-Event-ID` or `?after=`, with a `: heartbeat` comment every 15 s. A browser\'s EventSource, which cannot send an Authorization header, opens it with `?ticket=` from POST /api/users/me/events/tickets.',
-      'A cursor older than what is kept (EVENTS_RETENTION_DAYS), or beyond the newest id (`after` on a fresh account, a cursor of another account or database), is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading. Beyond the newest id while the database takes no writes (a failover under way, when its log may be behind) it is 503 `service_unavailable` instead: retry from the same cursor.',
+      'A cursor older than what is kept (EVENTS_RETENTION_DAYS), or beyond the newest id (`after` on a fresh account, a cursor of another account or database), is 410 `cursor_expired`, whose `meta.last_event_id` is the newest id to restart from after reloading. Beyond the newest id while the database takes no writes (a failover under way, when its log may be behind) it is 503 `unavailable` instead: retry from the same cursor.',
     ].join('\n\n'),
   }, { queryParameters: ['after'], errorCodes: ['cursor_expired'] })
     .input(EventsInput)
@@ -63,7 +63,7 @@ export const eventsRouter = router({
   // Its cursor is answered as `after` is: a malformed one is 400 on `lastEventId`.
   onChange: authedProcedure.meta({ queryParameters: ['lastEventId'] }).input(OnChangeInput).subscription(async ({ ctx, input, signal }) => {
     const live = ctx.live;
-    if (!live) throw DomainError.of('service_unavailable', { detail: 'Live changes are not served here.' });
+    if (!live) throw DomainError.of('unavailable', { detail: 'Live changes are not served here.' });
     const after = await startCursor(ctx.em, ctx.user.id, input?.lastEventId);
     // The stream's lease is taken before the answer starts (not in the feed, which runs once
     // it has), so that a refusal (429, 503) carries its headers as every other one does.

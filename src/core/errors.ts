@@ -52,7 +52,7 @@ export const ERROR_CATALOGUE = {
   rate_limited: { status: 429, title: 'Too many requests', detail: 'Too many requests; retry later.' },
   internal_error: { status: 500, title: 'Internal server error', detail: 'Something went wrong on our side; the request id identifies it in our logs.' },
   cursor_expired: { status: 410, title: 'Cursor expired', detail: 'Events after this id are no longer kept: reload your lists, then follow the log from meta.last_event_id.' },
-  service_unavailable: { status: 503, title: 'Service unavailable', detail: 'The database cannot be reached right now; try again shortly.' },
+  unavailable: { status: 503, title: 'Service unavailable', detail: 'The database cannot be reached right now; try again shortly.' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -140,7 +140,7 @@ export function isReadOnlyDatabase(error: unknown): boolean {
 
 /** The 503 for a database that cannot serve now; `cause` (what it said) is kept for the log. */
 export function unavailable(cause?: unknown): DomainError {
-  const error = DomainError.of('service_unavailable').withRetryAfter(5);
+  const error = DomainError.of('unavailable').withRetryAfter(5);
   if (cause !== undefined) error.cause = cause;
   return error;
 }

@@ -199,7 +199,7 @@ export function createApp(deps: AppDependencies): express.Express {
   app.get('/healthz', async (_req, res) => {
     if (deps.databaseUp?.() === false) {
       const detail = 'The embedded PostgreSQL is down; the service is restarting it.';
-      sendErrorResponse(res, toErrorResponse(DomainError.of('service_unavailable', { detail }).withRetryAfter(5)));
+      sendErrorResponse(res, toErrorResponse(DomainError.of('unavailable', { detail }).withRetryAfter(5)));
       return;
     }
     await database.probe();

@@ -142,7 +142,7 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
           const chunk = event ? `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n` : ': heartbeat\n\n';
           if (!res.write(chunk) && !(await drained(res, live.slowClientMs))) {
             if (!res.destroyed) {
-              const tooSlow = DomainError.of('service_unavailable', {
+              const tooSlow = DomainError.of('unavailable', {
                 detail: 'The client did not read the stream fast enough; reconnect with Last-Event-ID.',
               });
               res.end(`event: error\ndata: ${errorBody(toErrorResponse(tooSlow))}\n\n`);

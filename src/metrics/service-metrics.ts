@@ -220,7 +220,7 @@ export class ServiceMetrics {
     });
     this.#unavailable = new Counter({
       name: 'planning_unavailable_answers_total',
-      help: 'Requests this process answered 503 service_unavailable (the database out of reach or read-only, or the process stopping).',
+      help: 'Requests this process answered 503 unavailable (the database out of reach or read-only, or the process stopping).',
       registers,
     });
     const waiting = () => this.#waiting;

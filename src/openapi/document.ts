@@ -125,7 +125,7 @@ function errorResponses(meta: AppMeta, hasBody: boolean, docs: OperationDocs): E
     ...(conditional.keyed ? (['invalid', 'idempotency_key_reused'] as const) : []),
   ];
   if (unprocessable.length) specs.push({ status: 422, codes: [...new Set(unprocessable)] });
-  specs.push({ status: 429, codes: ['rate_limited'] }, { status: 500, codes: ['internal_error'] }, { status: 503, codes: ['service_unavailable'] });
+  specs.push({ status: 429, codes: ['rate_limited'] }, { status: 500, codes: ['internal_error'] }, { status: 503, codes: ['unavailable'] });
   // Merge entries of one status (400 may come from the body and the query).
   const merged = new Map<number, ErrorResponseSpec>();
   for (const s of specs) {

@@ -87,7 +87,7 @@ async function untilNoWebhookSending(ctx: AuthedContext, em: SqlEntityManager, u
     const sending = await em.execute<Array<{ id: number }>>('select id from webhooks where user_id = ? and sending_until > ? limit 1', [userId, ctx.clock.now()]);
     if (sending.length === 0) return;
     if (performance.now() - started > SENDING_WAIT_LIMIT_MS) {
-      throw DomainError.of('service_unavailable', { detail: 'A webhook request of this user is still under way; retry shortly.' }).withRetryAfter(5);
+      throw DomainError.of('unavailable', { detail: 'A webhook request of this user is still under way; retry shortly.' }).withRetryAfter(5);
     }
     await new Promise((resolve) => setTimeout(resolve, SENDING_POLL_MS));
   }

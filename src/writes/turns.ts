@@ -20,7 +20,7 @@ export function writersFor(poolSize: number): number {
 export const QUEUED_PER_USER = 200;
 
 export function busy(): DomainError {
-  return DomainError.of('service_unavailable', { detail: 'Too many writes of this user are waiting; retry shortly.' }).withRetryAfter(1);
+  return DomainError.of('unavailable', { detail: 'Too many writes of this user are waiting; retry shortly.' }).withRetryAfter(1);
 }
 
 /** A FIFO of turns per user: `writers` run, QUEUED_PER_USER wait, the rest are refused. */

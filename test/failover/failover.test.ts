@@ -15,7 +15,7 @@
  * sent again with its Idempotency-Key: applied once, its first answer replayed); no 500; the
  * 503 window from each kill to the first 2xx write; every event reached every stream and the
  * webhook, in order, none skipped; each user's newest acknowledged task, read back all along,
- * is never missing (200, or a 503 `service_unavailable` with Retry-After). The report is printed.
+ * is never missing (200, or a 503 `unavailable` with Retry-After). The report is printed.
  *
  * Needs root (Patroni, etcd and PostgreSQL run as the `postgres` user) and Debian's packages
  * (`ha/ha.sh up` installs them as root): skipped without either outside CI; in CI it runs.

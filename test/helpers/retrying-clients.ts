@@ -207,7 +207,7 @@ export function startLoad(options: {
         load.statuses.set(res.status, (load.statuses.get(res.status) ?? 0) + 1);
         if (res.status === 503) {
           if (!res.headers['retry-after']) load.unexpected.push(`${key}: 503 without Retry-After: ${res.text}`);
-          if (JSON.parse(res.text).errors?.[0]?.code !== 'service_unavailable') load.unexpected.push(`${key}: 503 ${res.text}`);
+          if (JSON.parse(res.text).errors?.[0]?.code !== 'unavailable') load.unexpected.push(`${key}: 503 ${res.text}`);
           cut = true;
           load.retries += 1;
           return false;
@@ -246,7 +246,7 @@ export function startLoad(options: {
         continue;
       }
       if (res.status === 200) load.reads.found += 1;
-      else if (res.status === 503 && res.headers['retry-after'] && JSON.parse(res.text).errors?.[0]?.code === 'service_unavailable') load.reads.refused += 1;
+      else if (res.status === 503 && res.headers['retry-after'] && JSON.parse(res.text).errors?.[0]?.code === 'unavailable') load.reads.refused += 1;
       else load.unexpected.push(`read of acknowledged task ${id}: ${res.status} ${res.text}`);
       // A client's pace, not a flood: the writers' requests are what the windows measure.
       await backOff(100);
@@ -287,7 +287,7 @@ export function startLoad(options: {
         if (message.event === 'error') {
           f.errorEvents += 1;
           const code = JSON.parse(message.data ?? '{}').errors?.[0]?.code;
-          if (code !== 'service_unavailable') load.unexpected.push(`stream error event: ${message.data}`);
+          if (code !== 'unavailable') load.unexpected.push(`stream error event: ${message.data}`);
           continue;
         }
         if (message.data === undefined || message.id === undefined) continue;

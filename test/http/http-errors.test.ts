@@ -416,7 +416,7 @@ describe('health and readiness', () => {
     expect(res.body).toEqual({ status: 'ready' });
   });
 
-  it('GET /readyz is 503 service_unavailable once its database is gone; /healthz stays 200', async () => {
+  it('GET /readyz is 503 unavailable once its database is gone; /healthz stays 200', async () => {
     // An app of its own, on a database of its own, built as test-app.ts builds one.
     const databaseUrl = await createTestDatabase();
     const orm = await openOrm(databaseUrl, { migrate: true, poolSize: 2 });
@@ -451,7 +451,7 @@ describe('health and readiness', () => {
       }
       for (let attempt = 0; attempt < 2; attempt++) {
         const down = await get('/readyz', { 'X-Request-Id': `readyz-${attempt}` });
-        expectErrorEnvelope(down, 503, 'service_unavailable');
+        expectErrorEnvelope(down, 503, 'unavailable');
         expect(down.headers.get('x-request-id')).toBe(`readyz-${attempt}`);
       }
 

@@ -136,7 +136,7 @@ describe('concurrency', () => {
       const refused = await putState(user.token, task.id, { state: 'planned' });
       waited = performance.now() - started;
       expect(refused.status, refused.text).toBe(503);
-      expect(refused.body.errors[0].code).toBe('service_unavailable');
+      expect(refused.body.errors[0].code).toBe('unavailable');
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     } finally {
       await holder.query('rollback').catch(() => undefined);

@@ -37,7 +37,7 @@ function failingOnce(error: () => DomainError): () => Promise<string> {
 describe('a keyed write whose work failed', () => {
   const cases: Array<[string, () => DomainError, 'kept' | 'not kept']> = [
     ['a rule\'s refusal (422)', () => DomainError.validation('invalid_transition', '/task/state'), 'kept'],
-    ['a database outage (503)', () => DomainError.of('service_unavailable').withRetryAfter(5), 'not kept'],
+    ['a database outage (503)', () => DomainError.of('unavailable').withRetryAfter(5), 'not kept'],
     ['a rate limit (429)', () => DomainError.of('rate_limited').withRetryAfter(5), 'not kept'],
     ['an input that did not parse', () => DomainError.validation('invalid', '/task/label').refusedBeforeRun(), 'not kept'],
   ];

@@ -88,7 +88,7 @@ describe('the embedded PostgreSQL', () => {
       await eventually(async () => (await status(`${service.url}/healthz`)) === 503, { message: '/healthz answered 503 while PostgreSQL was down', timeout: 30_000 });
       const health = await fetch(`${service.url}/healthz`);
       expect(health.headers.get('retry-after')).toBe('5');
-      expect(((await health.json()) as any).errors[0].code).toBe('service_unavailable');
+      expect(((await health.json()) as any).errors[0].code).toBe('unavailable');
 
       const died = lines.find((l) => /embedded PostgreSQL exited/.test(l.msg));
       expect(died, 'no line says PostgreSQL exited').toBeDefined();

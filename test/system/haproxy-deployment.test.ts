@@ -90,7 +90,7 @@ describe.skipIf(skip)("docs/operations.md's deployment: instances behind HAProxy
     const own = d.documented.http.split('\n');
     expect(own[0]).toBe('HTTP/1.1 503 Service Unavailable');
     expect(own).toContain('Retry-After: 1');
-    expect(JSON.parse(own.at(-1)!).errors[0]).toMatchObject({ status: '503', code: 'service_unavailable' });
+    expect(JSON.parse(own.at(-1)!).errors[0]).toMatchObject({ status: '503', code: 'unavailable' });
   }, 60_000);
 
   it('loses no acknowledged keyed write and no event while instances are killed, restarted and added under load', async () => {

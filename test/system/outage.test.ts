@@ -1,6 +1,6 @@
 /**
  * The database goes away while requests are in flight and new ones arrive: every request
- * ends quickly with 503 service_unavailable (or succeeds), /readyz says not ready, and the
+ * ends quickly with 503 unavailable (or succeeds), /readyz says not ready, and the
  * service recovers by itself when the database is back.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -36,7 +36,7 @@ describe('a database outage', () => {
       expect([200, 201, 503]).toContain(res.status);
       if (res.status === 503) {
         expect(res.body).toEqual({
-          errors: [{ status: '503', code: 'service_unavailable', title: 'Service unavailable', detail: expect.any(String) }],
+          errors: [{ status: '503', code: 'unavailable', title: 'Service unavailable', detail: expect.any(String) }],
         });
         expect(res.headers.get('retry-after')).toBe('5');
       }
@@ -55,7 +55,7 @@ describe('a database outage', () => {
     );
     for (const res of down) {
       expect(res.status).toBe(503);
-      expect(res.body.errors[0].code).toBe('service_unavailable');
+      expect(res.body.errors[0].code).toBe('unavailable');
     }
     expect((await app.request('GET', '/healthz')).status).toBe(200);
 

@@ -77,7 +77,7 @@ describe.skipIf(pooledTierSkip)('PgBouncer out of client connections', () => {
           statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
           if (res.status === 503) {
             retryAfters.add(res.headers.get('retry-after'));
-            expect(res.body.errors[0]).toMatchObject({ status: '503', code: 'service_unavailable' });
+            expect(res.body.errors[0]).toMatchObject({ status: '503', code: 'unavailable' });
           }
         }),
       );

@@ -5,7 +5,7 @@
  * demoted primary or a standby refuses writes: 25006), its backends are terminated
  * (`pg_terminate_backend`, as a shutdown or a crash ends them: 57P01), and it is stopped.
  *
- * - Writes are 503 `service_unavailable` with Retry-After on both doors, never a 500; reads go on.
+ * - Writes are 503 `unavailable` with Retry-After on both doors, never a 500; reads go on.
  * - Each pooled connection that saw a 25006 is closed, never handed out again.
  * - /healthz and /metrics say `read-only`, then `unreachable`, then `primary` again, and count
  *   the 503s.
@@ -66,7 +66,7 @@ const createTask = (label: string) => call(service.url, 'POST', '/api/users/me/t
 
 function expectUnavailable(res: { status: number; text: string; body: any; headers: Headers }): void {
   expect(res.status, res.text).toBe(503);
-  expect(res.body).toEqual({ errors: [{ status: '503', code: 'service_unavailable', title: 'Service unavailable', detail: expect.any(String) }] });
+  expect(res.body).toEqual({ errors: [{ status: '503', code: 'unavailable', title: 'Service unavailable', detail: expect.any(String) }] });
   expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
 }
 
@@ -125,7 +125,7 @@ describe('a database that stops taking writes', () => {
       .then(() => undefined, (e: any) => e);
     expect(trpcError, 'the call succeeded').toBeDefined();
     expect(trpcError.data?.httpStatus).toBe(503);
-    expect(trpcError.data?.code).toBe('service_unavailable');
+    expect(trpcError.data?.code).toBe('unavailable');
     const list = await call(service.url, 'GET', '/api/users/me/tasks', { token });
     expect(list.status, list.text).toBe(200);
     expect(list.body.data.map((t: any) => t.attributes.label)).not.toContain('refused 0');
@@ -187,9 +187,9 @@ describe('a database that stops taking writes', () => {
       expectUnavailable(readOnly.list);
       expect(readOnly.stream.status, readOnly.stream.text).toBe(503);
       expect(Number(readOnly.stream.headers.get('retry-after'))).toBeGreaterThan(0);
-      expect(JSON.parse(readOnly.stream.text!).errors[0].code).toBe('service_unavailable');
+      expect(JSON.parse(readOnly.stream.text!).errors[0].code).toBe('unavailable');
       expect(readOnly.trpc?.data?.httpStatus).toBe(503);
-      expect(readOnly.trpc?.data?.code).toBe('service_unavailable');
+      expect(readOnly.trpc?.data?.code).toBe('unavailable');
       // A cursor within the log is read as before.
       const within = await call(service.url, 'GET', `/api/users/me/events?after=${last - 1n}`, { token });
       expect(within.status, within.text).toBe(200);

@@ -176,7 +176,7 @@ describe('an open stream\'s lease', () => {
     );
     let last = await s.nextEvent(5_000);
     while (last.event !== 'error') last = await s.nextEvent(5_000);
-    expect(JSON.parse(last.data).errors[0].code).toBe('service_unavailable');
+    expect(JSON.parse(last.data).errors[0].code).toBe('unavailable');
     await s.ended;
     expect((await restStream(one, { Authorization: user.token })).status).toBe(429);
     await sql('delete from event_stream_leases where user_id = ?', [user.id]);

@@ -1,7 +1,7 @@
 /**
  * A stream's limits live in the database (the token's request budget, its 10 stream leases):
  * when the database is gone they cannot be checked, and opening a stream is refused cleanly,
- * on both doors: 503 `service_unavailable` with Retry-After, within a deadline (never a hang),
+ * on both doors: 503 `unavailable` with Retry-After, within a deadline (never a hang),
  * never a 500 and never a stream let through unchecked, and logged as every 503 is (sampled, at
  * warn), never as a failure of ours. Once the database is back, streams open again without a
  * restart.
@@ -61,10 +61,10 @@ describe('opening a stream while the database is gone', () => {
     );
     expect(rest.status, rest.text).toBe(503);
     expect(JSON.parse(rest.text!)).toEqual({
-      errors: [{ status: '503', code: 'service_unavailable', title: 'Service unavailable', detail: expect.any(String) }],
+      errors: [{ status: '503', code: 'unavailable', title: 'Service unavailable', detail: expect.any(String) }],
     });
     expect(rest.headers.get('retry-after')).toBe('5');
-    expect(trpc.refusal.data).toMatchObject({ code: 'service_unavailable', httpStatus: 503 });
+    expect(trpc.refusal.data).toMatchObject({ code: 'unavailable', httpStatus: 503 });
     expect(trpc.stream.headers.get('retry-after')).toBe('5');
     // Logged as a 503 is, at warn and sampled; not as a failure of ours (error, level 50).
     expect(logged.filter((l) => l.level >= 50)).toEqual([]);
@@ -73,7 +73,7 @@ describe('opening a stream while the database is gone', () => {
     // The stream limit itself (the lease), past the request's own checks: refused the same way.
     const refusal = await withinDeadline(10_000, 'taking a lease got no answer within 10 s', app.events.subscribe(user.id, 'any-token').catch((e: unknown) => e));
     expect(refusal).toBeInstanceOf(DomainError);
-    expect(refusal).toMatchObject({ status: 503, code: 'service_unavailable', retryAfter: 5 });
+    expect(refusal).toMatchObject({ status: 503, code: 'unavailable', retryAfter: 5 });
 
     await db.restart();
     const deadline = Date.now() + 20_000;

@@ -1,7 +1,7 @@
 /**
  * Failures that are not the service's bugs and pass by themselves: a statement timeout
  * (57014), a full disk (53100), too many clients (53300), and no file descriptor left
- * (EMFILE). Each is 503 `service_unavailable` with Retry-After on both doors, never a 500.
+ * (EMFILE). Each is 503 `unavailable` with Retry-After on both doors, never a 500.
  * A full disk is 503, not 507: clients need one retry rule, and openapi.json declares 503
  * (with Retry-After) on every operation, which is checked here too.
  *
@@ -56,23 +56,23 @@ const CASES = [
 ] as const;
 
 describe('failures that are not ours', () => {
-  it.each(CASES)('%s (%s) is 503 service_unavailable with Retry-After on REST', async (sqlState) => {
+  it.each(CASES)('%s (%s) is 503 unavailable with Retry-After on REST', async (sqlState) => {
     const res = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: `fail_${sqlState}` } } });
     expect(res.status, res.text).toBe(503);
     expect(res.body).toEqual({
-      errors: [{ status: '503', code: 'service_unavailable', title: 'Service unavailable', detail: expect.any(String) }],
+      errors: [{ status: '503', code: 'unavailable', title: 'Service unavailable', detail: expect.any(String) }],
     });
     expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 
-  it.each(CASES)('%s (%s) is 503 service_unavailable on /trpc', async (sqlState) => {
+  it.each(CASES)('%s (%s) is 503 unavailable on /trpc', async (sqlState) => {
     const error = await app
       .trpc(token)
       .projects.create.mutate({ project: { name: `fail_${sqlState}` } })
       .then(() => undefined, (e: any) => e);
     expect(error, 'the call succeeded').toBeDefined();
     expect(error.data?.httpStatus).toBe(503);
-    expect(error.data?.code).toBe('service_unavailable');
+    expect(error.data?.code).toBe('unavailable');
   });
 
   it('a connect that finds no file descriptor left (EMFILE) is 503 too', () => {
@@ -84,7 +84,7 @@ describe('failures that are not ours', () => {
     });
     const response = toErrorResponse(emfile);
     expect(response.status).toBe(503);
-    expect(response.errors[0]!.code).toBe('service_unavailable');
+    expect(response.errors[0]!.code).toBe('unavailable');
     expect(response.retryAfter).toBeGreaterThan(0);
   });
 
