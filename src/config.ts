@@ -7,11 +7,17 @@ import { z } from 'zod';
 
 const count = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
 
+/** A PostgreSQL connection URL (`postgres://` or `postgresql://`, as `pg` reads them). */
+const postgresUrl = z
+  .string()
+  .min(1)
+  .refine((value) => URL.canParse(value) && ['postgres:', 'postgresql:'].includes(new URL(value).protocol), 'a PostgreSQL URL, such as postgres://user:password@host:5432/database');
+
 const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
-  DATABASE_URL: z.string().min(1).optional(),
-  DATABASE_DIRECT_URL: z.string().min(1).optional(),
+  DATABASE_URL: postgresUrl.optional(),
+  DATABASE_DIRECT_URL: postgresUrl.optional(),
   DATABASE_PREPARED_STATEMENTS: z.enum(['auto', 'on', 'off']).default('auto'),
   DATA_DIR: z.string().min(1).default('./.data'),
   WEB_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(1),

@@ -1,0 +1,19 @@
+/** The environment as the service reads it (src/config.ts): a bad value refuses the start with a line naming it. */
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+
+describe('loadConfig', () => {
+  it.each([['notaurl'], ['mysql://x@127.0.0.1/db'], ['http://127.0.0.1:5432/db'], ['127.0.0.1:5432']])(
+    'refuses DATABASE_URL and DATABASE_DIRECT_URL %s, saying what a PostgreSQL URL looks like',
+    (url) => {
+      expect(() => loadConfig({ DATABASE_URL: url })).toThrow(/^Invalid configuration:\nDATABASE_URL: a PostgreSQL URL, such as postgres:\/\//);
+      expect(() => loadConfig({ DATABASE_URL: 'postgres://127.0.0.1/db', DATABASE_DIRECT_URL: url })).toThrow(/^Invalid configuration:\nDATABASE_DIRECT_URL: a PostgreSQL URL/);
+    },
+  );
+
+  it('takes postgres:// and postgresql:// URLs as they are, and no URL as the embedded PostgreSQL', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://app:secret@db.example:6432/planning?sslmode=require' }).databaseUrl).toBe('postgres://app:secret@db.example:6432/planning?sslmode=require');
+    expect(loadConfig({ DATABASE_URL: 'postgresql://localhost/planning' }).databaseUrl).toBe('postgresql://localhost/planning');
+    expect(loadConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined();
+  });
+});
