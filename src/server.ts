@@ -22,13 +22,21 @@ import { pruneStreamLeases } from './changes/stream-leases.js';
 import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
 import { Announcer } from './writes/announcer.js';
-import type { PgPoolLike, ServiceMetrics } from './metrics/service-metrics.js';
+import type { ServiceMetrics } from './metrics/service-metrics.js';
+import { watchStalls } from './db/stalled-statements.js';
+import type pg from 'pg';
 import { countStatement } from './core/request-scope.js';
 import type { MetricsServer } from './metrics/metrics-server.js';
 import { WebhookDeliverer } from './webhooks/deliverer.js';
 import { waitingEvents } from './webhooks/delivery.store.js';
 import { pruneDeliveries } from './webhooks/webhook.store.js';
 import type { Resolve } from './webhooks/address-guard.js';
+
+
+/** The `pg` pool under the ORM. */
+async function nativePool(orm: MikroORM): Promise<pg.Pool> {
+  return (orm.em.getConnection() as unknown as { getNativeClient(): Promise<pg.Pool> }).getNativeClient();
+}
 
 export interface RunningService {
   url: string;
@@ -121,7 +129,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       poolWaitMs: options.poolWaitMs,
       ...(metrics ? { onStatement: countStatement } : {}),
     });
-    if (metrics) metrics.watchPool(await (orm.em.getConnection() as unknown as { getNativeClient(): Promise<PgPoolLike> }).getNativeClient());
+    if (metrics) metrics.watchPool(await nativePool(orm));
   } catch (error) {
     if (!options.database) await database.stop();
     throw error;
@@ -144,6 +152,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // What the process sees of its database (primary, read-only, unreachable), on /healthz and /metrics.
   const databaseRole = databaseRoleWatch(orm);
   metrics?.watchDatabase(databaseRole);
+  // A database that stops answering (a frozen host, a cut network) is an outage within about
+  // two seconds, not when each statement times out (src/db/stalled-statements.ts).
+  const stopWatchingStalls = watchStalls(await nativePool(orm), { probeUrl: database.directUrl, onUnreachable: () => databaseRole.beginOutage() });
   const announcer = new Announcer(() => orm.em.fork());
   const app = createApp({
     events,
@@ -207,6 +218,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     stop() {
       stopping ??= (async () => {
         housekeeping.stop();
+        stopWatchingStalls();
         databaseRole.stop();
         const deadline = Date.now() + config.shutdownTimeoutMs;
         // Open event streams end first (clients reconnect elsewhere with their last id).

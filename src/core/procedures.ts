@@ -203,6 +203,8 @@ export function keepDroppedMembers(wrapper: string) {
  * path and meta go into the context for the write path (idempotency, If-Match).
  */
 export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, meta, getRawInput }) => {
+  // A database out of reach (src/http/app.ts): the token cannot be read either.
+  if (ctx.refusal?.status === 503) throw toTRPCError(ctx.refusal);
   if (!ctx.authorization) throw toTRPCError(DomainError.unauthorized());
   const authentication = await ctx.authenticate(ctx.authorization);
   if (!authentication) {

@@ -154,6 +154,18 @@ export class DatabaseRoleWatch {
   }
 
   /**
+   * The database was found not answering at all (src/db/stalled-statements.ts): an outage
+   * begins as when a request found the server gone, without counting a request.
+   */
+  beginOutage(): void {
+    this.#probeFailedAt = performance.now();
+    this.#set('unreachable');
+    if (this.#stopped || this.#outage) return;
+    this.#outage = true;
+    this.#probeDuringOutage();
+  }
+
+  /**
    * During an outage: whether the database answers now, asked of a probe (the one under way,
    * or a new one) that is given at most `waitMs`. A request that asks goes on when it did,
    * so the first request after the server came back is served, not refused until the next

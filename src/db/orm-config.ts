@@ -9,6 +9,7 @@ import { migrationsList } from './migrations/index.js';
 import pg from 'pg';
 import { usePreparedStatements } from './prepared.js';
 import { releaseConnectionsOpenedWhileEnding } from './pool-ending.js';
+import { stampStatements } from './stalled-statements.js';
 import { timeoutEachTransaction } from './transaction-timeout.js';
 import { discardUnfitConnections } from './unfit-connections.js';
 
@@ -120,6 +121,8 @@ function onPoolCreated(settings: OrmSettings) {
       else client.query(`set statement_timeout = ${STATEMENT_TIMEOUT_MS}`).catch(() => undefined);
     });
     usePreparedStatements(pool, settings.preparedStatements ?? !behindPooler);
+    // When each statement was sent: a database that stops answering is found by its stalls.
+    stampStatements(pool);
     // Last, so that it sees every failure as the ORM does: a connection to a server gone or
     // read-only (a failover) is closed on release, never handed out again.
     discardUnfitConnections(pool);

@@ -151,7 +151,7 @@ export function createApp(deps: AppDependencies): express.Express {
       log: logger,
       live: events,
       webhooks: deps.webhooks,
-      refusal,
+      refusal: refusal ?? (res.locals.refusal as DomainError | undefined),
     });
   };
 
@@ -179,15 +179,17 @@ export function createApp(deps: AppDependencies): express.Express {
   app.use(checkFraming);
   // While a request has found the database gone and no probe has reached it since (a
   // failover under way), the doors answer 503 within OUTAGE_WAIT_MS instead of waiting on the
-  // way to it: each request asks a probe (shared), and goes on if it answered in time. Event
-  // streams are left to refuse in their own shape (a tRPC subscription's is an SSE error).
+  // way to it: each request asks a probe (shared), and goes on if it answered in time. The
+  // tRPC subscription refuses in its own shape (an SSE error), raised before its token is
+  // read (src/core/procedures.ts), as the token could not be read either.
   app.use(['/api', '/trpc'], (req, res, next) => {
-    const path = req.originalUrl.split('?', 1)[0];
-    if (!database.outage || path === EVENTS_PATH || path === `/trpc/${EVENTS_SUBSCRIPTION}`) return next();
+    if (!database.outage) return next();
     database.answersWithin(OUTAGE_WAIT_MS).then((answers) => {
       if (answers) return next();
       database.noteUnavailable(undefined);
-      sendRefusal(req, res, unavailable());
+      if (req.originalUrl.split('?', 1)[0] !== `/trpc/${EVENTS_SUBSCRIPTION}`) return sendRefusal(req, res, unavailable());
+      res.locals.refusal = unavailable();
+      next();
     }, next);
   });
   if (deps.corsOrigins?.length) {

@@ -45,11 +45,28 @@ export async function startOwnDatabase(prefix: string) {
     async restart() {
       db = await startEmbeddedDatabase({ dataDir, port });
     },
+    /** Stops every process of the server where it is (SIGSTOP), as a frozen host or a cut network leaves it: nothing answers, nothing is refused. */
+    freeze: () => signalServer(dataDir, 'SIGSTOP'),
+    /** Lets them run again (SIGCONT). */
+    thaw: () => signalServer(dataDir, 'SIGCONT'),
     async remove() {
       await db.stop();
       await fs.rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Sends `signal` to the server's postmaster and each of its children (read from /proc). */
+async function signalServer(dataDir: string, signal: NodeJS.Signals): Promise<void> {
+  const postmaster = Number((await fs.readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n', 1)[0]);
+  const children: number[] = [];
+  for (const entry of await fs.readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await fs.readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    // pid (comm) state ppid …: the command may hold spaces and parentheses, so read after the last ')'.
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) children.push(Number(entry));
+  }
+  for (const pid of [postmaster, ...children]) process.kill(pid, signal);
 }
 
 /**
