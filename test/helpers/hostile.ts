@@ -509,18 +509,24 @@ export async function trpc(procedure: string, kind: 'query' | 'mutation', token:
 }
 
 // ---------------------------------------------------------------------------------------------
-// What "nothing changed" means: every row of every table, and the victim's list pages
+// What "nothing changed" means: every row of every table a request writes (the change log
+// and webhooks included), and the victim's list pages
 // ---------------------------------------------------------------------------------------------
 
-export const DIGEST_SQL = `select
-  (select count(*) from users)::int as users,
-  (select count(*) from access_tokens)::int as tokens,
-  (select count(*) from projects)::int as projects,
-  (select count(*) from tasks)::int as tasks,
-  (select md5(coalesce(string_agg(r::text, '|' order by r.id), '')) from users r) as users_digest,
-  (select md5(coalesce(string_agg(r::text, '|' order by r.id), '')) from access_tokens r) as tokens_digest,
-  (select md5(coalesce(string_agg(r::text, '|' order by r.id), '')) from projects r) as projects_digest,
-  (select md5(coalesce(string_agg(r::text, '|' order by r.id), '')) from tasks r) as tasks_digest`;
+/** Every table a refused request could write, with the order its rows are digested in. */
+const DIGESTED: ReadonlyArray<[table: string, order: string]> = [
+  ['users', 'r.id'],
+  ['usernames', 'r.username'],
+  ['access_tokens', 'r.id'],
+  ['projects', 'r.id'],
+  ['tasks', 'r.id'],
+  ['events', 'r.user_id, r.seq'],
+  ['webhooks', 'r.id'],
+];
+
+export const DIGEST_SQL = `select ${DIGESTED.map(
+  ([table, order]) => `(select count(*) from ${table})::int as ${table}, (select md5(coalesce(string_agg(r::text, '|' order by ${order}), '')) from ${table} r) as ${table}_digest`,
+).join(',\n  ')}`;
 
 export async function listPages(token: string, path: string): Promise<string[]> {
   const pages: string[] = [];
