@@ -7,7 +7,7 @@ import { TieredSequencer } from './test/helpers/sequencer.js';
  * URL leading through PgBouncer in transaction mode (test/helpers/global-setup.ts), its pool
  * per database (4) smaller than the apps' pools (20), LISTEN and the migration lock going to
  * PostgreSQL directly: every kind of write and read over HTTP, both doors, the change log's
- * delivery, idempotency, If-Match, and statements batched into one message. Left out for
+ * delivery, idempotency, If-Match, and the statement timeout sent with each statement. Left out for
  * time: http/access.test.ts and http/change-log.test.ts (they wait on clocks and idle ticks,
  * not on the database), and files whose statements the tier already sends through the pooler
  * in another file:

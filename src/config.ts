@@ -7,11 +7,11 @@ import { z } from 'zod';
 
 const count = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
 
-/** A PostgreSQL connection URL (`postgres://` or `postgresql://`, as `pg` reads them). */
+/** A PostgreSQL connection URL as `pg` reads them: `postgres://`, `postgresql://`, or `socket:` for a Unix socket. */
 const postgresUrl = z
   .string()
   .min(1)
-  .refine((value) => URL.canParse(value) && ['postgres:', 'postgresql:'].includes(new URL(value).protocol), 'a PostgreSQL URL, such as postgres://user:password@host:5432/database');
+  .refine((value) => URL.canParse(value) && ['postgres:', 'postgresql:', 'socket:'].includes(new URL(value).protocol), 'a PostgreSQL URL, such as postgres://user:password@host:5432/database (or socket:/run/postgresql?db=planning)');
 
 const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),

@@ -23,7 +23,7 @@ import { InFlight } from './http/in-flight.js';
 import { EventHub } from './changes/event-hub.js';
 import { Announcer } from './writes/announcer.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
-import { watchStalls } from './db/stalled-statements.js';
+import { databaseProbe, watchStalls } from './db/stalled-statements.js';
 import type pg from 'pg';
 import { countStatement } from './core/request-scope.js';
 import type { MetricsServer } from './metrics/metrics-server.js';
@@ -154,7 +154,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   metrics?.watchDatabase(databaseRole);
   // A database that stops answering (a frozen host, a cut network) is an outage within about
   // two seconds, not when each statement times out (src/db/stalled-statements.ts).
-  const stopWatchingStalls = watchStalls(await nativePool(orm), { probeUrl: database.directUrl, onUnreachable: () => databaseRole.beginOutage() });
+  const probe = databaseProbe(database.directUrl);
+  const stopWatchingStalls = watchStalls(await nativePool(orm), { answers: () => probe.answers(), onUnreachable: () => databaseRole.beginOutage() });
   const announcer = new Announcer(() => orm.em.fork());
   const app = createApp({
     events,
@@ -219,6 +220,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       stopping ??= (async () => {
         housekeeping.stop();
         stopWatchingStalls();
+        probe.close();
         databaseRole.stop();
         const deadline = Date.now() + config.shutdownTimeoutMs;
         // Open event streams end first (clients reconnect elsewhere with their last id).

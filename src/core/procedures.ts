@@ -73,6 +73,16 @@ function zodRefusal(error: Parameters<typeof fromZodError>[0], meta: AppMeta | u
   return (more.length > 0 ? new DomainError([...refused.errors, ...more]) : refused).refusedBeforeRun();
 }
 
+/** A procedure's input rules; a database that cannot answer them makes the request 503, as it would have made the call. */
+async function runInputRules(rules: NonNullable<AppMeta['inputRules']>, ctx: AuthedContext, rawInput: unknown) {
+  try {
+    return await rules(ctx, rawInput);
+  } catch (error) {
+    if (isDatabaseUnavailable(error)) throw toTRPCError(unavailable(error));
+    throw error;
+  }
+}
+
 async function convertError(ctx: Context, result: Extract<MiddlewareResult, { ok: false }>, meta: AppMeta | undefined, getRawInput: () => Promise<unknown>) {
   const { error } = result;
   if (error.cause instanceof DomainError) {
@@ -82,7 +92,7 @@ async function convertError(ctx: Context, result: Extract<MiddlewareResult, { ok
   if (error.code === 'BAD_REQUEST' && isZodError(error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
     // A public procedure's rules (an authenticated one's ran after its token: authedProcedure) read no user.
-    const more = meta?.inputRules ? await meta.inputRules(ctx as AuthedContext, rawInput) : [];
+    const more = meta?.inputRules ? await runInputRules(meta.inputRules, ctx as AuthedContext, rawInput) : [];
     throw toTRPCError(zodRefusal(error.cause, meta, rawInput, more));
   }
   if (isDatabaseUnavailable(error.cause)) throw toTRPCError(unavailable(error.cause));
@@ -228,7 +238,7 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
   // The input refused by its schema: the rules it cannot hold report theirs beside its own.
   if (!result.ok && meta?.inputRules && result.error.code === 'BAD_REQUEST' && isZodError(result.error.cause)) {
     const rawInput = await getRawInput().catch(() => undefined);
-    const more = await meta.inputRules({ ...ctx, ...authentication, call } as AuthedContext, rawInput);
+    const more = await runInputRules(meta.inputRules, { ...ctx, ...authentication, call } as AuthedContext, rawInput);
     throw toTRPCError(zodRefusal(result.error.cause, meta, rawInput, more));
   }
   return result;

@@ -105,7 +105,7 @@ function readInt8AsNumbers(pool: pg.Pool): void {
  *   (transaction-timeout.ts): so also a statement sent on its own as text gets it, at no
  *   round trip. (`set_config` inside the statement itself would come too late for it:
  *   the timeout of a statement is armed when it starts.) A statement sent with parameters is
- *   a message of its own that no prelude can head, and runs under the server's setting: a
+ *   a message of its own that no setting can head, and runs under the server's setting: a
  *   write's (the one call of `apply`) bounds its wait for its user's lock itself
  *   (`lock_timeout`, src/writes/write-functions.ts `key_open`).
  * The client's own `query_timeout` stays as the bound of last resort.
@@ -143,8 +143,8 @@ export function ormConfig(settings: OrmSettings): Options {
     pool: { min: 0, max: settings.poolSize ?? 10, idleTimeoutMillis: 30_000 },
     driverOptions: {
       connectionTimeoutMillis: settings.poolWaitMs ?? 5_000,
-      // The client's own bound covers a message of several statements: the owner's lock (at
-      // most 5 s of lock_timeout) travels with the write's first statement (15 s).
+      // The client's own bound, past the statement timeout (15 s): a server that stops
+      // answering is found sooner by src/db/stalled-statements.ts.
       query_timeout: 25_000,
       onPoolCreated: onPoolCreated(settings),
     },

@@ -5,20 +5,24 @@
  *
  * So every statement of a pooled connection is stamped when it is sent (`stampStatements`,
  * on every pool), and a watch (`watchStalls`) looks every STALL_CHECK_MS for one older than
- * STALLED_MS. Then it asks the database itself, on a connection of its own, past the pool and
- * past a pooler (the direct URL): no answer within PROBE_TIMEOUT_MS, or the server gone, and
- * the database is unreachable: the connections whose statement is older than STALLED_MS, and
- * those still connecting, are cut (their statements fail as a server gone does: 503), and
- * `onUnreachable` starts the outage (src/db/database-role.ts: requests are answered 503 at
- * once until a probe reaches the database again). An answer means a slow statement (a lock
- * wait, a long read) on a database that serves, and nothing is cut.
+ * STALLED_MS, or a connection that has been opening that long. Then it asks the database
+ * itself, on a connection of its own kept open for this (no log-in, no pool, no pooler: the
+ * direct URL): no answer within PROBE_TIMEOUT_MS, or no server there, and the database is
+ * unreachable. The connections that are still stalled then are cut (their statements fail as
+ * a server gone does: 503), and `onUnreachable` starts the outage (src/db/database-role.ts:
+ * requests are answered 503 at once until a probe reaches the database again). An answer
+ * means a slow statement (a lock wait, a long read) on a database that serves: nothing is cut.
+ *
+ * It sees the database, not a pooler in front of it: a pooler that stops answering is not
+ * found this way (its own timeouts apply). The probe is one more connection per process.
  */
 import pg from 'pg';
-import { isServerGone } from '../core/failures.js';
 
 export const STALLED_MS = 1_000;
 const STALL_CHECK_MS = 250;
 const PROBE_TIMEOUT_MS = 1_000;
+
+type Client = pg.Client & { _connecting?: boolean; connection?: { stream?: { destroy(): void } } };
 
 /** When each connection's oldest unanswered statement was sent, and how many it has. */
 const pending = new WeakMap<pg.ClientBase, { since: number; count: number }>();
@@ -30,70 +34,114 @@ export function stampStatements(pool: pg.Pool): void {
   pool.on('connect', (client) => {
     const send = client.query.bind(client) as Query;
     (client as unknown as { query: Query }).query = (...args: unknown[]) => {
-      const sent = send(...args);
-      if (!(sent instanceof Promise)) return sent;
       const entry = pending.get(client) ?? { since: performance.now(), count: 0 };
+      let settled = false;
+      const settle = () => {
+        if (settled) return;
+        settled = true;
+        entry.count -= 1;
+        // The next statement queued on this connection is sent now.
+        if (entry.count === 0) pending.delete(client);
+        else entry.since = performance.now();
+      };
+      // A statement answered through a callback (pg-pool's `query`), or as a promise.
+      const last = args.length - 1;
+      const callback = args[last];
+      if (typeof callback === 'function') args[last] = (...results: unknown[]) => (settle(), callback(...results));
+      const sent = send(...args);
+      if (sent instanceof Promise) sent.then(settle, settle);
+      else if (typeof callback !== 'function') return sent; // a cursor or a stream: its own reads
       entry.count += 1;
       pending.set(client, entry);
-      const settle = () => {
-        entry.count -= 1;
-        if (entry.count === 0) pending.delete(client);
-      };
-      sent.then(settle, settle);
       return sent;
     };
   });
 }
 
-interface PoolInternals {
-  _clients: Array<pg.ClientBase & { _connecting?: boolean; connection?: { stream?: { destroy(): void } } }>;
+/**
+ * Whether the server answered, however it answered: an error with a SQLSTATE of its own
+ * (too many clients, a password refused), other than those that say it is going or gone.
+ */
+function answeredByServer(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !code.startsWith('57P');
 }
 
-/** Whether the database answers a statement on a new connection of its own within PROBE_TIMEOUT_MS. */
-export async function answers(url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url });
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), PROBE_TIMEOUT_MS)));
-  const asked = client
-    .connect()
-    .then(() => client.query('select 1'))
-    .then(
-      () => true,
-      // Refused for another reason (too many clients, a password): it is there, and answers.
-      (error: unknown) => !isServerGone(error),
-    );
-  try {
-    return await Promise.race([asked, late]);
-  } finally {
-    clearTimeout(timer);
-    (client as unknown as PoolInternals['_clients'][number]).connection?.stream?.destroy();
+/** A connection of its own to `url`, kept open: `answers()` says whether a statement on it is answered within PROBE_TIMEOUT_MS. */
+export function databaseProbe(url: string): { answers(): Promise<boolean>; close(): void } {
+  let open: { client: Client; connected: Promise<unknown> } | undefined;
+  const drop = (client: Client | undefined) => {
+    if (!client || open?.client !== client) return;
+    open = undefined;
+    client.connection?.stream?.destroy();
     client.end().catch(() => undefined);
-  }
+  };
+  return {
+    async answers() {
+      if (!open) {
+        const client = new pg.Client({ connectionString: url }) as Client;
+        client.on('error', () => drop(client));
+        // Never what keeps the process alive.
+        open = { client, connected: client.connect().then(() => (client.connection as unknown as { stream?: { unref?(): void } }).stream?.unref?.()) };
+      }
+      const { client, connected } = open;
+      const asked = connected.then(() => client.query('select 1')).then(
+        () => true,
+        (error: unknown) => answeredByServer(error),
+      );
+      let timer: NodeJS.Timeout | undefined;
+      // The answer may be read in the same turn of the event loop as the timer fires (a busy
+      // process): it is looked for once more, after the loop has read its sockets.
+      const late = new Promise<false>((resolve) => (timer = setTimeout(() => setImmediate(() => resolve(false)), PROBE_TIMEOUT_MS)));
+      const answered = await Promise.race([asked, late]);
+      clearTimeout(timer);
+      if (!answered) drop(client);
+      return answered;
+    },
+    close: () => drop(open?.client),
+  };
 }
 
 /** Watches `pool` for stalled statements (see above) until the returned function is called. */
-export function watchStalls(pool: pg.Pool, options: { probeUrl: string; onUnreachable: () => void; probe?: (url: string) => Promise<boolean> }): () => void {
-  const probe = options.probe ?? answers;
+export function watchStalls(pool: pg.Pool, options: { answers: () => Promise<boolean>; onUnreachable: () => void }): () => void {
   let asking = false;
+  let stopped = false;
   let answeredAt = Number.NEGATIVE_INFINITY;
+  /** Connections seen opening, since when. */
+  const opening = new WeakMap<Client, number>();
+  const stalled = (now: number): Client[] => {
+    // Read again at every look: the pool replaces its list when it removes a connection.
+    const clients = (pool as unknown as { _clients: Client[] })._clients;
+    return clients.filter((client) => {
+      if (client._connecting && !opening.has(client)) opening.set(client, now);
+      const since = client._connecting ? opening.get(client)! : pending.get(client)?.since;
+      return since !== undefined && now - since > STALLED_MS;
+    });
+  };
   const timer = setInterval(() => {
     const now = performance.now();
-    const clients = (pool as unknown as PoolInternals)._clients;
-    const stalled = clients.filter((client) => now - (pending.get(client)?.since ?? now) > STALLED_MS);
-    if (asking || stalled.length === 0 || now - answeredAt < STALLED_MS) return;
+    if (asking || stopped || now - answeredAt < STALLED_MS || stalled(now).length === 0) return;
     asking = true;
-    void probe(options.probeUrl).then((answered) => {
-      asking = false;
-      if (answered) {
-        answeredAt = performance.now();
-        return;
-      }
-      for (const client of clients) {
-        if (stalled.includes(client) || client._connecting) client.connection?.stream?.destroy();
-      }
-      options.onUnreachable();
-    });
+    options
+      .answers()
+      .then((answered) => {
+        if (answered) {
+          answeredAt = performance.now();
+          return;
+        }
+        if (stopped) return;
+        // What is still stalled now: a connection that moved on to another statement is not cut.
+        for (const client of stalled(performance.now())) client.connection?.stream?.destroy();
+        options.onUnreachable();
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        asking = false;
+      });
   }, STALL_CHECK_MS);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
 }

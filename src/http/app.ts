@@ -151,7 +151,8 @@ export function createApp(deps: AppDependencies): express.Express {
       log: logger,
       live: events,
       webhooks: deps.webhooks,
-      refusal: refusal ?? (res.locals.refusal as DomainError | undefined),
+      // The outage's 503 first: with the database out of reach, no other refusal can be answered after the token.
+      refusal: (res.locals.refusal as DomainError | undefined) ?? refusal,
     });
   };
 

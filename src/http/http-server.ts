@@ -42,28 +42,41 @@ function rawErrorResponse(code: ErrorCode, reason: string, path: string | undefi
 }
 
 /**
+ * The request line of the request Node's parser stopped in, as far as the bytes it was parsing
+ * (`rawPacket`) hold it: from the end of the headers before `bytesParsed` (a request before it
+ * on the connection), or from their start.
+ */
+function refusedLine(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number }): string | undefined {
+  const packet = error.rawPacket;
+  if (!packet) return undefined;
+  const at = Math.min(error.bytesParsed ?? 0, packet.length) - 1;
+  const before = at <= 0 ? -1 : packet.lastIndexOf('\r\n\r\n', at);
+  const start = before < 0 ? 0 : before + 4;
+  const end = packet.indexOf(0x0a, start);
+  return packet.subarray(start, end < 0 ? packet.length : end).toString('latin1');
+}
+
+/**
  * The path of the request a client error is about, where it can be read: the request the
  * connection is answering (its body broke off, or came too slowly), else the request line of
- * what Node could not parse (the bytes it was parsing, `rawPacket`). Undefined when neither
- * says (the headers did not arrive in time): the answer is then REST's.
+ * what Node could not parse (`refusedLine`). Undefined when neither says (the headers did not
+ * arrive in time): the answer is then REST's.
  */
 function clientErrorPath(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, pending: ServerResponse | undefined): string | undefined {
   const req = pending?.req as (IncomingMessage & { originalUrl?: string }) | undefined;
   if (req) return req.originalUrl ?? req.url;
-  const packet = error.rawPacket;
-  if (!packet) return undefined;
-  const end = packet.indexOf(0x0a);
-  const target = packet.subarray(0, end < 0 ? packet.length : end).toString('latin1').split(' ')[1];
+  const target = refusedLine(error)?.split(' ')[1];
   return target === undefined ? undefined : pathOfTarget(target);
 }
 
 /**
- * A request line Node's parser refused only for its method, one it does not know (`FOO`,
- * `get`: methods are case-sensitive) but written as HTTP allows (a token, RFC 9110 §9.1):
- * no endpoint answers it (API-CONTRACT.md §2: a wrong method is 404 `missing_endpoint`).
+ * A request line Node's parser refused for its method, one it does not know (`FOO`, `get`:
+ * methods are case-sensitive) but written as HTTP allows (a token, RFC 9110 §9.1): no endpoint
+ * answers it (API-CONTRACT.md §2: a wrong method is 404 `missing_endpoint`). When the bytes at
+ * hand end before the method does, it cannot be told from a malformed line: 400.
  */
 function unknownMethod(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): boolean {
-  return error.code === 'HPE_INVALID_METHOD' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ [^ \x00-\x1f\x7f]+ HTTP\/1\.[01]\r\n/.test(error.rawPacket?.toString('latin1') ?? '');
+  return error.code === 'HPE_INVALID_METHOD' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ /.test(refusedLine(error) ?? '');
 }
 
 /** File descriptors kept for everything but client sockets: stdio, logs, pipes, DNS, the loop. */

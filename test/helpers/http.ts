@@ -89,9 +89,10 @@ export interface RawAnswer {
 /**
  * Writes `bytes` as they are on a connection of its own to `baseUrl`'s port (node:net: no
  * client library to fix the request first) and reads the whole answer, once the server ends
- * the connection (send `Connection: close`, or bytes the server refuses).
+ * the connection (send `Connection: close`, or bytes the server refuses). Several buffers are
+ * written one after another, each once the server has had 30 ms to read the one before.
  */
-export function rawExchange(baseUrl: string, bytes: Buffer): Promise<RawAnswer> {
+export function rawExchange(baseUrl: string, bytes: Buffer | Buffer[]): Promise<RawAnswer> {
   const { port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), '127.0.0.1');
@@ -111,7 +112,12 @@ export function rawExchange(baseUrl: string, bytes: Buffer): Promise<RawAnswer> 
       if (headers['transfer-encoding'] === 'chunked') text = dechunk(text);
       resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]), head, headers, text });
     });
-    socket.write(bytes);
+    void (async () => {
+      for (const [i, part] of (Array.isArray(bytes) ? bytes : [bytes]).entries()) {
+        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 30));
+        if (!socket.destroyed) socket.write(part);
+      }
+    })();
   });
 }
 

@@ -56,17 +56,35 @@ export async function startOwnDatabase(prefix: string) {
   };
 }
 
-/** Sends `signal` to the server's postmaster and each of its children (read from /proc). */
+/**
+ * Sends `signal` to the server's postmaster, then to each of its children (read from /proc)
+ * until no new one appears: a child forked meanwhile gets it too. One that ended is skipped.
+ */
 async function signalServer(dataDir: string, signal: NodeJS.Signals): Promise<void> {
   const postmaster = Number((await fs.readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n', 1)[0]);
-  const children: number[] = [];
-  for (const entry of await fs.readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await fs.readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-    // pid (comm) state ppid …: the command may hold spaces and parentheses, so read after the last ')'.
-    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) children.push(Number(entry));
+  const send = (pid: number) => {
+    try {
+      process.kill(pid, signal);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+    }
+  };
+  send(postmaster);
+  const signalled = new Set<number>();
+  for (;;) {
+    const children: number[] = [];
+    for (const entry of await fs.readdir('/proc')) {
+      if (!/^\d+$/.test(entry) || signalled.has(Number(entry))) continue;
+      const stat = await fs.readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+      // pid (comm) state ppid …: the command may hold spaces and parentheses, so read after the last ')'.
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) children.push(Number(entry));
+    }
+    if (children.length === 0) return;
+    for (const pid of children) {
+      send(pid);
+      signalled.add(pid);
+    }
   }
-  for (const pid of [postmaster, ...children]) process.kill(pid, signal);
 }
 
 /**

@@ -158,6 +158,15 @@ describe('the door is read from the target as the routes read it', () => {
   });
 });
 
+describe('an unknown method, however its bytes arrive', () => {
+  it('its request line split after the target: still 404 missing_endpoint, in the door\'s shape', async () => {
+    const bytes = (path: string) => request(`FOO ${path} HTTP/1.1`, [HOST]);
+    const split = (path: string) => [`FOO ${path}`, bytes(path).slice(`FOO ${path}`.length)].map((part) => Buffer.from(part, 'latin1'));
+    const restErrors = expectEnvelope(await rawExchange(app.baseUrl, split('/api/users/me')), 404, 'missing_endpoint');
+    await expectTrpcError(await rawExchange(app.baseUrl, split('/trpc/users.me')), 404, 'missing_endpoint', restErrors, 'users.me');
+  });
+});
+
 describe('other refusals of the door itself', () => {
   it('a /trpc path that does not percent-decode is 404 missing_endpoint, a tRPC error', async () => {
     const restErrors = expectEnvelope(await send(get([HOST])('/api/%zz')), 404, 'missing_endpoint');

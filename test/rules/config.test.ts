@@ -11,9 +11,10 @@ describe('loadConfig', () => {
     },
   );
 
-  it('takes postgres:// and postgresql:// URLs as they are, and no URL as the embedded PostgreSQL', () => {
+  it('takes postgres://, postgresql:// and socket: URLs as they are, and no URL as the embedded PostgreSQL', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://app:secret@db.example:6432/planning?sslmode=require' }).databaseUrl).toBe('postgres://app:secret@db.example:6432/planning?sslmode=require');
     expect(loadConfig({ DATABASE_URL: 'postgresql://localhost/planning' }).databaseUrl).toBe('postgresql://localhost/planning');
+    expect(loadConfig({ DATABASE_URL: 'socket:/run/postgresql?db=planning' }).databaseUrl).toBe('socket:/run/postgresql?db=planning');
     expect(loadConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined();
   });
 });

@@ -14,7 +14,7 @@ import { endOfDay, userDay } from '../../src/core/user-day.js';
 import type { DomainError } from '../../src/core/errors.js';
 import { PROJECT_STATES, type ProjectState } from '../../src/projects/project.lifecycle.js';
 import { Project, type ProjectStateRequest } from '../../src/projects/project.entity.js';
-import { TASK_STATES, applyTaskAction, taskAction, type TaskState } from '../../src/tasks/task.lifecycle.js';
+import { TASK_STATES, applyTaskAction, taskAction, type TaskDates, type TaskState } from '../../src/tasks/task.lifecycle.js';
 import { refusalOf } from '../../src/writes/write.js';
 import { useProcedures } from '../helpers/procedures.js';
 
@@ -43,8 +43,15 @@ function datesIn(state: ProjectState): Dates {
   };
 }
 
-/** Each task state but abandoned and finished: those a project's move may touch, and one it never does. */
-const TASKS_IN_PROJECT: readonly TaskState[] = TASK_STATES.filter((s) => s !== 'abandoned');
+/** A task of the project in each state but abandoned (those a project's move may touch, and one it never does), with the dates that state has. */
+const TASKS_IN_PROJECT: readonly TaskDates[] = TASK_STATES.filter((s) => s !== 'abandoned').map((state) => ({
+  state,
+  plannedCount: state === 'newed' || state === 'started' ? 0 : 1,
+  startedAt: state === 'newed' ? null : STARTED,
+  plannedAt: state === 'planned' || state === 'finished' ? STARTED : null,
+  finishedAt: state === 'finished' ? STARTED : null,
+  abandonedAt: null,
+}));
 
 let named = 0;
 
@@ -57,11 +64,11 @@ async function insert(userId: number, state: ProjectState): Promise<number> {
      values (?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
     [userId, name, name, state, dates.startedAt, dates.dueAt, dates.pausedAt, dates.finishedAt, STARTED],
   );
-  for (const taskState of TASKS_IN_PROJECT) {
+  for (const task of TASKS_IN_PROJECT) {
     await em.execute(
       `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, created_at)
-       values (?, ?, 'rule', (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), 0, ?, ?, ?, ?, ?)`,
-      [userId, row!.id, userId, taskState, taskState === 'newed' ? null : STARTED, ['planned', 'finished'].includes(taskState) ? STARTED : null, taskState === 'finished' ? STARTED : null, STARTED],
+       values (?, ?, 'rule', (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?, ?)`,
+      [userId, row!.id, userId, task.plannedCount, task.state, task.startedAt, task.plannedAt, task.finishedAt, STARTED],
     );
   }
   return row!.id;
@@ -70,15 +77,28 @@ async function insert(userId: number, state: ProjectState): Promise<number> {
 interface Outcome {
   state: string;
   dates: Dates;
-  tasks: string[];
+  tasks: TaskDates[];
 }
+
+const dateOf = (value: unknown) => (value ? new Date(value as string) : null);
 
 async function read(id: number): Promise<Outcome> {
   const em = app.orm.em.fork();
   const [row] = await em.execute<Array<Record<string, unknown>>>('select * from projects where id = ?', [id]);
-  const tasks = await em.execute<Array<{ state: string }>>('select state from tasks where project_id = ? order by "order"', [id]);
-  const dates = Object.fromEntries(DATES.map((d) => [d, row![COLUMNS[d]] ? new Date(row![COLUMNS[d]] as string) : null])) as Dates;
-  return { state: row!.state as string, dates, tasks: tasks.map((t) => t.state) };
+  const tasks = await em.execute<Array<Record<string, unknown>>>('select * from tasks where project_id = ? order by "order"', [id]);
+  const dates = Object.fromEntries(DATES.map((d) => [d, dateOf(row![COLUMNS[d]])])) as Dates;
+  return {
+    state: row!.state as string,
+    dates,
+    tasks: tasks.map((t) => ({
+      state: t.state as TaskState,
+      plannedCount: t.planned_count as number,
+      startedAt: dateOf(t.started_at),
+      plannedAt: dateOf(t.planned_at),
+      finishedAt: dateOf(t.finished_at),
+      abandonedAt: dateOf(t.abandoned_at),
+    })),
+  };
 }
 
 const startedCount = async (userId: number) =>
@@ -91,10 +111,10 @@ async function entityAnswer(from: ProjectState, request: ProjectStateRequest, st
   const project = Object.assign(new Project(), { state: from, ...datesIn(from) });
   try {
     const transition = await project.changeState(request, { now: NOW, timeZone: 'UTC', startedProjects: async () => started });
-    const tasks = TASKS_IN_PROJECT.map((state) => {
-      const task = { state, plannedCount: 0 };
-      if (transition.tasks?.states.includes(state)) applyTaskAction(task, taskAction(transition.tasks.action), NOW);
-      return task.state;
+    const tasks = TASKS_IN_PROJECT.map((before) => {
+      const task = { ...before };
+      if (transition.tasks?.states.includes(task.state)) applyTaskAction(task, taskAction(transition.tasks.action), NOW);
+      return task;
     });
     return { state: project.state, dates: Object.fromEntries(DATES.map((d) => [d, project[d] ?? null])) as Dates, tasks };
   } catch (error) {
@@ -118,20 +138,24 @@ async function functionAnswer(userId: number, id: number, request: ProjectStateR
   return refusal ? { code: refusal.code!, pointer: refusal.pointer, detail: refusal.detail } : read(id);
 }
 
-const DUE_AT = { none: undefined, yesterday: seconds(NOW) - DAY / 1000, 'after today': seconds(today.next) + 3_600 };
+/** Each rule's bound and a second either side of it. */
+const DUE_AT = { none: undefined, 'the last second of today': seconds(today.next) - 1, 'the next midnight': seconds(today.next), 'after today': seconds(today.next) + 3_600 };
 const FINISHED_AT = {
   none: undefined,
-  'before the start': seconds(STARTED) - 3_600,
+  'a second before the start': seconds(STARTED) - 1,
+  'the start': seconds(STARTED),
   within: seconds(NOW) - 3_600,
-  'after today': seconds(endOfDay(today)) + 1,
+  'the last second of today': seconds(endOfDay(today)),
+  'the first second of tomorrow': seconds(endOfDay(today)) + 1,
 };
 
-/** Every combination of dates given, a member that cannot be set, and the limit. */
-const variants = Object.entries(DUE_AT).flatMap(([due, dueAt]) =>
-  Object.entries(FINISHED_AT).flatMap(([finished, finishedAt]) =>
-    [false, true].flatMap((extra) => (['free', 'full'] as const).map((user) => ({ due, dueAt, finished, finishedAt, extra, user }))),
+/** Every combination of dates given and the limit; a member that cannot be set beside each due_at. */
+const variants = (['free', 'full'] as const).flatMap((user) => [
+  ...Object.entries(DUE_AT).flatMap(([due, dueAt]) =>
+    Object.entries(FINISHED_AT).map(([finished, finishedAt]) => ({ due, dueAt, finished, finishedAt, extra: false, user })),
   ),
-);
+  ...Object.entries(DUE_AT).map(([due, dueAt]) => ({ due, dueAt, finished: 'none', finishedAt: undefined, extra: true, user })),
+]);
 
 beforeAll(async () => {
   users.free = (await app.register()).id;

@@ -41,8 +41,8 @@ describe('a database that stops answering', () => {
     const token = registered.body.meta.token as string;
     expect((await send('/api/users/me/tasks', { method: 'POST', token, body: { task: { label: 'before' } } })).status).toBe(201);
 
-    await db.freeze();
     frozen = true;
+    await db.freeze();
     const keyed = { method: 'POST', token, body: { task: { label: 'keyed' } }, headers: { 'Idempotency-Key': 'frozen-1' } };
     // The first requests wait for the stall to be found: a statement older than a second,
     // then a probe that gets no answer within a second. A hang fails with this message.
@@ -70,8 +70,8 @@ describe('a database that stops answering', () => {
       expect(res.ms).toBeLessThan(1_000);
     }
 
-    await db.thaw();
     frozen = false;
+    await db.thaw();
     await eventually(async () => (await send('/api/users/me/tasks', { token })).status === 200, { message: 'a read once the database answers again' });
     // The keyed write, retried: it lands once, whether or not its first attempt reached the database.
     await eventually(async () => (await send('/api/users/me/tasks', keyed)).status === 201, { message: 'the keyed write, retried' });
