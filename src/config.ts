@@ -2,6 +2,7 @@
  * Environment → typed configuration, validated once at start-up.
  * Every knob of API-CONTRACT.md section 9 lives here; nothing else reads process.env.
  */
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -13,6 +14,23 @@ const postgresUrl = z
   .min(1)
   .refine((value) => URL.canParse(value) && ['postgres:', 'postgresql:', 'socket:'].includes(new URL(value).protocol), 'a PostgreSQL URL, such as postgres://user:password@host:5432/database (or socket:/run/postgresql?db=planning)');
 
+/** Express's `trust proxy` as a list: loopback, linklocal, uniquelocal, or addresses and subnets (`10.0.0.0/8`, `10.0.0.0/255.0.0.0`). */
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+const trustedProxy = (item: string): boolean => {
+  const [address = '', range, ...more] = item.split('/');
+  const family = isIP(address);
+  if (PROXY_NAMES.has(item) || (family !== 0 && range === undefined)) return true;
+  if (family === 0 || more.length > 0 || range === undefined) return false;
+  return /^\d{1,3}$/.test(range) ? Number(range) <= (family === 4 ? 32 : 128) : isIP(range) === family;
+};
+const trustProxy = z
+  .string()
+  .min(1)
+  .refine(
+    (value) => ['true', 'false'].includes(value) || /^\d+$/.test(value) || value.split(',').every((item) => trustedProxy(item.trim())),
+    'true, false, a number of hops, or a comma list of loopback, linklocal, uniquelocal, addresses and subnets',
+  );
+
 const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -22,7 +40,7 @@ const EnvSchema = z.object({
   DATA_DIR: z.string().min(1).default('./.data'),
   WEB_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(1),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).optional(),
-  TRUST_PROXY: z.string().min(1).optional(),
+  TRUST_PROXY: trustProxy.optional(),
   RATE_LIMIT_AUTH_PER_MINUTE: count(30),
   RATE_LIMIT_PER_MINUTE: count(1200),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

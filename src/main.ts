@@ -175,6 +175,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  console.error(error);
+  // A refused configuration says what to change; its stack would say nothing more.
+  const message = error instanceof Error ? error.message : '';
+  console.error(message.startsWith('Invalid configuration:') ? message : error);
   process.exit(1);
 });

@@ -11,6 +11,17 @@ describe('loadConfig', () => {
     },
   );
 
+  it.each([['%%%'], ['10.0.0.0/33'], ['10.0.0.1/ffff::'], ['loopback,nonsense'], ['1.2.3.4/8/8']])('refuses TRUST_PROXY %s, saying what it takes', (value) => {
+    expect(() => loadConfig({ TRUST_PROXY: value })).toThrow(/^Invalid configuration:\nTRUST_PROXY: true, false, a number of hops/);
+  });
+
+  it('takes TRUST_PROXY as Express does: true, false, hops, names, addresses and subnets', () => {
+    expect(loadConfig({ TRUST_PROXY: 'true' }).trustProxy).toBe(true);
+    expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    const list = 'loopback, 10.0.0.0/8, 192.168.0.0/255.255.0.0, ::1, fd00::/8';
+    expect(loadConfig({ TRUST_PROXY: list }).trustProxy).toBe(list);
+  });
+
   it('takes postgres://, postgresql:// and socket: URLs as they are, and no URL as the embedded PostgreSQL', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://app:secret@db.example:6432/planning?sslmode=require' }).databaseUrl).toBe('postgres://app:secret@db.example:6432/planning?sslmode=require');
     expect(loadConfig({ DATABASE_URL: 'postgresql://localhost/planning' }).databaseUrl).toBe('postgresql://localhost/planning');
