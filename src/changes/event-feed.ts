@@ -51,6 +51,9 @@ export interface FeedOptions {
   signal: AbortSignal;
   /** Whether the stream's token is still valid. */
   stillAuthorized: () => Promise<boolean>;
+  /** When the stream's token expires (no event is sent from then on), and the clock it is read by. */
+  expiresAt: Date | undefined;
+  now: () => Date;
 }
 
 /**
@@ -66,6 +69,7 @@ export async function* followEvents(options: FeedOptions): AsyncGenerator<Stored
   const idleMs = options.live.idleMs;
   const recheckMs = Math.min(idleMs, AUTHORIZATION_RECHECK_MS);
   let checkedAt = Date.now();
+  const expired = () => options.expiresAt !== undefined && options.now() >= options.expiresAt;
   try {
     let cursor = options.after;
     let more = false;
@@ -76,11 +80,14 @@ export async function* followEvents(options: FeedOptions): AsyncGenerator<Stored
       for (const event of page.events) {
         if (subscription.reason) throw subscription.reason;
         if (subscription.closed || options.signal.aborted) return;
+        if (expired()) throw DomainError.unauthorized('The access token was revoked or has expired.');
         yield event;
         cursor = BigInt(event.id);
       }
       more = page.more;
-      const woken = more ? 'wake' : await subscription.wait(idleMs, options.signal);
+      // An idle stream wakes at its token's expiry too, and ends there (its check fails).
+      const untilExpiry = options.expiresAt ? options.expiresAt.getTime() - options.now().getTime() : idleMs;
+      const woken = more ? 'wake' : await subscription.wait(Math.max(0, Math.min(idleMs, untilExpiry)), options.signal);
       if (subscription.reason) throw subscription.reason;
       if (woken === 'closed' || subscription.closed || options.signal.aborted) return;
       if (woken === 'idle' || Date.now() - checkedAt >= recheckMs) {

@@ -19,7 +19,7 @@ import { router } from '../core/trpc.js';
 import { followEvents, startCursor } from './event-feed.js';
 import { ChangeEvent, EVENTS_PAGE_SIZE, EventsInput, EventsPage, OnChangeInput, StreamTicketDocument } from './event.schema.js';
 import { newStreamTicket, readEvents, storeStreamTicket, type StoredEvent } from './event.store.js';
-import { isTokenValid } from '../users/authentication.js';
+import { isTokenValid, tokenExpiry } from '../users/authentication.js';
 
 const route = routesUnder('events', authedProcedure);
 export const EVENTS_PATH = '/api/users/me/events';
@@ -82,6 +82,8 @@ export const eventsRouter = router({
         after,
         signal: closed,
         stillAuthorized: () => isTokenValid(ctx.em.fork(), ctx.user.id, ctx.tokenHash, ctx.clock.now()),
+        expiresAt: await tokenExpiry(ctx.em.fork(), ctx.user.id, ctx.tokenHash),
+        now: () => ctx.clock.now(),
       }),
     );
   }),

@@ -34,7 +34,7 @@ import type { EventHub } from '../changes/event-hub.js';
 import { followEvents, startCursor } from '../changes/event-feed.js';
 import { hashTicket } from '../changes/events.router.js';
 import { redeemStreamTicket, userOfStreamTicket } from '../changes/event.store.js';
-import { isTokenValid } from '../users/authentication.js';
+import { isTokenValid, tokenExpiry } from '../users/authentication.js';
 import { ACCESS } from '../app/scopes.js';
 import { allows, insufficientScope } from '../core/scopes.js';
 import { carriesBody } from './request-body.js';
@@ -128,6 +128,8 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
         after: cursor,
         signal: abort.signal,
         stillAuthorized: () => isTokenValid(orm.em.fork(), client.userId, client.tokenHash, clock.now()),
+        expiresAt: await tokenExpiry(orm.em.fork(), client.userId, client.tokenHash),
+        now: () => clock.now(),
       });
       res.status(200);
       res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');

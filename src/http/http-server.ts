@@ -49,8 +49,9 @@ function rawErrorResponse(code: ErrorCode, reason: string, path: string | undefi
 function refusedLine(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number }): string | undefined {
   const packet = error.rawPacket;
   if (!packet) return undefined;
-  const at = Math.min(error.bytesParsed ?? 0, packet.length) - 1;
-  const before = at <= 0 ? -1 : packet.lastIndexOf('\r\n\r\n', at);
+  // Where it stopped, less the end of a header block that ends there (headers too large).
+  const at = Math.min(error.bytesParsed ?? 0, packet.length) - 5;
+  const before = at < 0 ? -1 : packet.lastIndexOf('\r\n\r\n', at);
   const start = before < 0 ? 0 : before + 4;
   const end = packet.indexOf(0x0a, start);
   return packet.subarray(start, end < 0 ? packet.length : end).toString('latin1');

@@ -88,6 +88,12 @@ async function noteUse(em: SqlEntityManager, userId: number, tokenHash: string, 
  * Whether the access token of `userId` with this hash is still known and unexpired (open
  * streams re-check it, and a stream ticket's token is checked with it when it is redeemed).
  */
+/** When the token expires; undefined when it is gone already. */
+export async function tokenExpiry(em: SqlEntityManager, userId: number, tokenHash: string): Promise<Date | undefined> {
+  const [row] = await em.execute<Array<{ expires_at: Date }>>('select expires_at from access_tokens where user_id = ? and token_hash = ?', [userId, tokenHash]);
+  return row && new Date(row.expires_at);
+}
+
 export async function isTokenValid(em: SqlEntityManager, userId: number, tokenHash: string, now: Date): Promise<boolean> {
   const rows = await em.execute('select 1 from access_tokens where user_id = ? and token_hash = ? and expires_at > ?', [userId, tokenHash, now]);
   return rows.length > 0;

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SCOPES } from '../../src/core/scopes.js';
 import { AUTHORIZATION_RECHECK_MS } from '../../src/changes/event-feed.js';
-import { withinDeadline } from '../helpers/eventually.js';
+import { eventually, withinDeadline } from '../helpers/eventually.js';
 import { openStream } from '../helpers/sse.js';
 import { expectError } from '../helpers/envelope.js';
 import { trpcError } from '../helpers/hostile.js';
@@ -280,6 +280,33 @@ describe('the tokens of a user', () => {
     } finally {
       writing = false;
       await writer;
+    }
+  });
+
+  it('a stream of a personal token sends no event from its expiry on: the next one is the error, on both doors', async () => {
+    const u = await app.register();
+    const t = await makeToken(u.token, ['events:read'], { expires_at: now() + 120 });
+    const stream = await openStream(`${app.baseUrl}/api/users/me/events`, { Authorization: t.secret });
+    expect(stream.status).toBe(200);
+    const events: Array<{ type: string }> = [];
+    const subscription = app.trpc(t.secret).events.onChange.subscribe(undefined, {
+      onData: (event: { data: { type: string } }) => events.push(event.data),
+      onError: (error: unknown) => events.push({ type: `error ${(error as { data?: { code?: string } }).data?.code}` }),
+    });
+    try {
+      expect((await app.request('POST', '/api/users/me/tasks', { token: u.token, body: { task: { label: 'before' } } })).status).toBe(201);
+      expect((await stream.nextEvent()).event).toBe('task.created');
+      await eventually(() => events.length === 1);
+      app.clock.advance(120);
+      expect((await app.request('POST', '/api/users/me/tasks', { token: u.token, body: { task: { label: 'after' } } })).status).toBe(201);
+      const next = await stream.nextEvent();
+      expect(next.event).toBe('error');
+      expect(JSON.parse(next.data).errors[0].code).toBe('unauthorized');
+      await stream.ended;
+      await eventually(() => events.length === 2);
+      expect(events.map((e) => e.type)).toEqual(['task.created', 'error unauthorized']);
+    } finally {
+      subscription.unsubscribe();
     }
   });
 

@@ -87,7 +87,7 @@ async function exportWhileSampling(url: string, token: string, pid: number, path
 
 const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
 
-it(`exports ${TASKS.toLocaleString('en')} tasks in seconds, the service's memory growing by less than ${MAX_RSS_GROWTH_BYTES / 1024 / 1024} MB`, async () => {
+it(`exports ${TASKS.toLocaleString('en')} tasks in seconds, the service's memory growing by less than ${MAX_RSS_GROWTH_BYTES / 1024 / 1024} MB (twice that on /trpc)`, async () => {
   const databaseUrl = await createTestDatabase();
   // As `npm start` runs it: NODE_ENV=production, V8's young generation capped as in production
   // (without the cap V8 grows it towards 130 MB under this allocation rate, garbage that is
@@ -155,6 +155,9 @@ it(`exports ${TASKS.toLocaleString('en')} tasks in seconds, the service's memory
   expect(viaTrpc.status).toBe(200);
   expect(viaTrpc.headers.get('content-type')).toBe('application/json; charset=utf-8');
   expect(JSON.parse(viaTrpc.text)).toEqual({ result: { data: { json: document } } });
-  expect(viaTrpc.peak - trpcBefore).toBeLessThan(MAX_RSS_GROWTH_BYTES);
+  // Twice the REST bound: the heap may still be growing towards its cap here, more on a busy
+  // machine whose collector runs late (+52 MB seen once in a loaded CI run, +9 to +18 MB
+  // alone); the document built whole grows it by about 160 MB.
+  expect(viaTrpc.peak - trpcBefore).toBeLessThan(2 * MAX_RSS_GROWTH_BYTES);
   expect(viaTrpc.ms).toBeLessThan(MAX_EXPORT_MS);
 }, 240_000);
