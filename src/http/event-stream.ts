@@ -54,8 +54,9 @@ export interface EventStreamOptions {
   clientAddress: (req: Request) => string;
 }
 
+/** Accept prefers the stream to JSON, quality values read (`text/event-stream;q=0` is not acceptable: RFC 9110 §12.4.2). */
 function wantsEventStream(req: Request): boolean {
-  return (req.headers.accept ?? '').toLowerCase().includes('text/event-stream');
+  return req.headers.accept !== undefined && req.accepts(['application/json', 'text/event-stream']) === 'text/event-stream';
 }
 
 export function eventStreamHandler(options: EventStreamOptions): RequestHandler {
@@ -107,7 +108,10 @@ export function eventStreamHandler(options: EventStreamOptions): RequestHandler 
         if (refusal) throw refusal;
       }
       const lastEventId = req.headers['last-event-id'];
-      const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : req.query.after;
+      // `after` is held to its rule even when the header, which wins over it, is sent.
+      const queried = req.query.after;
+      if (queried !== undefined && (typeof queried !== 'string' || !EVENT_ID.test(queried))) throw new DomainError([invalidQueryParameter('after')]);
+      const after = typeof lastEventId === 'string' && lastEventId !== '' ? lastEventId : queried;
       if (after !== undefined && (typeof after !== 'string' || !EVENT_ID.test(after))) {
         const error = invalidQueryParameter('after');
         if (after === lastEventId) Object.assign(error, { source: { parameter: 'Last-Event-ID' }, detail: 'Last-Event-ID must be an event id: digits, no leading zero.' });

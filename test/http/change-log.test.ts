@@ -410,6 +410,27 @@ describe('revocation and tickets', () => {
     expect(s.status).toBe(401);
   });
 
+  it('reads Accept\'s quality values: a stream only where it is preferred to JSON', async () => {
+    const u = await app.register();
+    for (const accept of ['text/event-stream;q=0', 'text/event-stream;q=0, application/json', 'application/json;q=1, text/event-stream;q=0.1', '*/*']) {
+      const res = await fetch(`${app.baseUrl}${EVENTS}`, { headers: { Authorization: u.token, Accept: accept } });
+      expect([accept, res.headers.get('content-type')]).toEqual([accept, 'application/json; charset=utf-8']);
+      expect(((await res.json()) as { data: unknown[] }).data).toEqual([]);
+    }
+    for (const accept of ['text/event-stream', 'text/event-stream, */*;q=0.5', 'application/json;q=0.5, text/event-stream']) {
+      const s = await openStream(`${app.baseUrl}${EVENTS}`, { Authorization: u.token, Accept: accept });
+      expect([accept, s.status, s.headers.get('content-type')]).toEqual([accept, 200, 'text/event-stream; charset=utf-8']);
+      s.close();
+    }
+  });
+
+  it('holds after= to its rule also beside a valid Last-Event-ID, which wins over it', async () => {
+    const u = await app.register();
+    const s = await openStream(`${app.baseUrl}${EVENTS}?after=zz`, { Authorization: u.token, 'Last-Event-ID': '0' });
+    expect(s.status).toBe(400);
+    expect(JSON.parse(s.text!).errors[0]).toMatchObject({ code: 'invalid', source: { parameter: 'after' } });
+  });
+
   it('a HEAD request opens no stream', async () => {
     const u = await app.register();
     const before = app.events.size;
