@@ -289,7 +289,7 @@ describe('the tokens of a user', () => {
     const stream = await openStream(`${app.baseUrl}/api/users/me/events`, { Authorization: t.secret });
     expect(stream.status).toBe(200);
     const events: Array<{ type: string }> = [];
-    const subscription = app.trpc(t.secret).events.onChange.subscribe(undefined, {
+    const subscription = app.trpc(t.secret).events.onChange.subscribe({ lastEventId: '0' }, {
       onData: (event: { data: { type: string } }) => events.push(event.data),
       onError: (error: unknown) => events.push({ type: `error ${(error as { data?: { code?: string } }).data?.code}` }),
     });
