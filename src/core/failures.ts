@@ -138,11 +138,22 @@ export function isReadOnlyDatabase(error: unknown): boolean {
   return false;
 }
 
-/** The 503 for a database that cannot serve now; `cause` (what it said) is kept for the log. */
+/** The 503 for a database that cannot serve now; `cause` (what it said) is kept for the log, and names a statement that ran out of time. */
 export function unavailable(cause?: unknown): DomainError {
-  const error = DomainError.of('unavailable').withRetryAfter(5);
+  const timedOut = cause !== undefined && sqlStateOf(cause) === '57014';
+  const error = DomainError.of('unavailable', timedOut ? { detail: 'The database did not finish this request in time; try again shortly.' } : {}).withRetryAfter(5);
   if (cause !== undefined) error.cause = cause;
   return error;
+}
+
+/** The first SQLSTATE (or errno code) of the error or its causes. */
+function sqlStateOf(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 export function isZodError(error: unknown): error is ZodError {
@@ -166,7 +177,7 @@ export function toErrorResponse(error: unknown): ErrorResponse {
       ...(cause.headers ? { headers: cause.headers } : {}),
     };
   }
-  if (isDatabaseUnavailable(cause)) return toErrorResponse(unavailable());
+  if (isDatabaseUnavailable(cause)) return toErrorResponse(unavailable(cause));
   if (error instanceof TRPCError) {
     switch (error.code) {
       case 'PARSE_ERROR':

@@ -10,7 +10,7 @@ import { PROJECT_VARIABLES, RETURN_PROJECT, projectEventSql, projectSql } from '
 
 export const NAME_TAKEN_DETAIL = 'Project name already exists for this user.';
 /** The name's refusal when another project of the user has it (in any case). */
-export const TAKEN = { code: 'taken', pointer: text('/project/name'), detail: text(NAME_TAKEN_DETAIL) };
+export const TAKEN = { code: 'taken', validation: true, pointer: text('/project/name'), detail: text(NAME_TAKEN_DETAIL) } as const;
 
 export function createProjectOperation(): WriteOperation {
   const insert = projectSql

@@ -62,6 +62,6 @@ export const READ_TASK = `select t.* into v_task from tasks t where t.user_id = 
 export const readLinkedProjectSql = (id: string, into: string) => `if ${id} is not null then
     select p.* into ${into} from projects p where p.user_id = p_user and p.id = ${id};
     if not found then
-      ${refusalSql({ code: 'record_not_found', status: 422, pointer: text('/task/project_id'), detail: text('No project with this id exists for the current user.') })}
+      ${refusalSql({ code: 'record_not_found', validation: true, status: 422, pointer: text('/task/project_id'), detail: text('No project with this id exists for the current user.') })}
     end if;
   end if;`;

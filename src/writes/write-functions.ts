@@ -46,6 +46,8 @@ export interface Refusal {
   pointer?: string;
   parameter?: string;
   detail?: string;
+  /** A rule of the input (`RefusalSql.validation`): nothing is kept under the key. */
+  validation?: boolean;
 }
 
 /**
@@ -58,6 +60,12 @@ export function refusalSql(refusal: RefusalSql): string {
 
 export interface RefusalSql {
   code: string;
+  /**
+   * A rule of the input that needs the database (a name taken, a project that is not the
+   * user's): the request is refused as one whose input is invalid, and its key keeps nothing
+   * (API-CONTRACT.md §11: a validation 422 stores nothing).
+   */
+  validation?: true;
   status?: number;
   pointer?: string;
   parameter?: string;
@@ -243,9 +251,11 @@ begin
          from unnest(v_types, v_data) with ordinality as e(type, data, n) where e.type is not null));
   exception when sqlstate '${REFUSAL_STATE}' then
     -- Everything the block did is undone; a refusal of work that ran is kept under the key
-    -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim.
+    -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim; one of the
+    -- input (marked validation, alone or among several) is not.
     v_refusal := sqlerrm::json;
-    if p_key is not null and v_refusal->>'stop' is null then
+    if p_key is not null and v_refusal->>'stop' is null and v_refusal->>'validation' is null
+       and not exists (select 1 from json_array_elements(coalesce(v_refusal->'errors', '[]')) as e where e->>'validation' is not null) then
       perform ${schema}.key_keep(p_user, p_key, p_fingerprint, 0, json_build_object('refusal', v_refusal, 'index', v_index), null, p_now);
     end if;
     return json_build_object('refusal', v_refusal, 'index', v_index);

@@ -126,6 +126,23 @@ describe('REST: what is kept', () => {
     expect(await tasksOf(id)).toBe(1);
   });
 
+  it('a rule of the input that needs the database (a taken name, a project that is not the user\'s) keeps nothing: the fixed request runs under the same key, on both doors', async () => {
+    const { id, token } = await app.register();
+    await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Taken' } } });
+    const k = key();
+    const h = { 'Idempotency-Key': k };
+    expect(onlyError((await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'taken' } }, headers: h })).body).code).toBe('taken');
+    await expect(app.trpc(token).projects.create.mutate({ project: { name: 'TAKEN' } }, { context: { headers: h } })).rejects.toMatchObject({ data: { code: 'taken' } });
+    const t = key();
+    const linked = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'x', project_id: 999_999 } }, headers: { 'Idempotency-Key': t } });
+    expect(onlyError(linked.body)).toMatchObject({ code: 'record_not_found', source: { pointer: '/task/project_id' } });
+    expect(await recordsOf(id)).toBe(0);
+    const fixed = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Free' } }, headers: h });
+    expect([fixed.status, fixed.headers.get('idempotent-replayed')]).toEqual([201, null]);
+    expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'x' } }, headers: { 'Idempotency-Key': t } })).status).toBe(201);
+    expect(await recordsOf(id)).toBe(2);
+  });
+
   it('a domain error that ran is kept and replayed, even once the request would now succeed', async () => {
     const { token } = await app.register();
     const ids: number[] = [];

@@ -75,6 +75,13 @@ describe('failures that are not ours', () => {
     expect(error.data?.code).toBe('unavailable');
   });
 
+  it('a statement that ran out of time says so, not that the database cannot be reached', async () => {
+    const timedOut = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'fail_57014' } } });
+    expect(timedOut.body.errors[0].detail).toBe('The database did not finish this request in time; try again shortly.');
+    const full = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'fail_53100' } } });
+    expect(full.body.errors[0].detail).toBe('The database cannot be reached right now; try again shortly.');
+  });
+
   it('a connect that finds no file descriptor left (EMFILE) is 503 too', () => {
     // What pg rejects with when the process has no descriptor for a new connection.
     const emfile = Object.assign(new Error('connect EMFILE 127.0.0.1:5432 - Local (undefined:undefined)'), {

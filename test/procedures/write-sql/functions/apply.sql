@@ -575,9 +575,22 @@ begin
       );
   exception when sqlstate 'PX000' then
     -- Everything the block did is undone; a refusal of work that ran is kept under the key
-    -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim.
+    -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim; one of the
+    -- input (marked validation, alone or among several) is not.
     v_refusal := sqlerrm::json;
-    if p_key is not null and v_refusal->>'stop' is null then
+    if
+      p_key is not null
+      and v_refusal ->> 'stop' is null
+      and v_refusal ->> 'validation' is null
+      and not exists (
+        select
+          1
+        from
+          json_array_elements(coalesce(v_refusal -> 'errors', '[]')) as e
+        where
+          e ->> 'validation' is not null
+      )
+    then
       perform
         w.key_keep (
           p_user,

@@ -19,6 +19,8 @@ begin
       json_build_object(
         'code',
         'taken',
+        'validation',
+        true,
         'pointer',
         '/project/name',
         'detail',

@@ -114,6 +114,8 @@ begin
       v_errors || json_build_object(
         'code',
         'taken',
+        'validation',
+        true,
         'pointer',
         '/project/name',
         'detail',

@@ -24,6 +24,8 @@ begin
         json_build_object(
           'code',
           'record_not_found',
+          'validation',
+          true,
           'status',
           422,
           'pointer',
