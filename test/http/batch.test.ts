@@ -377,14 +377,21 @@ describe('retries and limits', () => {
     expect(await snapshot(id)).toEqual(after);
     const other = await batch(token, operations.slice(0, 1), { 'Idempotency-Key': key });
     expect(onlyError(other.body)).toMatchObject({ code: 'idempotency_key_reused' });
-    // A failed batch that ran is kept under its key too, and replayed.
+    // A failed batch whose rule ran (a state rule) is kept under its key too, and replayed.
     const failKey = randomUUID();
-    const failing = [{ op: 'projects.create', input: { project: { name: 'Once' } } }];
+    const projectId = first.body.data[0].body.data.id as number;
+    const failing = [{ op: 'projects.changeState', input: { id: projectId, project: { state: 'finished' } } }];
     const failed = await batch(token, failing, { 'Idempotency-Key': failKey });
-    expect(onlyError(failed.body)).toMatchObject({ code: 'taken', source: { pointer: '/operations/0/project/name' } });
+    expect(onlyError(failed.body)).toMatchObject({ code: 'invalid_transition', source: { pointer: '/operations/0/project/state' } });
     const replayed = await batch(token, failing, { 'Idempotency-Key': failKey });
     expect(replayed.headers.get('idempotent-replayed')).toBe('true');
     expect(replayed.text).toBe(failed.text);
+    // A rule of the input that reads the database (a taken name) keeps nothing, as that request alone would not.
+    const takenKey = randomUUID();
+    const taken = await batch(token, [{ op: 'projects.create', input: { project: { name: 'Once' } } }], { 'Idempotency-Key': takenKey });
+    expect(onlyError(taken.body)).toMatchObject({ code: 'taken', source: { pointer: '/operations/0/project/name' } });
+    const renamed = await batch(token, [{ op: 'projects.create', input: { project: { name: 'Twice' } } }], { 'Idempotency-Key': takenKey });
+    expect([renamed.status, renamed.headers.get('idempotent-replayed')]).toEqual([200, null]);
     // An operation whose input does not parse never ran, as that request alone would not have:
     // nothing is kept under the key, and the corrected batch runs with it.
     const fixKey = randomUUID();
