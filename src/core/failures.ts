@@ -146,14 +146,24 @@ export function unavailable(cause?: unknown): DomainError {
   return error;
 }
 
-/** The first SQLSTATE (or errno code) of the error or its causes. */
-function sqlStateOf(error: unknown): string | undefined {
+/** The first SQLSTATE of the error or its causes. */
+export function sqlStateOf(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
     e = (e as { cause?: unknown }).cause;
   }
   return undefined;
+}
+
+/**
+ * Whether PostgreSQL answered with an error and the connection is still usable: an error with
+ * a SQLSTATE, other than those that end the session (class 08, connection exceptions; 57P0x,
+ * the server shutting down or the session terminated).
+ */
+export function answeredByServer(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !/^57P0/.test(code);
 }
 
 export function isZodError(error: unknown): error is ZodError {

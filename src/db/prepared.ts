@@ -26,6 +26,7 @@
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type pg from 'pg';
+import { answeredByServer } from '../core/failures.js';
 
 export interface Prepared {
   /** The statement as the ORM takes it, with `?` placeholders. */
@@ -120,14 +121,4 @@ function warnPreparedElsewhere(error: Error): void {
       'The connection was closed and the statement sent again unprepared.',
     'PreparedStatementWarning',
   );
-}
-
-/**
- * Whether PostgreSQL answered with an error and the connection is still usable: an error with
- * a SQLSTATE, other than those that end the session (class 08, connection exceptions; 57P0x,
- * the server shutting down or the session terminated).
- */
-function answeredByServer(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !/^57P0/.test(code);
 }

@@ -17,6 +17,7 @@
  * found this way (its own timeouts apply). The probe is one more connection per process.
  */
 import pg from 'pg';
+import { answeredByServer } from '../core/failures.js';
 
 export const STALLED_MS = 1_000;
 const STALL_CHECK_MS = 250;
@@ -58,15 +59,6 @@ export function stampStatements(pool: pg.Pool): void {
   });
 }
 
-/**
- * Whether the server answered, however it answered: an error with a SQLSTATE of its own
- * (too many clients, a password refused), other than those that say it is going or gone.
- */
-function answeredByServer(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !code.startsWith('57P');
-}
-
 /** A connection of its own to `url`, kept open: `answers()` says whether a statement on it is answered within PROBE_TIMEOUT_MS. */
 export function databaseProbe(url: string): { answers(): Promise<boolean>; close(): void } {
   let open: { client: Client; connected: Promise<unknown> } | undefined;
@@ -87,6 +79,7 @@ export function databaseProbe(url: string): { answers(): Promise<boolean>; close
       const { client, connected } = open;
       const asked = connected.then(() => client.query('select 1')).then(
         () => true,
+        // Refused with a SQLSTATE of its own (too many clients, a password): it is there, and answers.
         (error: unknown) => answeredByServer(error),
       );
       let timer: NodeJS.Timeout | undefined;

@@ -6,18 +6,10 @@
  * write again (bounded, logged at warn).
  */
 import type { Logger } from '../core/logger.js';
+import { sqlStateOf } from '../core/failures.js';
 import { busy } from './turns.js';
 
 const RETRIES = 3;
-
-function sqlState(error: unknown): string | undefined {
-  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
 
 /** Runs a write (whole) again after a deadlock or serialization failure; a lock timeout is 503. */
 export async function retried<T>(log: Logger | undefined, run: () => Promise<T>): Promise<T> {
@@ -25,7 +17,7 @@ export async function retried<T>(log: Logger | undefined, run: () => Promise<T>)
     try {
       return await run();
     } catch (error) {
-      const state = sqlState(error);
+      const state = sqlStateOf(error);
       if (state === '55P03') throw busy(); // lock_timeout: another process holds the lock too long
       if ((state === '40P01' || state === '40001') && attempt < RETRIES) {
         log?.warn({ err: error, attempt }, 'write retried after a deadlock or serialization failure');
