@@ -55,22 +55,22 @@ const TASKS_IN_PROJECT: readonly TaskDates[] = TASK_STATES.filter((s) => s !== '
 
 let named = 0;
 
+/** Inserts a project in `state` with one task in each of TASKS_IN_PROJECT, in one statement. */
 async function insert(userId: number, state: ProjectState): Promise<number> {
-  const em = app.orm.em.fork();
   const dates = datesIn(state);
   const name = `p${++named}`;
-  const [row] = await em.execute<Array<{ id: number }>>(
-    `insert into projects (user_id, name, slug, state, started_at, due_at, paused_at, finished_at, created_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?) returning id`,
-    [userId, name, name, state, dates.startedAt, dates.dueAt, dates.pausedAt, dates.finishedAt, STARTED],
+  const [row] = await app.orm.em.fork().execute<Array<{ id: number }>>(
+    `with p as (
+       insert into projects (user_id, name, slug, state, started_at, due_at, paused_at, finished_at, created_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?) returning id
+     ), t as (
+       insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, created_at)
+       select ?, p.id, 'rule', (select coalesce(max("order"), 0) from tasks where user_id = ?) + x.n, x."plannedCount", x.state, x."startedAt", x."plannedAt", x."finishedAt", ?
+         from p, rows from (json_to_recordset(?::json) as ("plannedCount" int, state text, "startedAt" timestamptz, "plannedAt" timestamptz, "finishedAt" timestamptz)) with ordinality as x("plannedCount", state, "startedAt", "plannedAt", "finishedAt", n)
+     )
+     select id from p`,
+    [userId, name, name, state, dates.startedAt, dates.dueAt, dates.pausedAt, dates.finishedAt, STARTED, userId, userId, STARTED, JSON.stringify(TASKS_IN_PROJECT)],
   );
-  for (const task of TASKS_IN_PROJECT) {
-    await em.execute(
-      `insert into tasks (user_id, project_id, label, "order", planned_count, state, started_at, planned_at, finished_at, created_at)
-       values (?, ?, 'rule', (select coalesce(max("order"), 0) + 1 from tasks where user_id = ?), ?, ?, ?, ?, ?, ?)`,
-      [userId, row!.id, userId, task.plannedCount, task.state, task.startedAt, task.plannedAt, task.finishedAt, STARTED],
-    );
-  }
   return row!.id;
 }
 
@@ -82,14 +82,19 @@ interface Outcome {
 
 const dateOf = (value: unknown) => (value ? new Date(value as string) : null);
 
-async function read(id: number): Promise<Outcome> {
-  const em = app.orm.em.fork();
-  const [row] = await em.execute<Array<Record<string, unknown>>>('select * from projects where id = ?', [id]);
-  const tasks = await em.execute<Array<Record<string, unknown>>>('select * from tasks where project_id = ? order by "order"', [id]);
-  const dates = Object.fromEntries(DATES.map((d) => [d, dateOf(row![COLUMNS[d]])])) as Dates;
+/** The project and its tasks by order, and how many projects of its user are started, in one statement. */
+async function read(id: number): Promise<Outcome & { started: number }> {
+  const [row] = await app.orm.em.fork().execute<Array<{ project: Record<string, unknown>; tasks: Array<Record<string, unknown>>; started: string }>>(
+    `select row_to_json(p) as project,
+            (select coalesce(json_agg(t order by t."order"), '[]') from tasks t where t.project_id = p.id) as tasks,
+            (select count(*) from projects s where s.user_id = p.user_id and s.state = 'started') as started
+       from projects p where p.id = ?`,
+    [id],
+  );
+  const { project, tasks } = row!;
   return {
-    state: row!.state as string,
-    dates,
+    state: project.state as string,
+    dates: Object.fromEntries(DATES.map((d) => [d, dateOf(project[COLUMNS[d]])])) as Dates,
     tasks: tasks.map((t) => ({
       state: t.state as TaskState,
       plannedCount: t.planned_count as number,
@@ -98,11 +103,15 @@ async function read(id: number): Promise<Outcome> {
       finishedAt: dateOf(t.finished_at),
       abandonedAt: dateOf(t.abandoned_at),
     })),
+    started: Number(row!.started),
   };
 }
 
-const startedCount = async (userId: number) =>
-  Number((await app.orm.em.fork().execute<Array<{ n: string }>>(`select count(*) as n from projects where user_id = ? and state = 'started'`, [userId]))[0]!.n);
+/** The project's rows without the count of started ones. */
+async function rows(id: number): Promise<Outcome> {
+  const { started: _, ...outcome } = await read(id);
+  return outcome;
+}
 
 type Answer = Outcome | { code: string; pointer?: string; detail?: string };
 
@@ -135,7 +144,7 @@ async function functionAnswer(userId: number, id: number, request: ProjectStateR
     .fork()
     .execute(`select ${CHANGE_STATE}(?, ?, ?::json, ?::json, null, null)`, [userId, NOW, DAY_JSON, input])
     .then(() => undefined, (error: unknown) => refusalOf(error) ?? Promise.reject(error));
-  return refusal ? { code: refusal.code!, pointer: refusal.pointer, detail: refusal.detail } : read(id);
+  return refusal ? { code: refusal.code!, pointer: refusal.pointer, detail: refusal.detail } : rows(id);
 }
 
 /** Each rule's bound and a second either side of it. */
@@ -174,15 +183,14 @@ describe('a requested project state change gives the same answer from the entity
       if (variant.extra) request.name = 'renamed';
       const userId = users[variant.user];
       const id = await insert(userId, from);
-      const before = await read(id);
-      const expected = await entityAnswer(from, request, await startedCount(userId));
+      const { started, ...before } = await read(id);
+      const expected = await entityAnswer(from, request, started);
       const answered = await functionAnswer(userId, id, request);
       const what = `${from} → ${to}, due_at ${variant.due}, finished_at ${variant.finished}, extra member ${variant.extra}, ${variant.user}`;
       expect(answered, what).toEqual(expected);
-      if ('code' in expected) expect(await read(id), `${what}: unchanged`).toEqual(before);
+      if ('code' in expected) expect(await rows(id), `${what}: unchanged`).toEqual(before);
       // Each case leaves no started project behind: the limit stays what the user's name says.
-      await app.orm.em.fork().execute('delete from tasks where project_id = ?', [id]);
-      await app.orm.em.fork().execute('delete from projects where id = ?', [id]);
+      await app.orm.em.fork().execute('with t as (delete from tasks where project_id = ?) delete from projects where id = ?', [id, id]);
     }
   });
 
