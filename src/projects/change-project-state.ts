@@ -76,8 +76,8 @@ begin
   if v_transition is null then
     ${refuse('invalid_transition', '/project/state', `'A ' || v_project.state || ' project cannot become ' || v_to || '.'`)}
   end if;
-  select m into v_member from json_object_keys(p_input->'project') as m where m not in ('state', 'due_at', 'finished_at') limit 1;
-  if v_member is not null then
+  if (p_input->'project')::jsonb - array['state', 'due_at', 'finished_at'] <> '{}'::jsonb then
+    select m into v_member from json_object_keys(p_input->'project') as m where m not in ('state', 'due_at', 'finished_at') limit 1;
     ${refusalSql({ code: 'cannot_be_set', pointer: `'/project/' || ${pointerSegmentSql('v_member')}`, detail: `v_member || ' cannot be set when changing the state.'` })}
   end if;
   if v_due is not null and v_transition in (${actions((t) => t.dueAt === 'forbidden')}) then

@@ -38,8 +38,9 @@ begin
   if v_action is null then
     ${refusalSql({ code: 'invalid_transition', pointer: text('/task/state'), detail: `'A ' || v_task.state || ' task cannot become ' || v_to || '.'` })}
   end if;
-  select m into v_member from json_object_keys(p_input->'task') as m where m <> 'state' limit 1;
-  if v_member is not null then
+  -- A plain expression, not a query, on the path every write takes; the member is named on refusal.
+  if (p_input->'task')::jsonb - 'state' <> '{}'::jsonb then
+    select m into v_member from json_object_keys(p_input->'task') as m where m <> 'state' limit 1;
     ${refusalSql({ code: 'cannot_be_set', pointer: `'/task/' || ${pointerSegmentSql('v_member')}`, detail: `v_member || ' cannot be set when changing the state.'` })}
   end if;
   v_from := v_task.state;

@@ -150,6 +150,7 @@ declare
   v_statuses int[] := '{}';
   v_types text[] := '{}';
   v_data json[] := '{}';
+  v_appended json[] := '{}';
   v_answer json;
   v_events json;
   v_type text;
@@ -195,9 +196,11 @@ begin
         ${documents('        ')}
       end if;
       ` : ''}v_input := v_op->'input';
-      for v_at in select value from json_array_elements(coalesce(v_op->'refs', '[]')) loop
-        v_input := ${schema}.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
-      end loop;
+      if v_op->'refs' is not null then
+        for v_at in select value from json_array_elements(v_op->'refs') loop
+          v_input := ${schema}.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
+        end loop;
+      end if;
       v_result := case v_op->>'op'
         ${dispatch}
       end;
@@ -239,16 +242,23 @@ begin
         from unnest(v_types, v_data) with ordinality as e(type, data, n)
        where e.type is not null;
     end if;
-    v_body := case when p_batch
-      then json_build_object('data', (select coalesce(json_agg(json_build_object('status', v_statuses[a.n], 'body', a.answer) order by a.n), '[]'::json)
-                                        from unnest(v_answers) with ordinality as a(answer, n)))
-      else v_answers[1] end;
+    -- Queries only where they are needed: each statement of a function costs more than an
+    -- expression (which PL/pgSQL evaluates without the executor), and all of it runs under the lock.
+    if p_batch then
+      v_body := json_build_object('data', (select coalesce(json_agg(json_build_object('status', v_statuses[a.n], 'body', a.answer) order by a.n), '[]'::json)
+                                             from unnest(v_answers) with ordinality as a(answer, n)));
+    else
+      v_body := v_answers[1];
+    end if;
     if p_key is not null then
       perform ${schema}.key_keep(p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now);
     end if;
-    return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events',
-      (select coalesce(json_agg(json_build_object('type', e.type, 'data', e.data) order by e.n), '[]')
-         from unnest(v_types, v_data) with ordinality as e(type, data, n) where e.type is not null));
+    for v_k in 1..cardinality(v_types) loop
+      if v_types[v_k] is not null then
+        v_appended[cardinality(v_appended) + 1] := json_build_object('type', v_types[v_k], 'data', v_data[v_k]);
+      end if;
+    end loop;
+    return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events', array_to_json(v_appended));
   exception when sqlstate '${REFUSAL_STATE}' then
     -- Everything the block did is undone; a refusal of work that ran is kept under the key
     -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim; one of the
@@ -285,11 +295,12 @@ function keyFunctionsSql(schema: string): string[] {
 declare
   v_last bigint;
   v_record json;
+  v_setting text;
 begin
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
-  perform set_config('lock_timeout', '5000ms', true);
+  v_setting := set_config('lock_timeout', '5000ms', true);
   select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
   if not found then
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));

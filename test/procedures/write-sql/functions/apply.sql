@@ -19,6 +19,7 @@ declare
   v_statuses int[] := '{}';
   v_types text[] := '{}';
   v_data json[] := '{}';
+  v_appended json[] := '{}';
   v_answer json;
   v_events json;
   v_type text;
@@ -181,17 +182,19 @@ begin
         end loop;
       end if;
       v_input := v_op->'input';
-      for v_at in select value from json_array_elements(coalesce(v_op->'refs', '[]')) loop
-        v_input :=
-          w.json_put (
-            v_input,
-            array(
-              select
-                json_array_elements_text(v_at -> 'at')
-            ),
-            (v_refs -> (v_at ->> 'ref'))::json
-          );
-      end loop;
+      if v_op->'refs' is not null then
+        for v_at in select value from json_array_elements(v_op->'refs') loop
+          v_input :=
+            w.json_put (
+              v_input,
+              array(
+                select
+                  json_array_elements_text(v_at -> 'at')
+              ),
+              (v_refs -> (v_at ->> 'ref'))::json
+            );
+        end loop;
+      end if;
       v_result :=
         case v_op ->> 'op'
           when 'projects.create' then w.projects_create (
@@ -507,9 +510,11 @@ begin
         from unnest(v_types, v_data) with ordinality as e(type, data, n)
        where e.type is not null;
     end if;
-    v_body :=
-      case
-        when p_batch then json_build_object(
+    -- Queries only where they are needed: each statement of a function costs more than an
+    -- expression (which PL/pgSQL evaluates without the executor), and all of it runs under the lock.
+    if p_batch then
+      v_body :=
+        json_build_object(
           'data',
           (
             select
@@ -524,9 +529,10 @@ begin
             from
               unnest(v_answers) with ordinality as a (answer, n)
           )
-        )
-        else v_answers[1]
-      end;
+        );
+    else
+      v_body := v_answers[1];
+    end if;
     if p_key is not null then
       perform
         w.key_keep (
@@ -545,6 +551,11 @@ begin
           p_now
         );
     end if;
+    for v_k in 1..cardinality(v_types) loop
+      if v_types[v_k] is not null then
+        v_appended[cardinality(v_appended) + 1] := json_build_object('type', v_types[v_k], 'data', v_data[v_k]);
+      end if;
+    end loop;
     return
       json_build_object(
         'body',
@@ -557,21 +568,7 @@ begin
         'last',
         v_last,
         'events',
-        (
-          select
-            coalesce(
-              json_agg(
-                json_build_object('type', e.type, 'data', e.data)
-                order by
-                  e.n
-              ),
-              '[]'
-            )
-          from
-            unnest(v_types, v_data) with ordinality as e (type, data, n)
-          where
-            e.type is not null
-        )
+        array_to_json(v_appended)
       );
   exception when sqlstate 'PX000' then
     -- Everything the block did is undone; a refusal of work that ran is kept under the key

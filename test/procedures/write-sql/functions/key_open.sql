@@ -9,11 +9,12 @@ create function w.key_open (
 declare
   v_last bigint;
   v_record json;
+  v_setting text;
 begin
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
-  perform set_config('lock_timeout', '5000ms', true);
+  v_setting := set_config('lock_timeout', '5000ms', true);
   select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
   if not found then
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));

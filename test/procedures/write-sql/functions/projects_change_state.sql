@@ -120,15 +120,15 @@ begin
         'A ' || v_project.state || ' project cannot become ' || v_to || '.'
       )::text;
   end if;
-  select
-    m into v_member
-  from
-    json_object_keys(p_input -> 'project') as m
-  where
-    m not in ('state', 'due_at', 'finished_at')
-  limit
-    1;
-  if v_member is not null then
+  if (p_input->'project')::jsonb - array['state', 'due_at', 'finished_at'] <> '{}'::jsonb then
+    select
+      m into v_member
+    from
+      json_object_keys(p_input -> 'project') as m
+    where
+      m not in ('state', 'due_at', 'finished_at')
+    limit
+      1;
     raise exception using errcode = 'PX000', message =
       json_build_object(
         'code',
