@@ -44,18 +44,21 @@ function rawErrorResponse(code: ErrorCode, reason: string, path: string | undefi
 /**
  * The request line of the request Node's parser stopped in, as far as the bytes it was parsing
  * (`rawPacket`) hold it: from the end of the headers before `bytesParsed` (a request before it
- * on the connection), or from their start.
+ * on the connection, whose body of `bodyBytes` follows them), or from their start.
  */
-function refusedLine(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number }): string | undefined {
+function refusedLine(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number }, bodyBytes = 0): string | undefined {
   const packet = error.rawPacket;
   if (!packet) return undefined;
   // Where it stopped, less the end of a header block that ends there (headers too large).
   const at = Math.min(error.bytesParsed ?? 0, packet.length) - 5;
   const before = at < 0 ? -1 : packet.lastIndexOf('\r\n\r\n', at);
-  const start = before < 0 ? 0 : before + 4;
+  const start = before < 0 ? 0 : before + 4 + bodyBytes;
   const end = packet.indexOf(0x0a, start);
   return packet.subarray(start, end < 0 ? packet.length : end).toString('latin1');
 }
+
+/** The target of a request line (its second word; words apart by spaces or tabs, which parsers differ on). */
+const targetOf = (line: string | undefined): string | undefined => line?.split(/[ \t]+/)[1];
 
 /**
  * The path of the request a client error is about, where it can be read: the request the
@@ -63,10 +66,14 @@ function refusedLine(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesP
  * what Node could not parse (`refusedLine`). Undefined when neither says (the headers did not
  * arrive in time): the answer is then REST's.
  */
-function clientErrorPath(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, pending: ServerResponse | undefined): string | undefined {
+function clientErrorPath(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, pending: ServerResponse | undefined, before?: IncomingMessage): string | undefined {
   const req = pending?.req as (IncomingMessage & { originalUrl?: string }) | undefined;
   if (req) return req.originalUrl ?? req.url;
-  const target = refusedLine(error)?.split(' ')[1];
+  const line = refusedLine(error, before ? Number(before.headers['content-length'] ?? 0) || 0 : 0);
+  // After a request (`before`), what `refusedLine` finds may not start where its bytes ended
+  // (a chunked body, several requests): only a whole request line names a door.
+  if (before && !/^\S+[ \t]+\S+[ \t]+HTTP\//.test(line ?? '')) return undefined;
+  const target = targetOf(line);
   return target === undefined ? undefined : pathOfTarget(target);
 }
 
@@ -137,24 +144,51 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
     res.writeHead(status, headers);
     res.end(body);
   });
+  // A client that half-closes after its request (shutdown of its side, as `nc -N` and some
+  // HTTP/1.0 clients do) still gets the answer; by default Node drops it, though the write ran.
+  (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   // What Node's parser refuses (a request line, a header, headers too large, a broken body) or
-  // what came too slowly, answered in the shape of the door the request addressed.
+  // what came too slowly, answered in the shape of the door the request addressed; after the
+  // answers of the requests received whole before it on the connection.
+  const refusing = new WeakSet<Duplex>();
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    const pending = (socket as { _httpMessage?: ServerResponse })._httpMessage ?? undefined;
-    if (!socket.writable || pending?.headersSent) {
-      socket.destroy();
-      return;
-    }
-    const path = clientErrorPath(error, pending);
-    const response =
-      error.code === 'HPE_HEADER_OVERFLOW'
-        ? rawErrorResponse('headers_too_large', 'Request Header Fields Too Large', path)
-        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? rawErrorResponse('malformed_request', 'Request Timeout', path, { status: 408, detail: 'The request took too long to arrive.' })
-          : unknownMethod(error)
-            ? rawErrorResponse('missing_endpoint', 'Not Found', path)
-            : rawErrorResponse('malformed_request', 'Bad Request', path);
-    socket.end(response);
+    // The parser, once broken, refuses every later packet again: one answer.
+    if (refusing.has(socket)) return;
+    refusing.add(socket);
+    refuseAfterAnswers(socket, error);
+  });
+  // CONNECT is no method of this service: Node would close the connection without a word.
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy());
+    socket.end(rawErrorResponse('missing_endpoint', 'Not Found', pathOfTarget(req.url ?? '/')));
   });
   return server;
+}
+
+/**
+ * Answers a client error on `socket`. A request received whole and still being answered
+ * (pipelined bytes broke after it) gets its answer first: it ran, and its client must learn
+ * how; then the refusal, and the end of the connection (none after an answer that ends it).
+ */
+function refuseAfterAnswers(socket: Duplex, error: NodeJS.ErrnoException, before?: IncomingMessage): void {
+  const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+  if (pending?.req?.complete && !pending.writableFinished) {
+    pending.once('finish', () => refuseAfterAnswers(socket, error, pending.req));
+    pending.once('close', () => pending.writableFinished || socket.destroy());
+    return;
+  }
+  if (!socket.writable || pending?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const path = clientErrorPath(error, pending, before);
+  const response =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? rawErrorResponse('headers_too_large', 'Request Header Fields Too Large', path)
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? rawErrorResponse('malformed_request', 'Request Timeout', path, { status: 408, detail: 'The request took too long to arrive.' })
+        : unknownMethod(error)
+          ? rawErrorResponse('missing_endpoint', 'Not Found', path)
+          : rawErrorResponse('malformed_request', 'Bad Request', path);
+  socket.end(response);
 }

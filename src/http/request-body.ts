@@ -22,7 +22,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
-import { BODY_LIMIT_BYTES } from '../core/limits.js';
+import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from '../core/limits.js';
 import { nestsDeeperThan } from './json-depth.js';
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
@@ -71,10 +71,13 @@ export function percentDecodedBytes(value: string): Buffer {
 
 const NOT_UTF8_DETAIL = 'The request body is not valid UTF-8.';
 
-/** The text of the bytes, or why they are refused: not UTF-8, or nested too deep. */
-export function textOf(bytes: Uint8Array): { text: string } | { refusal: DomainError } {
+/**
+ * The text of the bytes, or why they are refused: not UTF-8, or nested too deep (`envelope`: the
+ * levels a door wraps the input in, which the limit does not count).
+ */
+export function textOf(bytes: Uint8Array, envelope = 0): { text: string } | { refusal: DomainError } {
   if (!isUtf8(bytes)) return { refusal: DomainError.of('invalid_json', { detail: NOT_UTF8_DETAIL }) };
-  if (nestsDeeperThan(bytes)) return { refusal: DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL }) };
+  if (nestsDeeperThan(bytes, MAX_JSON_DEPTH + envelope)) return { refusal: DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL }) };
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   return { text: text.charCodeAt(0) === 0xfeff ? text.slice(1) : text };
 }

@@ -10,7 +10,8 @@
  *   starting with `//` or `/\` stays a path (it names no host, and no route); an absolute-form
  *   target keeps only its path and query.
  * - `checkFraming`: a request without a Host (HTTP/1.1), with several, or with one that is not
- *   a host is 400 `malformed_request`; links are built from the host that passed this check
+ *   a host is 400 `malformed_request`, as is one of another major version than HTTP/1 or with
+ *   several Authorization or Content-Type lines; links are built from the host that passed this check
  *   (`requestOrigin`). A transfer coding other than `chunked` is 501 `not_implemented`: Node
  *   decodes chunked only, and a `gzip, chunked` body read as plain chunked would be garbage
  *   taken for JSON.
@@ -91,11 +92,18 @@ function localHost(req: Request): string {
   return req.socket.localPort ? `${name}:${req.socket.localPort}` : name;
 }
 
-function hostLines(req: Request): number {
+/** How many lines of the header `name` (lower case) the request carries. */
+function headerLines(req: Request, name: string): number {
   let count = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === 'host') count++;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === name) count++;
   return count;
 }
+
+/**
+ * Headers that hold one value, beside Host: Node keeps the first of several and drops the rest,
+ * where a proxy in front may read the last (two Authorization lines are two callers).
+ */
+const SINGLE_HEADERS = { authorization: 'Authorization', 'content-type': 'Content-Type' } as const;
 
 const ORIGIN = Symbol('request origin');
 type FramedRequest = Request & { [ORIGIN]?: string };
@@ -130,7 +138,18 @@ export const checkFraming: RequestHandler = (req, res, next) => {
     sendRefusal(req, res, DomainError.of('malformed_request', { detail: 'The request target is not a URL this service reads.' }), pathOfTarget(req.url));
     return;
   }
-  const lines = hostLines(req);
+  if (req.httpVersionMajor !== 1) {
+    // Node's parser lets any one-digit major version through; this service speaks HTTP/1.x.
+    sendRefusal(req, res, DomainError.of('malformed_request', { detail: 'The request line must name HTTP/1.0 or HTTP/1.1.' }));
+    return;
+  }
+  for (const [name, shown] of Object.entries(SINGLE_HEADERS)) {
+    if (headerLines(req, name) > 1) {
+      sendRefusal(req, res, DomainError.of('malformed_request', { detail: `A request must carry one ${shown} header, not several.` }));
+      return;
+    }
+  }
+  const lines = headerLines(req, 'host');
   const missing = lines === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1;
   const origin = missing || lines > 1 ? undefined : originOf(req);
   if (origin === undefined) {

@@ -65,7 +65,10 @@ export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
       sendRefusal(req, res, DomainError.of('missing_endpoint'));
       return;
     }
-    const paths = calledPaths(req.url)?.paths;
+    const called = calledPaths(req.url);
+    const paths = called?.paths;
+    // The input's depth as on /api: superjson's `{"json": …}` around it, and a batch's `{"0": …}` around that, are not counted.
+    const envelope = called?.batch ? 2 : 1;
     if (paths === undefined) {
       sendRefusal(req, res, DomainError.of('missing_endpoint'));
       return;
@@ -93,7 +96,7 @@ export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
     if (req.method === 'GET') {
       // The input is in the query; a body sent along is read and held to the rules of any body.
       const input = rawQueryInput(req.url);
-      const decoded = input === undefined ? undefined : textOf(percentDecodedBytes(input));
+      const decoded = input === undefined ? undefined : textOf(percentDecodedBytes(input), envelope);
       const inputRefusal = decoded && 'refusal' in decoded ? decoded.refusal : undefined;
       if (inputRefusal || !carriesBody(req)) {
         refuse(inputRefusal);
@@ -117,7 +120,7 @@ export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
     }
     readBody(req).then((read) => {
       if ('refusal' in read) return refuse(read.refusal);
-      const decoded = textOf(read.bytes);
+      const decoded = textOf(read.bytes, envelope);
       if ('refusal' in decoded) return refuse(decoded.refusal);
       req.body = decoded.text;
       next();

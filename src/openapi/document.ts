@@ -761,7 +761,7 @@ const DESCRIPTION = [
   '',
   `- Bodies are JSON in UTF-8, sent with \`Content-Type: application/json\` (no charset, or \`charset=utf-8\`) and no \`Content-Encoding\`, at most ${BODY_LIMIT_BYTES / 1024} KiB: another media type, charset or coding is 415, bytes that are not UTF-8 or not JSON are 400 \`invalid_json\`, a larger body 413. A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
   '- Without a valid token, an operation that needs one answers 401 before anything else is checked (path id, query, media type, body).',
-  `- Arrays and objects may nest at most ${MAX_JSON_DEPTH} levels deep (\`{"task":{"order":1}}\` is 2): a deeper body is 400 \`invalid_json\`, on /trpc too.`,
+  `- Arrays and objects may nest at most ${MAX_JSON_DEPTH} levels deep (\`{"task":{"order":1}}\` is 2): a deeper body is 400 \`invalid_json\`, on /trpc too (where the input is counted, not superjson's \`{"json": …}\` or a batch's \`{"0": …}\` around it).`,
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',
   '- Every project and task response carries `meta` with a notice that the output may change soon.',
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes the operation can answer with (also in `x-error-codes`); the refusals of the HTTP layer below (`malformed_request`, 417, 431, 501), which come before any operation is chosen, are listed here only.',

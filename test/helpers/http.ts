@@ -84,15 +84,18 @@ export interface RawAnswer {
   head: string;
   headers: Record<string, string>;
   text: string;
+  /** Everything the server wrote, as text: several answers, when several requests were sent. */
+  raw: string;
 }
 
 /**
  * Writes `bytes` as they are on a connection of its own to `baseUrl`'s port (node:net: no
  * client library to fix the request first) and reads the whole answer, once the server ends
  * the connection (send `Connection: close`, or bytes the server refuses). Several buffers are
- * written one after another, each once the server has had 30 ms to read the one before.
+ * written one after another, each once the server has had 30 ms to read the one before;
+ * `halfClose` then ends the client's side, as `nc -N` does, and reads on.
  */
-export function rawExchange(baseUrl: string, bytes: Buffer | Buffer[]): Promise<RawAnswer> {
+export function rawExchange(baseUrl: string, bytes: Buffer | Buffer[], options: { halfClose?: boolean } = {}): Promise<RawAnswer> {
   const { port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), '127.0.0.1');
@@ -110,13 +113,14 @@ export function rawExchange(baseUrl: string, bytes: Buffer | Buffer[]): Promise<
       }
       let text = answer.slice(at + 4);
       if (headers['transfer-encoding'] === 'chunked') text = dechunk(text);
-      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]), head, headers, text });
+      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]), head, headers, text, raw: answer });
     });
     void (async () => {
       for (const [i, part] of (Array.isArray(bytes) ? bytes : [bytes]).entries()) {
         if (i > 0) await new Promise((resolve) => setTimeout(resolve, 30));
         if (!socket.destroyed) socket.write(part);
       }
+      if (options.halfClose && !socket.destroyed) socket.end();
     })();
   });
 }

@@ -59,6 +59,11 @@ const REFUSALS: Refusal[] = [
   { what: 'a request line ended by a bare LF', bytes: (p) => `GET ${p} HTTP/1.1\n${HOST}\r\nAuthorization: ${token}\r\nConnection: close\r\n\r\n`, ...malformed },
   { what: 'a control character in the target', bytes: line((p) => `GET ${p}?x=\x01 HTTP/1.1`), ...malformed },
   { what: 'a method that is no token (G@T)', bytes: line((p) => `G@T ${p} HTTP/1.1`), ...malformed },
+  { what: 'a request line with tabs for spaces', bytes: line((p) => `GET\t${p}\tHTTP/1.1`), ...malformed },
+  // Versions Node's parser lets through, and headers it merges (checked by the app)
+  { what: 'a request line with the version HTTP/2.0', bytes: line((p) => `GET ${p} HTTP/2.0`), ...malformed },
+  { what: 'two Authorization lines', bytes: get([HOST, 'Authorization: Bearer another']), ...malformed },
+  { what: 'two Content-Type lines', bytes: post([HOST, 'Content-Type: application/json', 'Content-Type: text/plain', 'Content-Length: 2'], '{}'), ...malformed },
   { what: 'an absolute-form target with the port 99999', bytes: line((p) => `GET http://planning.example:99999${p} HTTP/1.1`), ...malformed },
   // Headers Node's parser refuses
   { what: 'a header name with a space', bytes: get([HOST, 'X Bad: 1']), ...malformed },
@@ -177,5 +182,66 @@ describe('other refusals of the door itself', () => {
     const broken = (path: string) => post([HOST, 'Content-Type: application/json', 'Transfer-Encoding: chunked'], 'zz\r\n{}\r\n0\r\n\r\n')(path);
     const restErrors = expectEnvelope(await send(broken('/api/users/me/tasks')), 400, 'malformed_request');
     await expectTrpcError(await send(broken('/trpc/tasks.create')), 400, 'malformed_request', restErrors, 'tasks.create');
+  });
+});
+
+describe('a refusal after requests received whole on the same connection', () => {
+  /** The status lines of every answer on the connection, in order (an answer follows the body before it directly). */
+  const statuses = (answer: RawAnswer) => [...answer.raw.matchAll(/HTTP\/1\.1 (\d{3}) [A-Z]/g)].map((m) => Number(m[1]));
+  const labels = async (label: string) =>
+    (await app.request('GET', '/api/users/me/tasks?page_size=100', { token })).body.data.filter((t: { attributes: { label: string } }) => t.attributes.label === label).length;
+  const create = (path: string, label: string, headers: string[] = []) => {
+    const body = path.startsWith('/trpc') ? JSON.stringify({ json: { task: { label } } }) : JSON.stringify({ task: { label } });
+    return [`POST ${path} HTTP/1.1`, HOST, `Authorization: ${token}`, 'Content-Type: application/json', `Content-Length: ${body.length}`, ...headers, '', body].join('\r\n');
+  };
+
+  it.each([
+    ['/api/users/me/tasks', 201],
+    ['/trpc/tasks.create', 200],
+  ])('%s, then bytes that are no request, in one packet: its own answer first, then 400, and it ran once', async (path, status) => {
+    const label = `pipelined ${path}`;
+    const answer = await send(`${create(path, label)}X\r\n\r\n`);
+    expect(statuses(answer), answer.raw).toEqual([status, 400]);
+    expect(answer.status).toBe(status);
+    expect(await labels(label)).toBe(1);
+    // The refusal is of the bytes after it, which name no door: REST's envelope.
+    expect(JSON.parse(answer.raw.slice(answer.raw.lastIndexOf('\r\n\r\n') + 4)).errors[0].code).toBe('malformed_request');
+  });
+
+  it('a create, then a whole request line to /trpc that Node refuses: its answer, then a tRPC error', async () => {
+    const label = 'before a refused tRPC line';
+    const answer = await send(`${create('/api/users/me/tasks', label)}${line((p) => `GET ${p} HTTP/7.3`)('/trpc/users.me')}`);
+    expect(statuses(answer)).toEqual([201, 400]);
+    expect(JSON.parse(answer.raw.slice(answer.raw.lastIndexOf('\r\n\r\n') + 4)).error.json.data).toMatchObject({ code: 'malformed_request', httpStatus: 400 });
+    expect(await labels(label)).toBe(1);
+  });
+
+  it('headers too large after a create: its answer, then 431', async () => {
+    const label = 'before 431';
+    const answer = await send(`${create('/api/users/me/tasks', label)}${get([HOST, `X-Padding: ${'a'.repeat(20_000)}`])('/api/users/me')}`);
+    expect(statuses(answer), answer.raw.slice(0, 400)).toEqual([201, 431]);
+    expect(await labels(label)).toBe(1);
+  });
+
+  it('after a request that closes the connection, what follows is not read: one answer', async () => {
+    const answer = await send(`${get([HOST])('/api/users/me')}${get([HOST])('/api/users/me')}garbage\r\n\r\n`);
+    expect(statuses(answer)).toEqual([200]);
+  });
+
+  it.each([
+    ['/api/users/me/tasks', 201],
+    ['/trpc/tasks.create', 200],
+  ])('%s from a client that half-closes after sending it: answered', async (path, status) => {
+    const label = `half-closed ${path}`;
+    const answer = await rawExchange(app.baseUrl, Buffer.from(create(path, label), 'latin1'), { halfClose: true });
+    expect(statuses(answer)).toEqual([status]);
+    expect(await labels(label)).toBe(1);
+  });
+
+  it('CONNECT is 404 missing_endpoint in the door\'s shape, not a closed connection', async () => {
+    const connect = (target: string) => `CONNECT ${target} HTTP/1.1\r\n${HOST}\r\n\r\n`;
+    const restErrors = expectEnvelope(await send(connect('/api/users/me')), 404, 'missing_endpoint');
+    expectEnvelope(await send(connect('127.0.0.1:443')), 404, 'missing_endpoint');
+    await expectTrpcError(await send(connect('/trpc/users.me')), 404, 'missing_endpoint', restErrors, 'users.me');
   });
 });

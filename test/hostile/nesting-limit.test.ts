@@ -98,6 +98,22 @@ describe('tRPC', () => {
     expect(served.status, served.text).toBe(200);
   });
 
+  it('the input is held to the limit of /api: superjson\'s {"json": …} and a batch\'s {"0": …} around it are not counted', async () => {
+    // The input {"task":{"order":[[…62…]]}} nests 64 deep, as on /api above: the endpoint judges it (422); one more level is refused.
+    const input = (levels: number) => `{"id":${taskId},"task":{"order":${arrays(levels, '1')}}}`;
+    const single = await trpcPost('tasks.reorder', `{"json":${input(62)}}`);
+    expect(single.status, single.text).toBe(422);
+    expect(single.body.error.json.data.code).toBe('invalid');
+    const batched = await trpcPost('tasks.reorder?batch=1', `{"0":{"json":${input(62)}}}`);
+    expect(batched.status, batched.text).toBe(422);
+    expect(batched.body[0].error.json.data.code).toBe('invalid');
+    for (const [path, text] of [['tasks.reorder', `{"json":${input(63)}}`], ['tasks.reorder?batch=1', `{"0":{"json":${input(63)}}}`]] as const) {
+      const over = await trpcPost(path, text);
+      expect(over.status, over.text).toBe(400);
+      expect(JSON.stringify(over.body)).toContain('more than 64 levels deep');
+    }
+  });
+
   it('a deep query input is 400 invalid_json', async () => {
     const input = encodeURIComponent(`{"json":{"page":${arrays(65, '1')}}}`);
     const response = await fetch(`${app.baseUrl}/trpc/tasks.list?input=${input}`, { headers: { Authorization: token } });
