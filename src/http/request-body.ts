@@ -25,7 +25,8 @@ import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
 import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from '../core/limits.js';
 import { nestsDeeperThan } from './json-depth.js';
 
-const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
+/** A parameter of a media type (RFC 9110 §5.6.6): its name, and its value unquoted. */
+const PARAMETER = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*=\s*(?:"([^"]*)"|([^";\s]*))$/;
 
 /** Why the Content-Type or Content-Encoding refuses the body; undefined when it is UTF-8 JSON, unencoded. */
 export function mediaTypeRefusal(req: Pick<IncomingMessage, 'headers'>): DomainError | undefined {
@@ -36,9 +37,17 @@ export function mediaTypeRefusal(req: Pick<IncomingMessage, 'headers'>): DomainE
   const contentType = req.headers['content-type'];
   const mediaType = contentType?.split(';', 1)[0]!.trim().toLowerCase();
   if (mediaType !== 'application/json') return DomainError.of('unsupported_media_type');
-  const charset = CHARSET.exec(contentType!)?.[1]?.toLowerCase();
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-    return DomainError.of('unsupported_media_type', { detail: 'JSON is sent as UTF-8: no other charset is supported.' });
+  // API-CONTRACT.md §1: `application/json`, with a `; charset=utf-8` suffix or none; anything else is 415.
+  for (const parameter of contentType!.split(';').slice(1).map((p) => p.trim())) {
+    if (parameter === '') continue;
+    const [, name, quoted, plain] = PARAMETER.exec(parameter) ?? [];
+    if (name?.toLowerCase() !== 'charset') {
+      return DomainError.of('unsupported_media_type', { detail: 'Content-Type carries no parameter but charset=utf-8.' });
+    }
+    const charset = (quoted ?? plain ?? '').toLowerCase();
+    if (charset !== 'utf-8' && charset !== 'utf8') {
+      return DomainError.of('unsupported_media_type', { detail: 'JSON is sent as UTF-8: no other charset is supported.' });
+    }
   }
   return undefined;
 }

@@ -122,6 +122,9 @@ describe('media type: 415 unsupported_media_type', () => {
     'application/vnd.api+json',
     'application/jsonx',
     'multipart/form-data; boundary=x',
+    'application/json; foo=bar',
+    'application/json; charset=utf-8; foo=bar',
+    'application/json; charset',
   ])('POST /api/users/me/projects with Content-Type %s', async (contentType) => {
     const res = await app.request('POST', '/api/users/me/projects', {
       token,
@@ -156,7 +159,7 @@ describe('media type: 415 unsupported_media_type', () => {
     expectErrorEnvelope(res, 415, 'unsupported_media_type');
   });
 
-  it.each(['application/json; charset=utf-8', 'application/json;charset=UTF-8', 'Application/JSON'])(
+  it.each(['application/json; charset=utf-8', 'application/json;charset=UTF-8', 'Application/JSON', 'application/json; charset="utf-8"', 'application/json;'])(
     'Content-Type %s is accepted and the body is parsed',
     async (contentType) => {
       const name = `Charset_${Math.random().toString(36).slice(2, 8)}`;
