@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { DomainError, type ErrorCode } from '../core/errors.js';
 import { BODY_LIMIT_BYTES } from '../core/limits.js';
@@ -146,7 +147,15 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
   });
   // A client that half-closes after its request (shutdown of its side, as `nc -N` and some
   // HTTP/1.0 clients do) still gets the answer; by default Node drops it, though the write ran.
+  // An event stream has no end to wait for: its client closing its side is its going away, as
+  // before (its stream ends at once, and no longer counts among the token's).
   (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  server.on('connection', (socket: Socket) => {
+    socket.on('end', () => {
+      const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (answering && /^text\/event-stream/i.test(String(answering.getHeader('content-type') ?? ''))) socket.destroy();
+    });
+  });
   // What Node's parser refuses (a request line, a header, headers too large, a broken body) or
   // what came too slowly, answered in the shape of the door the request addressed; after the
   // answers of the requests received whole before it on the connection.

@@ -295,12 +295,13 @@ async function send(door: Door, viaRaw: boolean, procedure: Procedure, token: st
   if (viaRaw || hasDuplicateKeys(input) || hasProtoKey(valueOf(input))) {
     const text = `{"json":${textOf(input)}}`;
     const outcome = await trpcRaw(`webhooks.${procedure}`, 'mutation', token, text);
-    return { outcome, seen: asInput(JSON.parse(text).json), depth: depthOf(text) };
+    // The limit counts the input, not superjson's {"json": …} around it.
+    return { outcome, seen: asInput(JSON.parse(text).json), depth: depthOf(text) - 1 };
   }
   const value = valueOf(input);
   const outcome = await typed(procedure, token, value);
   const read = throughSuperjson(value);
-  return { outcome, seen: read ? asInput(read.seen) : undefined, depth: read ? depthOf(read.text) : undefined };
+  return { outcome, seen: read ? asInput(read.seen) : undefined, depth: read ? depthOf(read.text) - 1 : undefined };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -703,8 +704,8 @@ describe.each(DOORS)('pinned bodies, through %s', (door) => {
   const createdUrl = async () => (await webhookRows(victim.id)).at(-1)?.url;
 
   it('nesting: a body 64 levels deep is read, 65 levels is 400 invalid_json, and nothing is stored', async () => {
-    // The body's own levels: the top object and the wrapper (and on /trpc the `json` member).
-    const own = door === 'trpc' ? 3 : 2;
+    // The input's own levels: the top object and the wrapper (on /trpc, superjson's `json` member is not counted).
+    const own = 2;
     const at = (levels: number) => `{"webhook":{"url":"https://deep.example.com/","x":${'['.repeat(levels - own)}${']'.repeat(levels - own)}}}`;
     const before = await digest();
     const deep = await rawCreate(at(MAX_DEPTH + 1));
