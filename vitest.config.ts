@@ -3,7 +3,7 @@ import { pooledTierSkip } from './test/helpers/pooled-database.js';
 import { TieredSequencer } from './test/helpers/sequencer.js';
 
 /**
- * The pooled tier: these tests (about 370, 17 files) run a second time with every database
+ * The pooled tier: these tests (386 in 18 files) run a second time with every database
  * URL leading through PgBouncer in transaction mode (test/helpers/global-setup.ts), its pool
  * per database (4) smaller than the apps' pools (20), LISTEN and the migration lock going to
  * PostgreSQL directly: every kind of write and read over HTTP, both doors, the change log's

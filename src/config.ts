@@ -1,6 +1,7 @@
 /**
  * Environment → typed configuration, validated once at start-up.
- * Every knob of API-CONTRACT.md section 9 lives here; nothing else reads process.env.
+ * Every knob of API-CONTRACT.md section 9 lives here; nothing else reads process.env but
+ * src/core/output-checks.ts (NODE_ENV, which the contract does not name).
  */
 import { isIP } from 'node:net';
 import path from 'node:path';
@@ -154,12 +155,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
  * The warning the start gives when WEB_CONCURRENCY asks for more server processes than the
  * cores this process may use (`os.availableParallelism()`), else undefined. Past the cores,
  * processes only take turns: each request costs more CPU (more processes, caches and
- * collections competing) and none more is served. README.md, WEB_CONCURRENCY, says how to size it.
+ * collections competing) and none more is served. docs/configuration.md, WEB_CONCURRENCY, says how to size it.
  */
 export function concurrencyWarning(workers: number, cores: number): string | undefined {
   if (workers <= cores) return undefined;
   return (
     `WEB_CONCURRENCY=${workers} is more than the ${cores} core${cores === 1 ? '' : 's'} this process may use: ` +
-    'the extra processes add CPU per request and no throughput; set it to the cores left to the service (README.md, WEB_CONCURRENCY)'
+    'the extra processes add CPU per request and no throughput; set it to the cores left to the service (docs/configuration.md, WEB_CONCURRENCY)'
   );
 }
