@@ -88,6 +88,9 @@ function unknownMethod(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): b
   return error.code === 'HPE_INVALID_METHOD' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ /.test(refusedLine(error) ?? '');
 }
 
+/** How long a CONNECT's socket may stay without traffic before it is closed. */
+const CONNECT_IDLE_MS = 10_000;
+
 /** File descriptors kept for everything but client sockets: stdio, logs, pipes, DNS, the loop. */
 export const RESERVED_DESCRIPTORS = 64;
 
@@ -167,9 +170,19 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
     refuseAfterAnswers(socket, error);
   });
   // CONNECT is no method of this service: Node would close the connection without a word.
+  // Node hands the socket over untracked (no timeouts; a graceful stop does not see it): it is
+  // answered after the answers before it on the connection, then closed, within bounds.
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => socket.destroy());
-    socket.end(rawErrorResponse('missing_endpoint', 'Not Found', pathOfTarget(req.url ?? '/')));
+    (socket as Socket).setTimeout(CONNECT_IDLE_MS, () => socket.destroy());
+    const answer = () => socket.end(rawErrorResponse('missing_endpoint', 'Not Found', pathOfTarget(req.url ?? '/')), () => socket.destroy());
+    const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (pending && !pending.writableFinished) {
+      pending.once('finish', answer);
+      pending.once('close', () => pending.writableFinished || socket.destroy());
+    } else {
+      answer();
+    }
   });
   return server;
 }

@@ -555,7 +555,7 @@ export async function snapshot(victim: Victim): Promise<Snapshot> {
   };
 }
 
-/** Every row of every table a refused request could write (DIGESTED), as counts and digests. */
+/** Every row of the tables of the user's data a refused request could change (DIGESTED), as counts and digests. */
 async function rowsDigest(): Promise<unknown> {
   const [rows] = await app.orm.em.fork().execute(DIGEST_SQL);
   return rows;
@@ -564,10 +564,12 @@ async function rowsDigest(): Promise<unknown> {
 /**
  * Runs a property whose every run sends one request: the answer must keep the contract, and
  * a rejected request must leave every row as it was. The rows are what the victim's list pages
- * are made from (`snapshot` reads both, for the checks written out by hand), so the run compares
- * the rows alone: the pages would add two requests a run and no change the rows do not show.
+ * are made from, so a run compares the rows alone (the pages would add two requests a run and
+ * no change the rows do not show); the pages are read once the property has run, so that what
+ * accepted requests stored is still served (`listPages` throws on any answer but 200).
  */
 export async function assertHostile<T>(
+  victim: Victim,
   arb: fc.Arbitrary<T>,
   send: (input: T) => Promise<Outcome>,
   options: { numRuns?: number; seed?: number; examples?: T[]; before?: (input: T) => Promise<void> } = {},
@@ -602,6 +604,7 @@ export async function assertHostile<T>(
       examples: (options.examples ?? []).map((e) => [e] as [T]),
     },
   );
+  await snapshot(victim);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -121,6 +121,7 @@ describe.each(WRITE_ENDPOINTS)('random bodies: $method $procedure', (endpoint) =
       viaRaw: fc.boolean(),
     });
     await assertHostile(
+      victim,
       arb,
       async ({ body, id, viaRaw }) => {
         const pathId = isDelete ? target : endpoint.resource ? id : undefined;

@@ -10,8 +10,10 @@
  * Sent as bytes written by hand on raw sockets: a client library would not send most of
  * these, and Node answers several itself (its `clientError`), before Express sees a request.
  */
+import net from 'node:net';
 import superjson from 'superjson';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { rawExchange, type RawAnswer } from '../helpers/http.js';
 import { useTestApp } from '../helpers/test-app.js';
 
@@ -236,6 +238,49 @@ describe('a refusal after requests received whole on the same connection', () =>
     const answer = await rawExchange(app.baseUrl, Buffer.from(create(path, label), 'latin1'), { halfClose: true });
     expect(statuses(answer)).toEqual([status]);
     expect(await labels(label)).toBe(1);
+  });
+
+  it('a create, then a CONNECT: its answer, then 404', async () => {
+    const label = 'before CONNECT';
+    const answer = await send(`${create('/api/users/me/tasks', label)}CONNECT /api/users/me HTTP/1.1\r\n${HOST}\r\n\r\n`);
+    expect(statuses(answer)).toEqual([201, 404]);
+    expect(await labels(label)).toBe(1);
+  });
+
+  it.each([
+    ['/api/users/me/events', 'the REST stream'],
+    [`/trpc/events.onChange?input=${encodeURIComponent('{"json":{}}')}`, 'the tRPC subscription'],
+  ])('%s: a stream whose client closes its side ends at once (%s), and its slot is free', async (target) => {
+    const { port } = new URL(app.baseUrl);
+    const socket = net.connect({ port: Number(port), host: '127.0.0.1', allowHalfOpen: true });
+    const opened = new Promise<void>((resolve) => socket.once('data', () => resolve()));
+    socket.write(`GET ${target} HTTP/1.1\r\n${HOST}\r\nAuthorization: ${token}\r\nAccept: text/event-stream\r\n\r\n`);
+    await opened;
+    await eventually(() => app.events.streamsOf(token) === 1, { message: 'the stream is open' });
+    socket.end();
+    // Not at the stream's next heartbeat (15 s): its client is gone for it when it closes its side.
+    await eventually(() => app.events.streamsOf(token) === 0, { message: 'the stream ended', timeout: 2_000 });
+    socket.destroy();
+  });
+
+  it('a CONNECT whose client keeps its side open is closed by the service once answered', async () => {
+    const { port } = new URL(app.baseUrl);
+    const closed = await new Promise<string>((resolve) => {
+      const socket = net.connect({ port: Number(port), host: '127.0.0.1', allowHalfOpen: true });
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString()));
+      // Once the answer has come, bytes sent on find no one reading (a reset, then an error on
+      // the next write): the service let go of the socket.
+      socket.on('end', () => {
+        const poke = setInterval(() => (socket.destroyed ? clearInterval(poke) : socket.write('x')), 100);
+        poke.unref();
+      });
+      socket.on('error', () => resolve(text));
+      socket.on('close', () => resolve(text));
+      socket.write(`CONNECT /api/users/me HTTP/1.1\r\n${HOST}\r\n\r\n`);
+      setTimeout(() => resolve('still open'), 3_000).unref();
+    });
+    expect(closed).toMatch(/^HTTP\/1\.1 404 /);
   });
 
   it('CONNECT is 404 missing_endpoint in the door\'s shape, not a closed connection', async () => {

@@ -34,6 +34,7 @@ describe('random path ids: 404 record_not_found, nothing changes', () => {
       .filter((s) => !own_.has(s));
     const arb = fc.record({ endpoint: fc.constantFrom(...ID_ENDPOINTS), segment });
     await assertHostile(
+      victim,
       arb,
       async ({ endpoint, segment }) => {
         const path = endpoint.path(segment);
@@ -76,6 +77,7 @@ describe('random path ids: 404 record_not_found, nothing changes', () => {
       .filter((v) => !(typeof v === 'string' && v.length > 4000));
     const arb = fc.record({ endpoint: fc.constantFrom(...ID_ENDPOINTS), id, viaRaw: fc.boolean() });
     await assertHostile(
+      victim,
       arb,
       async ({ endpoint, id, viaRaw }) => {
         const input = own([...Object.entries(endpoint.body ?? {}), ['id', id]]);
@@ -125,6 +127,7 @@ describe('list query strings', () => {
     const victim = await newVictim();
     const arb = fc.record({ list: fc.constantFrom(...LISTS), query: queryString });
     await assertHostile(
+      victim,
       arb,
       async ({ list, query }) => {
         const outcome = await rest('GET', `${list.path}?${query}`, victim.token, undefined);
@@ -160,7 +163,7 @@ describe('list query strings', () => {
     const arb = fc
       .record({ list: fc.constantFrom(...LISTS), input, viaRaw: fc.boolean() })
       .filter(({ input }) => encodeURIComponent(toJsonText(input)).length < 8_000);
-    await assertHostile(arb, ({ list, input, viaRaw }) => trpc(list.procedure, 'query', victim.token, input, viaRaw), { numRuns: RUNS });
+    await assertHostile(victim, arb, ({ list, input, viaRaw }) => trpc(list.procedure, 'query', victim.token, input, viaRaw), { numRuns: RUNS });
   }, PROPERTY_TIMEOUT + 5_000);
 
   // Found by this file: Node's HTTP parser answers a request line or header block above

@@ -390,7 +390,7 @@ describe.each(['tasks', 'projects'] as const)('%s: every bad parameter of one re
       order: fc.shuffledSubarray(names, { minLength: names.length, maxLength: names.length }),
       unknown: fc.subarray([['Page', '0'], ['STATE', 'abandoned'], ['sort_by', '--x'], ['q%5B%5D', ''], ['filter%5Bstate%5D', 'x'], ['page_size%00', '0'], ['input', '%7B%7D']] as const),
     });
-    await assertHostile(arb, async ({ door, choices, order, unknown }) => {
+    await assertHostile(victim, arb, async ({ door, choices, order, unknown }) => {
       const picked = new Map(names.map((name, i) => [name, choices[i]!]));
       const bad = names.filter((n) => ['bad', 'twice'].includes(picked.get(n)![0]));
       let outcome: Outcome;

@@ -53,6 +53,7 @@ describe('the tRPC door with malformed superjson framing', () => {
   it('random framing: a 2xx or a 4xx envelope, and nothing changes on a refusal', async () => {
     const victim = await newVictim();
     await assertHostile(
+      victim,
       framing,
       ({ kind, text }) => (kind === 'query' ? trpcRawQueryText('projects.list', victim.token, text) : trpcRaw('projects.create', 'mutation', victim.token, text)),
       { numRuns: RUNS },
