@@ -16,6 +16,7 @@ import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError, TOO_DEEP_DETAIL } from '../core/errors.js';
 import { MAX_JSON_DEPTH } from '../core/limits.js';
+import { sendEtag } from '../core/conditional.js';
 import type { AuthedContext, Call } from '../core/context.js';
 
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 3600 * 1000;
@@ -110,6 +111,18 @@ export class IdempotencyKey {
     }
     return record;
   }
+}
+
+/** What a replayed outcome answers (`Idempotent-Replayed: true`): its error thrown, or its body with its ETag. */
+export function replayed<T>(ctx: AuthedContext, record: StoredOutcome): T {
+  ctx.setHeader('Idempotent-Replayed', 'true');
+  const stored = record.body as { errors?: DomainError['errors']; meta?: Record<string, unknown> } | null;
+  if (record.status >= 400 && stored?.errors) {
+    const error = new DomainError(stored.errors);
+    throw stored.meta ? error.withMeta(stored.meta) : error;
+  }
+  if (record.etag) sendEtag(ctx, record.etag);
+  return (record.body ?? undefined) as T;
 }
 
 const PRUNE_EVERY_MS = 60_000;

@@ -14,10 +14,9 @@
  * 3. The answer, or the replay of a stored one.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { sendEtag } from '../core/conditional.js';
 import type { AuthedContext } from '../core/context.js';
 import { DomainError } from '../core/errors.js';
-import { IdempotencyKey, IDEMPOTENCY_KEY_TTL_MS, keyLock, pruneNowAndThen, type StoredOutcome } from './idempotency.js';
+import { IdempotencyKey, IDEMPOTENCY_KEY_TTL_MS, keyLock, pruneNowAndThen, replayed, type StoredOutcome } from './idempotency.js';
 import { retried } from './owner-lock.js';
 import { turnOf } from './turns.js';
 import type { Refusal } from './write-functions.js';
@@ -103,16 +102,7 @@ function deliver<T>(ctx: AuthedContext, outcome: Outcome<T>): T {
       return outcome.value;
     case 'failed':
       throw outcome.error;
-    case 'replay': {
-      const { record } = outcome;
-      ctx.setHeader('Idempotent-Replayed', 'true');
-      if (record.status >= 400) {
-        const stored = record.body as { errors: DomainError['errors']; meta?: Record<string, unknown> };
-        const error = new DomainError(stored.errors);
-        throw stored.meta ? error.withMeta(stored.meta) : error;
-      }
-      if (record.etag) sendEtag(ctx, record.etag);
-      return (record.body ?? undefined) as T;
-    }
+    case 'replay':
+      return replayed<T>(ctx, outcome.record);
   }
 }

@@ -13,7 +13,7 @@ import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, ifNoneMatchTags, sendEtag } from '../core/conditional.js';
 import type { AuthedContext } from '../core/context.js';
 import { DomainError, type ErrorCode } from '../core/errors.js';
-import { IdempotencyKey, keyLock, pruneNowAndThen, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
+import { IdempotencyKey, keyLock, pruneNowAndThen, replayed, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
 import { retried } from './owner-lock.js';
 import { turnOf } from './turns.js';
 import { REFUSAL_STATE, type Refusal } from './write-functions.js';
@@ -115,15 +115,13 @@ async function callApply(ctx: AuthedContext, em: SqlEntityManager, operations: O
 function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, refusalAt: RefusalAt): T {
   if (applied.replay) {
     const record = key!.replayOf({ ...applied.replay });
-    ctx.setHeader('Idempotent-Replayed', 'true');
-    const stored = record.body as { refusal?: Refusal; index?: number; errors?: DomainError['errors']; meta?: Record<string, unknown> } | null;
-    if (stored?.refusal) throw refusalAt(refusalError(stored.refusal), stored.index ?? 0);
-    if (record.status >= 400 && stored?.errors) {
-      const error = new DomainError(stored.errors);
-      throw stored.meta ? error.withMeta(stored.meta) : error;
+    // A refusal of the write functions is kept as they raised it (`key_keep`), with the index of its operation.
+    const stored = record.body as { refusal?: Refusal; index?: number } | null;
+    if (stored?.refusal) {
+      ctx.setHeader('Idempotent-Replayed', 'true');
+      throw refusalAt(refusalError(stored.refusal), stored.index ?? 0);
     }
-    if (record.etag) sendEtag(ctx, record.etag);
-    return (record.body ?? undefined) as T;
+    return replayed<T>(ctx, record);
   }
   if (applied.refusal) throw refusalAt(applied.refusal.stop ? 'stop' : refusalError(applied.refusal), applied.index ?? 0);
   if (applied.etag) sendEtag(ctx, applied.etag);
