@@ -200,8 +200,9 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       const takesBody = readsBody(req.method) && procedure.takesBody;
       let body: unknown;
       if (!refusal && takesBody) {
-        // One that takes a body is sent JSON, also when the body is empty (then `{}`).
-        refusal = mediaTypeRefusal(req);
+        // One that takes a body is sent JSON, also when the body is empty (then `{}`); one sent
+        // with no body at all needs no media type (§1 holds requests with a body to it).
+        refusal = !carriesBody(req) && req.headers['content-type'] === undefined ? undefined : mediaTypeRefusal(req);
         if (!refusal) {
           const read = await jsonBody(req);
           if ('refusal' in read) refusal = read.refusal;

@@ -30,7 +30,6 @@ import { DomainError } from '../core/errors.js';
 import { MAX_BATCH_CALLS } from '../core/limits.js';
 import { toTRPCError } from '../core/trpc.js';
 import type { AnyTRPCProcedure, AnyTRPCRouter } from '@trpc/server';
-import { takesNoInput as takesNoInputOf } from '../core/rest-routes.js';
 import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
 import { ignoredBodyRefusal } from './rest.js';
 import { calledPaths, sendRefusal } from './door-errors.js';
@@ -105,9 +104,9 @@ export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
       ignoredBodyRefusal(req).then(refuse, next);
       return;
     }
-    // A call of procedures that take no input may come with no body and no media type, as on REST.
-    const takesNoInput = paths.every((path) => procedures[path] !== undefined && takesNoInputOf(procedures[path]));
-    if (takesNoInput && !carriesBody(req) && req.headers['content-type'] === undefined) {
+    // A call with no body needs no media type (API-CONTRACT.md §1 holds requests with a body to
+    // it): it is a call without input, as on REST (a missing wrapper is then 422).
+    if (!carriesBody(req) && req.headers['content-type'] === undefined) {
       req.headers['content-type'] = 'application/json';
       req.body = '';
       next();

@@ -759,7 +759,7 @@ const TAGS = [
 const DESCRIPTION = [
   `Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson); a /trpc batch holds at most ${MAX_BATCH_CALLS} calls (more is 400 \`batch_too_large\` for each call), and methods other than GET and POST on /trpc are 404 \`missing_endpoint\`.`,
   '',
-  `- Bodies are JSON in UTF-8, sent with \`Content-Type: application/json\` (no charset, or \`charset=utf-8\`) and no \`Content-Encoding\`, at most ${BODY_LIMIT_BYTES / 1024} KiB: another media type, charset, parameter or coding is 415, bytes that are not UTF-8 or not JSON are 400 \`invalid_json\`, a larger body 413. A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
+  `- Bodies are JSON in UTF-8, sent with \`Content-Type: application/json\` (no charset, or \`charset=utf-8\`) and no \`Content-Encoding\`, at most ${BODY_LIMIT_BYTES / 1024} KiB: another media type, charset, parameter or coding is 415 (a request with no body needs none: a missing wrapper is then 422 \`parameter_missing\`), bytes that are not UTF-8 or not JSON are 400 \`invalid_json\`, a larger body 413. A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
   '- Without a valid token, an operation that needs one answers 401 before anything else is checked (path id, query, media type, body).',
   `- Arrays and objects may nest at most ${MAX_JSON_DEPTH} levels deep (\`{"task":{"order":1}}\` is 2): a deeper body is 400 \`invalid_json\`, on /trpc too (where the input is counted, not superjson's \`{"json": …}\` or a batch's \`{"0": …}\` around it).`,
   '- Timestamps are whole Unix seconds (UTC); an unset timestamp is 0.',

@@ -139,6 +139,25 @@ describe('media type: 415 unsupported_media_type', () => {
     expectErrorEnvelope(res, 415, 'unsupported_media_type');
   });
 
+  it('a request with no body needs no Content-Type: its missing wrapper is 422 parameter_missing, on both doors', async () => {
+    // No body and no media type (fetch sends Content-Length: 0): §1 holds requests with a body to application/json.
+    const bodiless = (path: string) => fetch(`${app.baseUrl}${path}`, { method: 'POST', headers: { Authorization: token } });
+    for (const [path, pointer] of [['/api/users/me/projects', '/project'], ['/api/users/me/tasks', '/task']] as const) {
+      const res = await bodiless(path);
+      expect(res.headers.get('content-type')).toBe(JSON_UTF8);
+      expect(await res.json()).toMatchObject({ errors: [{ status: '422', code: 'parameter_missing', source: { pointer } }] });
+      expect(res.status).toBe(422);
+    }
+    for (const procedure of ['projects.create', 'tasks.create']) {
+      const res = await bodiless(`/trpc/${procedure}`);
+      expect(res.status).toBe(422);
+      expect(((await res.json()) as any).error.json.data.code).toBe('parameter_missing');
+    }
+    const put = await fetch(`${app.baseUrl}/api/projects/${projectId}/state`, { method: 'PUT', headers: { Authorization: token } });
+    expect(put.status).toBe(422);
+    expect(((await put.json()) as any).errors[0]).toMatchObject({ code: 'parameter_missing', source: { pointer: '/project' } });
+  });
+
   it('PATCH and PUT with text/plain', async () => {
     const patch = await app.request('PATCH', `/api/projects/${projectId}`, {
       token,
