@@ -13,7 +13,7 @@ import { openOrm } from './app/orm.js';
 import { openDatabase, preparedStatementsFor, type DatabaseHandle } from './db/database.js';
 import { embeddedMaxConnections, poolSizeFor } from './db/pool-size.js';
 import { createApp, databaseRoleWatch } from './http/app.js';
-import { createHttpServer, maxConnectionsFor } from './http/http-server.js';
+import { closeQuietConnections, createHttpServer, maxConnectionsFor } from './http/http-server.js';
 import { startHousekeeping } from './core/housekeeping.js';
 import { pruneRateLimits } from './core/rate-limit.js';
 import { pruneExpiredTokens } from './users/authentication.js';
@@ -96,7 +96,7 @@ function closeServer(server: Server, timeoutMs: number): Promise<void> {
       clearTimeout(timer);
       resolve();
     });
-    server.closeIdleConnections();
+    closeQuietConnections(server);
   });
 }
 

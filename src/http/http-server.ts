@@ -126,9 +126,28 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
   // A missing Host is answered by the app (src/http/request-framing.ts), with the envelope:
   // Node's own answer to it is a bare 400.
   // The target is read once, before anything path-scoped runs (src/http/request-framing.ts).
+  // Requests pipelined on one connection run one after another, each once the answer before
+  // it has been sent, as their answers go out (Node hands them over as soon as it has parsed
+  // them): a write runs after the read sent before it, a key's second request after its first,
+  // and a request that could not be answered (after one that ends the connection, or behind a
+  // stream that never ends) is not run at all.
+  const lastAnswer = new WeakMap<object, ServerResponse>();
   const handle: RequestListener = (req, res) => {
     normaliseTarget(req);
-    app(req, res);
+    const before = lastAnswer.get(req.socket);
+    lastAnswer.set(req.socket, res);
+    if (!before || before.writableFinished) {
+      app(req, res);
+      return;
+    }
+    let settled = false;
+    const next = () => {
+      if (settled) return;
+      settled = true;
+      if (before.writableFinished && req.socket.writable && !req.socket.destroyed) app(req, res);
+    };
+    before.once('finish', next);
+    before.once('close', next);
   };
   const server = createServer({ connectionsCheckingInterval: 1_000, requireHostHeader: false }, handle);
   // Expect: 100-continue: the client waits for a go before it sends its body. A body declared
@@ -154,6 +173,9 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
   // before (its stream ends at once, and no longer counts among the token's).
   (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   server.on('connection', (socket: Socket) => {
+    const open = openSockets.get(server) ?? openSockets.set(server, new Set()).get(server)!;
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
     socket.on('end', () => {
       const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
       if (answering && /^text\/event-stream/i.test(String(answering.getHeader('content-type') ?? ''))) socket.destroy();
@@ -175,16 +197,37 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => socket.destroy());
     (socket as Socket).setTimeout(CONNECT_IDLE_MS, () => socket.destroy());
-    const answer = () => socket.end(rawErrorResponse('missing_endpoint', 'Not Found', pathOfTarget(req.url ?? '/')), () => socket.destroy());
-    const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-    if (pending && !pending.writableFinished) {
-      pending.once('finish', answer);
-      pending.once('close', () => pending.writableFinished || socket.destroy());
-    } else {
-      answer();
-    }
+    const answer = () => {
+      const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (pending && !pending.writableFinished) {
+        // The next answer queued on the connection takes the socket once this one is sent.
+        pending.once('finish', answer);
+        pending.once('close', () => pending.writableFinished || socket.destroy());
+        return;
+      }
+      if (!socket.writable) return void socket.destroy();
+      socket.end(rawErrorResponse('missing_endpoint', 'Not Found', pathOfTarget(req.url ?? '/')), () => socket.destroy());
+    };
+    answer();
   });
   return server;
+}
+
+const openSockets = new WeakMap<Server, Set<Socket>>();
+
+/**
+ * Closes the connections of `server` that no request is being answered on: idle ones at once,
+ * and after `graceMs` those that have still sent nothing or only part of a request (Node counts
+ * them as busy, so a stop would wait its whole timeout for a client that never sends; one whose
+ * request is on its way meanwhile is served). Nothing has run for them.
+ */
+export function closeQuietConnections(server: Server, graceMs = 1_000): void {
+  server.closeIdleConnections();
+  setTimeout(() => {
+    for (const socket of openSockets.get(server) ?? []) {
+      if (!(socket as { _httpMessage?: ServerResponse | null })._httpMessage) socket.destroy();
+    }
+  }, graceMs).unref();
 }
 
 /**

@@ -263,6 +263,46 @@ describe('a refusal after requests received whole on the same connection', () =>
     socket.destroy();
   });
 
+  it('requests pipelined on one connection run in their order: an edit before a read, a key\'s first before its second', async () => {
+    const created = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Pipelined' } } });
+    const id = created.body.data.id as number;
+    const patch = (name: string) => {
+      const body = JSON.stringify({ project: { name } });
+      return [`PATCH /api/projects/${id} HTTP/1.1`, HOST, `Authorization: ${token}`, 'Content-Type: application/json', `Content-Length: ${body.length}`, '', body].join('\r\n');
+    };
+    const read = [`GET /api/projects/${id} HTTP/1.1`, HOST, `Authorization: ${token}`, 'Connection: close', '', ''].join('\r\n');
+    const edited = await send(`${patch('Renamed')}${read}`);
+    expect(statuses(edited)).toEqual([200, 200]);
+    expect(JSON.parse(edited.raw.slice(edited.raw.lastIndexOf('\r\n\r\n') + 4)).data.attributes.name).toBe('Renamed');
+    const keyed = create('/api/users/me/tasks', 'keyed twice', ['Idempotency-Key: pipelined-key']);
+    const twice = await send(`${keyed}${keyed.replace('Content-Type', 'Connection: close\r\nContent-Type')}`);
+    expect(statuses(twice)).toEqual([201, 201]);
+    expect(twice.raw.split('Idempotent-Replayed: true').length - 1).toBe(1);
+    expect(await labels('keyed twice')).toBe(1);
+  });
+
+  it('a request that could not be answered is not run: behind a stream, or after an answer that ends the connection', async () => {
+    const { port } = new URL(app.baseUrl);
+    const socket = net.connect({ port: Number(port), host: '127.0.0.1', allowHalfOpen: true });
+    const opened = new Promise<void>((resolve) => socket.once('data', () => resolve()));
+    socket.write(`GET /api/users/me/events HTTP/1.1\r\n${HOST}\r\nAuthorization: ${token}\r\nAccept: text/event-stream\r\n\r\n${create('/api/users/me/tasks', 'behind a stream')}`);
+    await opened;
+    socket.end();
+    await eventually(() => app.events.streamsOf(token) === 0, { message: 'the stream ended' });
+    socket.destroy();
+    expect(await labels('behind a stream')).toBe(0);
+    // HTTP/1.0 without keep-alive (Node answers a 1.0 request with Connection: close): the write after it is not run.
+    const answer = await send(`GET /api/users/me HTTP/1.0\r\nAuthorization: ${token}\r\nConnection: keep-alive\r\n\r\n${create('/api/users/me/tasks', 'after 1.0')}`);
+    expect(statuses(answer)).toEqual([200]);
+    expect(await labels('after 1.0')).toBe(0);
+  });
+
+  it('five creates, then a CONNECT: five answers, then 404, and five tasks', async () => {
+    const answer = await send(`${[1, 2, 3, 4, 5].map((i) => create('/api/users/me/tasks', `before CONNECT ${i}`)).join('')}CONNECT 127.0.0.1:22 HTTP/1.1\r\n${HOST}\r\n\r\n`);
+    expect(statuses(answer)).toEqual([201, 201, 201, 201, 201, 404]);
+    for (const i of [1, 2, 3, 4, 5]) expect(await labels(`before CONNECT ${i}`)).toBe(1);
+  });
+
   it('a CONNECT whose client keeps its side open is closed by the service once answered', async () => {
     const { port } = new URL(app.baseUrl);
     const closed = await new Promise<string>((resolve) => {

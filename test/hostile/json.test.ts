@@ -174,9 +174,10 @@ describe.each(ENDPOINTS)('$method $procedure', (endpoint) => {
       fc.asyncProperty(bodies, async (body) => {
         const before = await digest();
         const id = endpoint.path().match(/\/(\d+)/)?.[1];
-        // The procedure's input is the body with the path id merged in, under superjson's "json".
+        // The procedure's input is the body with the path id merged in, under superjson's "json"
+        // (which the limit does not count, as it does not on /api: the input's own levels).
         const input = id && body.text.startsWith('{') && body.text.length > 2 ? `{"id":${id},${body.text.slice(1)}` : body.text;
-        const depth = id && body.text.startsWith('{') ? Math.max(1, body.depth) + 1 : body.depth + 1;
+        const depth = id && body.text.startsWith('{') ? Math.max(1, body.depth) : body.depth;
         const res = await withDeadline(`tRPC ${short(input)}`, fetch(`${app.baseUrl}/trpc/${endpoint.procedure}`, {
           method: 'POST',
           headers: { Authorization: token, 'Content-Type': 'application/json' },

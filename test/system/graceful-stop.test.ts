@@ -1,4 +1,5 @@
 /** Stopping under load: requests in flight complete, nothing new is accepted. */
+import net from 'node:net';
 import pg from 'pg';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -81,5 +82,23 @@ describe('graceful stop', () => {
     } finally {
       await client.end();
     }
+  });
+
+  it('does not wait its whole timeout for clients that have sent nothing, or part of a request', async () => {
+    const databaseUrl = await createTestDatabase();
+    const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', shutdownTimeoutMs: 10_000 };
+    const service = await startService({ config, logger: createLogger('silent') });
+    const { port } = new URL(service.url);
+    const quiet = net.connect(Number(port), '127.0.0.1');
+    const partial = net.connect(Number(port), '127.0.0.1');
+    await Promise.all([quiet, partial].map((s) => new Promise((resolve) => s.once('connect', resolve))));
+    partial.write('GET /api/users/me HTTP/1.1\r\nHost: x\r\n');
+    for (const s of [quiet, partial]) s.on('error', () => undefined);
+    const closed = Promise.all([quiet, partial].map((s) => new Promise((resolve) => s.once('close', resolve))));
+    const started = Date.now();
+    await service.stop();
+    // A second of grace for a request on its way, then they are closed: not the 10 s timeout.
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await closed;
   });
 });
