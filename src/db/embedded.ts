@@ -21,7 +21,7 @@
  */
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
@@ -121,6 +121,38 @@ function readPostmasterPid(clusterDir: string): number | null {
   } catch {
     return null;
   }
+}
+
+/** When process `pid` started (field 22 of /proc/<pid>/stat), telling it from a later one of the same pid; undefined without /proc. */
+function startTimeOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Claims the data folder for this process (`owner`: its pid and start time). A process of the
+ * service still running on it is refused with a message: its PostgreSQL is not one left
+ * running, to be stopped (a second start on one folder took the first one's database down).
+ * Returns how to give the claim back.
+ */
+async function claimDataFolder(dataDir: string): Promise<() => void> {
+  const file = path.join(dataDir, 'owner');
+  const [pid, started] = (await fs.readFile(file, 'utf8').catch(() => '')).trim().split(' ');
+  if (pid && Number(pid) !== process.pid && started && startTimeOf(Number(pid)) === started) {
+    throw new Error(`Another process of the service (pid ${pid}) runs on the data folder ${dataDir}: stop it first, or set DATA_DIR to another folder.`);
+  }
+  await fs.writeFile(file, `${process.pid} ${startTimeOf(process.pid) ?? ''}\n`);
+  return () => {
+    try {
+      if (readFileSync(file, 'utf8').startsWith(`${process.pid} `)) rmSync(file);
+    } catch {
+      // gone already
+    }
+  };
 }
 
 /**
@@ -421,6 +453,7 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
   const runAs = root ? await postgresUser() : undefined;
   const binaries = root ? await cachedBinaries(packaged) : packaged;
 
+  const release = await claimDataFolder(dataDir);
   await stopOrphanedServer(clusterDir, logger);
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
     // A first initialisation that was interrupted leaves a partial folder initdb refuses.
@@ -560,6 +593,7 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
         clearTimeout(quit);
       }
       process.removeListener('exit', stopOnExit);
+      release();
     },
   };
 }

@@ -15,7 +15,7 @@ import { loadConfig } from '../../src/config.js';
 import { startService } from '../../src/server.js';
 import { eventually } from '../helpers/eventually.js';
 import { tempDataDirs } from '../helpers/own-database.js';
-import { spawnService } from '../helpers/spawn-service.js';
+import { spawnService, stopServices } from '../helpers/spawn-service.js';
 
 const tempDataDir = tempDataDirs('planning-embedded-', afterAll);
 
@@ -193,4 +193,27 @@ describe('the embedded PostgreSQL', () => {
     // It stopped cleanly: its pid file is gone, and the next start reuses the data at once.
     expect(postmasterPid(dataDir)).toBeNull();
   }, 60_000);
+
+  it('refuses a second service on a data folder another one runs on, and leaves the first one\'s database alone', async () => {
+    const dataDir = await tempDataDir();
+    const first = await spawnService({ DATA_DIR: dataDir });
+    try {
+      const pid = postmasterPid(dataDir)!;
+      const second = await spawnService({ DATA_DIR: dataDir }).then(
+        (service) => `started: ${service.url}`,
+        (error: Error) => error.message,
+      );
+      expect(second).toMatch(/service exited with 1 before listening/);
+      expect(second).toContain(`Another process of the service (pid ${first.child.pid}) runs on the data folder`);
+      // The first one's PostgreSQL is the one it started, and it serves on.
+      expect(postmasterPid(dataDir)).toBe(pid);
+      expect(isRunning(pid)).toBe(true);
+      expect((await fetch(`${first.url}/healthz`)).status).toBe(200);
+    } finally {
+      await stopServices([first]);
+    }
+    // Once the first has stopped, the folder is free.
+    const third = await spawnService({ DATA_DIR: dataDir });
+    await stopServices([third]);
+  }, 90_000);
 });
