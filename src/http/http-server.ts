@@ -126,30 +126,25 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
   // A missing Host is answered by the app (src/http/request-framing.ts), with the envelope:
   // Node's own answer to it is a bare 400.
   // The target is read once, before anything path-scoped runs (src/http/request-framing.ts).
-  // Requests pipelined on one connection run one after another, each once the answer before
-  // it has been sent, as their answers go out (Node hands them over as soon as it has parsed
-  // them): a write runs after the read sent before it, a key's second request after its first,
-  // and a request that could not be answered (after one that ends the connection, or behind a
-  // stream that never ends) is not run at all.
-  const lastAnswer = new WeakMap<object, ServerResponse>();
+  // Requests pipelined on one connection run one after another, each when its answer gets the
+  // socket, that is once the answer before it has been sent (Node hands them over as soon as it
+  // has parsed them, and queues their answers): a write runs after the read sent before it, a
+  // key's second request after its first, and a request that could not be answered (after one
+  // that ends the connection, or behind a stream that never ends) is not run at all. During a
+  // stop, each answer closes its connection.
   const handle: RequestListener = (req, res) => {
     normaliseTarget(req);
-    const before = lastAnswer.get(req.socket);
-    lastAnswer.set(req.socket, res);
-    if (!before || before.writableFinished) {
+    const run = () => {
+      if (!req.socket.writable || req.socket.destroyed) return;
+      if (stoppingServers.has(server)) res.shouldKeepAlive = false;
+      served.add(req.socket);
       app(req, res);
-      return;
-    }
-    let settled = false;
-    const next = () => {
-      if (settled) return;
-      settled = true;
-      if (before.writableFinished && req.socket.writable && !req.socket.destroyed) app(req, res);
     };
-    before.once('finish', next);
-    before.once('close', next);
+    if (res.socket) run();
+    else res.once('socket', run);
   };
   const server = createServer({ connectionsCheckingInterval: 1_000, requireHostHeader: false }, handle);
+  server.closeIdleConnections = () => closeServedIdle(server);
   // Expect: 100-continue: the client waits for a go before it sends its body. A body declared
   // over the limit gets none: the request goes on without it, to be refused (413, or 401
   // first), and its connection ends with the answer (src/http/request-body.ts).
@@ -214,20 +209,46 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
 }
 
 const openSockets = new WeakMap<Server, Set<Socket>>();
+/** Connections that have had a request run. */
+const served = new WeakSet<object>();
+const stoppingServers = new WeakSet<Server>();
+
+const answering = (socket: Socket) => (socket as { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
 
 /**
- * Closes the connections of `server` that no request is being answered on: idle ones at once,
- * and after `graceMs` those that have still sent nothing or only part of a request (Node counts
- * them as busy, so a stop would wait its whole timeout for a client that never sends; one whose
- * request is on its way meanwhile is served). Nothing has run for them.
+ * Node's `closeIdleConnections` (which `server.close()` calls) takes a connection for idle once
+ * its answer has ended, before its bytes are sent, and cuts that answer short: here a
+ * connection is idle when it has been served and no answer holds it.
  */
-export function closeQuietConnections(server: Server, graceMs = 1_000): void {
-  server.closeIdleConnections();
-  setTimeout(() => {
-    for (const socket of openSockets.get(server) ?? []) {
-      if (!(socket as { _httpMessage?: ServerResponse | null })._httpMessage) socket.destroy();
+function closeServedIdle(server: Server): void {
+  for (const socket of openSockets.get(server) ?? []) if (served.has(socket) && !answering(socket)) socket.destroy();
+}
+
+/**
+ * Winds down the connections of a stopping `server`: from now on each answer closes its
+ * connection, and idle ones are closed at once; then every `sweepMs`, those no answer holds
+ * (ones that have sent nothing, or part of a request's headers: Node counts them busy, so a
+ * stop would wait its whole timeout for a client that never sends) and those whose request's
+ * body has made no progress to its end since the sweep before (nothing has run for it). One
+ * whose request is on its way within a sweep is served.
+ */
+export function closeQuietConnections(server: Server, sweepMs = 1_000): void {
+  stoppingServers.add(server);
+  closeServedIdle(server);
+  const incomplete = new WeakSet<object>();
+  const sweep = setInterval(() => {
+    const open = openSockets.get(server);
+    if (!open || open.size === 0) return void clearInterval(sweep);
+    for (const socket of open) {
+      const res = answering(socket);
+      if (!res) socket.destroy();
+      else if (!res.headersSent && !res.req.complete) {
+        if (incomplete.has(res)) socket.destroy();
+        else incomplete.add(res);
+      }
     }
-  }, graceMs).unref();
+  }, sweepMs);
+  sweep.unref();
 }
 
 /**

@@ -84,21 +84,34 @@ describe('graceful stop', () => {
     }
   });
 
-  it('does not wait its whole timeout for clients that have sent nothing, or part of a request', async () => {
+  it('does not wait its whole timeout for clients that have sent nothing, part of a request or of its body; answers during it close their connection', async () => {
     const databaseUrl = await createTestDatabase();
     const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', shutdownTimeoutMs: 10_000 };
     const service = await startService({ config, logger: createLogger('silent') });
     const { port } = new URL(service.url);
     const quiet = net.connect(Number(port), '127.0.0.1');
     const partial = net.connect(Number(port), '127.0.0.1');
-    await Promise.all([quiet, partial].map((s) => new Promise((resolve) => s.once('connect', resolve))));
+    const halfBody = net.connect(Number(port), '127.0.0.1');
+    const busy = net.connect(Number(port), '127.0.0.1');
+    const sockets = [quiet, partial, halfBody, busy];
+    await Promise.all(sockets.map((s) => new Promise((resolve) => s.once('connect', resolve))));
     partial.write('GET /api/users/me HTTP/1.1\r\nHost: x\r\n');
-    for (const s of [quiet, partial]) s.on('error', () => undefined);
-    const closed = Promise.all([quiet, partial].map((s) => new Promise((resolve) => s.once('close', resolve))));
+    halfBody.write('POST /api/users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60\r\n\r\n{"user"');
+    let answers = '';
+    busy.on('data', (chunk) => (answers += chunk.toString()));
+    for (const s of sockets) s.on('error', () => undefined);
+    const closed = Promise.all(sockets.map((s) => new Promise((resolve) => s.once('close', resolve))));
     const started = Date.now();
-    await service.stop();
-    // A second of grace for a request on its way, then they are closed: not the 10 s timeout.
+    const stopped = service.stop();
+    // A request sent during the stop (the server no longer listens) on a connection open before
+    // it is answered, and its answer closes the connection.
+    await eventually(() => !service.server.listening, { message: 'the server stopped listening', interval: 1 });
+    busy.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await stopped;
+    // A sweep or two for a request on its way, then they are closed: not the 10 s timeout.
     expect(Date.now() - started).toBeLessThan(5_000);
     await closed;
+    expect(answers).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answers).toMatch(/\r\nConnection: close\r\n/i);
   });
 });
