@@ -56,7 +56,7 @@ export async function applyBatch(ctx: AuthedContext, input: BatchInput): Promise
   for (const [index, step] of input.operations.entries()) {
     const [group, name] = step.op.split('.') as [string, string];
     const refs = refsOf(step.op, step.input);
-    const caller = callerOf(stepContext(ctx, step.if_match, refs)) as unknown as Record<string, Record<string, Procedure>>;
+    const caller = callerOf(stepContext(ctx, step.if_match)) as unknown as Record<string, Record<string, Procedure>>;
     try {
       await caller[group]![name]!(refs.reduce((value, { at }) => replaced(value, at, PLACEHOLDER_ID), step.input));
       throw new Error(`${step.op} did not hand over its operation`);
@@ -83,12 +83,11 @@ const PLACEHOLDER_ID = MAX_ID;
  * as the only conditional header, no rate limit (counted for the batch) and no response
  * headers (the batch answers once). Its ids are JSON numbers on both doors, as on /trpc.
  */
-function stepContext(ctx: AuthedContext, ifMatch: string | undefined, refs: ReadonlyArray<{ at: readonly string[] }>): Context {
+function stepContext(ctx: AuthedContext, ifMatch: string | undefined): Context {
   const authentication: Authentication = { user: ctx.user, tokenHash: ctx.tokenHash, token: ctx.token, lastEventSeq: ctx.lastEventSeq };
   return {
     ...ctx,
     batchStep: true,
-    batchRefs: refs.map(({ at }) => at),
     door: undefined,
     refusal: undefined,
     batched: false,

@@ -87,8 +87,6 @@ export interface Context {
   streamsJson?: true;
   /** A batch's operation, being read: its write procedure hands it over instead of running it (src/batch/apply-batch.ts). */
   batchStep?: true;
-  /** In a batch's operation, the members of its input (paths) that stand for a resource an earlier operation creates: not there yet. */
-  batchRefs?: ReadonlyArray<readonly string[]>;
   /**
    * What the door found wrong with the request before reading its input (a path id, a query
    * parameter, the media type, the body's size, encoding or nesting). The procedure raises it

@@ -4,8 +4,9 @@
  * input the schema refused for another member: every validation error of a request is
  * reported (§2), and the write function that holds this rule (`readLinkedProjectSql`,
  * src/tasks/task.sql.ts) does not run then. A value the schema refuses is reported by the
- * schema alone, and so is a project a batch's earlier operation creates (`{"ref": …}`), which
- * does not exist before the batch runs.
+ * schema alone. Not in a batch's operation: what it reads is the state the batch has reached
+ * when the operation runs (a project an earlier operation creates or deletes), which does not
+ * exist before the batch runs; the write function checks it then (docs/batches.md).
  */
 import type { AuthedContext } from '../core/context.js';
 import { apiError, type ApiError } from '../core/errors.js';
@@ -15,8 +16,7 @@ import { execute } from '../db/prepared.js';
 export async function linkedProjectInputRules(ctx: AuthedContext, rawInput: unknown): Promise<ApiError[]> {
   const task = (rawInput as { task?: unknown } | null | undefined)?.task;
   const id = task !== null && typeof task === 'object' && !Array.isArray(task) ? (task as { project_id?: unknown }).project_id : undefined;
-  if (typeof id !== 'number' || !Number.isInteger(id) || id < 1 || id > MAX_ID) return [];
-  if (ctx.batchRefs?.some((at) => at.join('/') === 'task/project_id')) return [];
+  if (ctx.batchStep || typeof id !== 'number' || !Number.isInteger(id) || id < 1 || id > MAX_ID) return [];
   const found = await execute(ctx.em, 'select 1 from projects p where p.user_id = ? and p.id = ?', [ctx.user.id, id]);
   if (found.length > 0) return [];
   return [apiError('record_not_found', { status: 422, pointer: '/task/project_id', detail: 'No project with this id exists for the current user.' })];

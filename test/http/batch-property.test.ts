@@ -633,6 +633,22 @@ const outcomes = new Map<string, number>();
 const count = (key: string) => outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
 
 describe('a batch, as a property', () => {
+  /**
+   * The errors a batch reports for its operation `k`, refused alone with `errors`: the same, but
+   * for the rules that read the database (a task's project_id, a project edit's name and due_at),
+   * which an operation of a batch whose input breaks its own rules is not held to: they read
+   * the state the batch has reached when it runs (docs/batches.md). Beside other errors, these
+   * are not reported.
+   */
+  const inBatch = (errors: Json[], operations: Json[], k: number): Json[] => {
+    const op = operations[k]!.op as string;
+    const readsState = (e: Json) =>
+      (e.code === 'record_not_found' && e.source?.pointer === '/task/project_id') ||
+      (op === 'projects.update' && e.code === 'taken') ||
+      (op === 'projects.update' && ['cannot_be_set', 'cannot_be_before_started_at'].includes(e.code) && e.source?.pointer === '/project/due_at');
+    return errors.some((e) => !readsState(e)) ? errors.filter((e) => !readsState(e)) : errors;
+  };
+
   it('answers what its operations answer alone, with the same events; or the first failure, keeping nothing', async () => {
     await fc.assert(
       fc.asyncProperty(sequences, zone, async (gens, timeZone) => {
@@ -658,7 +674,7 @@ describe('a batch, as a property', () => {
           count(`failed at ${k}: ${(single.body as Json).errors[0].code}`);
           expect({ status: res.status, body: res.body }, context).toEqual({
             status: single.status,
-            body: { errors: (single.body as Json).errors.map((e: Json) => underOperation(k, e)) },
+            body: { errors: inBatch((single.body as Json).errors, operations, k).map((e: Json) => underOperation(k, e)) },
           });
           // Nothing of the batch is kept: no row, no event, no mark.
           expect(await rowsOf(b.id, { project: [], task: [] }), context).toEqual({ projects: [], tasks: [], mark: 0 });
