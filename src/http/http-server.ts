@@ -172,8 +172,8 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
     open.add(socket);
     socket.once('close', () => open.delete(socket));
     socket.on('end', () => {
-      const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-      if (answering && /^text\/event-stream/i.test(String(answering.getHeader('content-type') ?? ''))) socket.destroy();
+      const res = answering(socket);
+      if (res && /^text\/event-stream/i.test(String(res.getHeader('content-type') ?? ''))) socket.destroy();
     });
   });
   // What Node's parser refuses (a request line, a header, headers too large, a broken body) or
@@ -193,7 +193,7 @@ export function createHttpServer(app: RequestListener, options: HttpServerOption
     socket.on('error', () => socket.destroy());
     (socket as Socket).setTimeout(CONNECT_IDLE_MS, () => socket.destroy());
     const answer = () => {
-      const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+      const pending = answering(socket);
       if (pending && !pending.writableFinished) {
         // The next answer queued on the connection takes the socket once this one is sent.
         pending.once('finish', answer);
@@ -213,7 +213,8 @@ const openSockets = new WeakMap<Server, Set<Socket>>();
 const served = new WeakSet<object>();
 const stoppingServers = new WeakSet<Server>();
 
-const answering = (socket: Socket) => (socket as { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+/** The answer that holds the connection now (Node's `_httpMessage`), if any. */
+const answering = (socket: Duplex) => (socket as { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
 
 /**
  * Node's `closeIdleConnections` (which `server.close()` calls) takes a connection for idle once
@@ -257,7 +258,7 @@ export function closeQuietConnections(server: Server, sweepMs = 1_000): void {
  * how; then the refusal, and the end of the connection (none after an answer that ends it).
  */
 function refuseAfterAnswers(socket: Duplex, error: NodeJS.ErrnoException, before?: IncomingMessage): void {
-  const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+  const pending = answering(socket);
   if (pending?.req?.complete && !pending.writableFinished) {
     pending.once('finish', () => refuseAfterAnswers(socket, error, pending.req));
     pending.once('close', () => pending.writableFinished || socket.destroy());

@@ -52,6 +52,14 @@ export function mediaTypeRefusal(req: Pick<IncomingMessage, 'headers'>): DomainE
   return undefined;
 }
 
+/**
+ * A request sent with no body and no media type: API-CONTRACT.md §1 holds only requests with a
+ * body to application/json, so it is one without input (a missing wrapper is then 422).
+ */
+export function bodilessUntyped(req: Pick<IncomingMessage, 'headers'>): boolean {
+  return !carriesBody(req) && req.headers['content-type'] === undefined;
+}
+
 /** A body is on its way: announced by a non-zero Content-Length or by Transfer-Encoding. */
 export function carriesBody(req: Pick<IncomingMessage, 'headers'>): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;

@@ -22,7 +22,7 @@ import type { FailureLog } from '../core/failure-log.js';
 import type { Context } from '../core/context.js';
 import type { AppRouter } from '../app/router.js';
 import { isUtf8 } from 'node:buffer';
-import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
+import { bodilessUntyped, carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
 import { noteRestMatch, readsBody, restRoutes, type RestMatch } from '../core/rest-routes.js';
 import { StreamedAnswer } from '../core/streamed-answer.js';
 import { drained } from './drained.js';
@@ -202,7 +202,7 @@ export function restHandlers({ router, createContext, logFailure }: RestOptions)
       if (!refusal && takesBody) {
         // One that takes a body is sent JSON, also when the body is empty (then `{}`); one sent
         // with no body at all needs no media type (§1 holds requests with a body to it).
-        refusal = !carriesBody(req) && req.headers['content-type'] === undefined ? undefined : mediaTypeRefusal(req);
+        refusal = bodilessUntyped(req) ? undefined : mediaTypeRefusal(req);
         if (!refusal) {
           const read = await jsonBody(req);
           if ('refusal' in read) refusal = read.refusal;

@@ -30,7 +30,7 @@ import { DomainError } from '../core/errors.js';
 import { MAX_BATCH_CALLS } from '../core/limits.js';
 import { toTRPCError } from '../core/trpc.js';
 import type { AnyTRPCProcedure, AnyTRPCRouter } from '@trpc/server';
-import { carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
+import { bodilessUntyped, carriesBody, mediaTypeRefusal, percentDecodedBytes, readBody, textOf } from './request-body.js';
 import { ignoredBodyRefusal } from './rest.js';
 import { calledPaths, sendRefusal } from './door-errors.js';
 
@@ -104,9 +104,8 @@ export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
       ignoredBodyRefusal(req).then(refuse, next);
       return;
     }
-    // A call with no body needs no media type (API-CONTRACT.md §1 holds requests with a body to
-    // it): it is a call without input, as on REST (a missing wrapper is then 422).
-    if (!carriesBody(req) && req.headers['content-type'] === undefined) {
+    // A call with no body needs no media type: a call without input, as on REST.
+    if (bodilessUntyped(req)) {
       req.headers['content-type'] = 'application/json';
       req.body = '';
       next();
