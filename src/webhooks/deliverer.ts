@@ -2,8 +2,8 @@
  * Webhook delivery in one server process (API-CONTRACT.md §14), a consumer of the change log
  * started by the server beside the event hub and never called by a write.
  *
- * - Woken at once by the change log's notifications (the event hub's LISTEN connection), it
- *   takes the due webhooks of the users named (delivery.store.ts `claimDue`: a lease, one
+ * - Woken at once by the change log's notifications (the event hub's LISTEN connection) of
+ *   users it knows to have webhooks (`#owners`), it takes the due webhooks of the users named (delivery.store.ts `claimDue`: a lease, one
  *   statement); a round over every user runs every `pollMs` (5 s), and at the time of each
  *   retry this process planned, as a safety net for a notification lost or a process gone.
  * - A leased webhook's events go out one at a time in id order, each a POST signed as
@@ -23,7 +23,7 @@ import type { WebhookConfig } from '../config.js';
 import type { Logger } from '../core/logger.js';
 import { isConnectionUnfit, isDatabaseUnavailable } from '../core/failures.js';
 import type { Resolve } from './address-guard.js';
-import { claimDue, markSending, recordStep, releaseLease, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
+import { claimDue, markSending, webhookOwners, recordStep, releaseLease, releaseLeases, type Attempt, type ClaimedWebhook, type Recorded, type Step } from './delivery.store.js';
 import { postOnce, type OutboundResult } from './outbound.js';
 import { matchesPatterns } from './webhook.schema.js';
 import { signedHeaders, stillSigning } from './signature.js';
@@ -97,6 +97,17 @@ export class WebhookDeliverer {
    * is a whole second. Each is timed once, by its first attempt here.
    */
   readonly #heard = new Map<number, Array<{ first: bigint; last: bigint; at: number }>>();
+  /**
+   * The users this process knows to have webhooks: a write's notification wakes the deliverer
+   * only for them, for most writes are of users with none, and looking for a user's due
+   * webhooks is a statement. Read at start (until it is read, every notification wakes); a
+   * webhook made or woken here adds its user (`wake`), one made by another process is found by
+   * the round over every user, which adds its user: until then its events are attempted by the
+   * process that made it, or by that round. A user whose webhooks are all deleted stays (a
+   * statement that finds nothing) until the process restarts.
+   */
+  readonly #owners = new Set<number>();
+  #ownersKnown = false;
 
   constructor(options: DelivererOptions) {
     this.#options = options;
@@ -107,7 +118,9 @@ export class WebhookDeliverer {
   }
 
   async start(): Promise<void> {
+    await this.#loadOwners();
     this.#unwatch = await this.#options.notifications.watch((heard) => {
+      if (heard && this.#ownersKnown && !this.#owners.has(heard.userId)) return;
       if (heard) this.#noteHeard(heard);
       this.wake(heard?.userId ?? null);
     });
@@ -120,11 +133,22 @@ export class WebhookDeliverer {
   wake(userId: number | null): void {
     if (this.#stopped) return;
     if (userId !== null) {
+      this.#owners.add(userId);
       // A webhook of this user under way here may have been passed over by that look: it looks again when done.
       for (const key of this.#running.keys()) if (key.startsWith(`${userId}:`)) this.#running.set(key, true);
     }
     this.#wanted.add(userId);
     this.#schedule();
+  }
+
+  /** Reads the users with webhooks (`#owners`); a failure leaves them unknown, read again by the next round over every user. */
+  async #loadOwners(): Promise<void> {
+    try {
+      for (const user of await webhookOwners(this.#options.em())) this.#owners.add(user);
+      this.#ownersKnown = true;
+    } catch (error) {
+      this.#logFailure(error, 'the users with webhooks could not be read; every write wakes the deliverer until they are');
+    }
   }
 
   /** One round at a time; what is asked for meanwhile waits for the next, which follows at once. */
@@ -176,6 +200,7 @@ export class WebhookDeliverer {
       // Each claim leases under a name of its own: should this process claim a webhook again
       // (its loop stalled past the lease), the stalled loop's records no longer hold.
       const claim = `${this.owner}:${++this.#claims}`;
+      if (users === null && !this.#ownersKnown) await this.#loadOwners();
       claimed = await claimDue(this.#options.em(), claim, new Date(now), new Date(now + this.#leaseMs), free, users);
     } catch (error) {
       this.#logFailure(error, 'webhook deliveries could not be looked up this round');
@@ -183,6 +208,7 @@ export class WebhookDeliverer {
       return;
     }
     for (const webhook of claimed) {
+      this.#owners.add(webhook.user_id);
       const key = `${webhook.user_id}:${webhook.id}`;
       this.#running.set(key, false);
       const loop = this.#deliver(webhook)

@@ -8,6 +8,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { LogEvent } from '../core/context.js';
+import { execute } from '../db/prepared.js';
 
 /** Events read per webhook at a time. */
 export const EVENTS_IN_HAND = 20;
@@ -79,10 +80,18 @@ async function dueUsers(em: SqlEntityManager, now: Date, limit: number): Promise
   return rows.map((r) => Number(r.user_id));
 }
 
+/** The users that have a webhook (src/webhooks/deliverer.ts `#owners`), read at a process's start: a read over every user. */
+export async function webhookOwners(em: SqlEntityManager): Promise<number[]> {
+  const rows = await em.execute<Array<{ user_id: number }>>('select distinct user_id from webhooks');
+  return rows.map((r) => Number(r.user_id));
+}
+
+/** Prepared: it follows every write of a user with webhooks. */
 async function claimOfUser(
   em: SqlEntityManager, userId: number, owner: string, now: Date, leaseUntil: Date, limit: number,
 ): Promise<ClaimedWebhook[]> {
-  return em.execute<ClaimedWebhook[]>(
+  return execute<ClaimedWebhook>(
+    em,
     `with due as (
        select w.id from webhooks w join users u on u.id = w.user_id
         where w.user_id = ? and u.id = ? and ${DUE}

@@ -57,7 +57,7 @@ function patterns(events: readonly string[]): string[] {
 export async function createWebhook(ctx: AuthedContext, input: z.infer<typeof CreateWebhookInput>) {
   const { webhook } = input;
   const url = await checkedUrl(ctx, webhook.url);
-  return plainWrite(ctx, async (em) => {
+  const created = await plainWrite(ctx, async (em) => {
     const secret = newSecret();
     const row = await insertWebhook(em, ctx.user.id, {
       url,
@@ -68,6 +68,9 @@ export async function createWebhook(ctx: AuthedContext, input: z.infer<typeof Cr
     });
     return { data: presentWebhook(row), meta: { secret } };
   });
+  // This process's deliverer now looks at the user's writes (src/webhooks/deliverer.ts `#owners`).
+  ctx.webhooks?.wake?.(ctx.user.id);
+  return created;
 }
 
 export async function listUserWebhooks(ctx: AuthedContext) {

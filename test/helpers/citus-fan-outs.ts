@@ -34,6 +34,13 @@ export const FAN_OUTS: readonly FanOut[] = [
       'with a due webhook, a safety net for a notification lost or a process gone; each claim then names its user.',
   },
   {
+    snapshot: 'read-sql/deliverer.owners',
+    fragment: 'select distinct user_id from webhooks',
+    why:
+      'The users that have webhooks, read once when a process starts (and until it succeeds, by its rounds over every user): ' +
+      "a write's notification then wakes the deliverer only for them.",
+  },
+  {
     snapshot: 'read-sql/deliverer.release-leases',
     fragment: 'where lease_owner like ?',
     why:

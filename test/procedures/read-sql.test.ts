@@ -34,7 +34,7 @@ import { pruneRateLimits } from '../../src/core/rate-limit.js';
 import { pruneIdempotencyKeys } from '../../src/writes/idempotency.js';
 import { authenticate, isTokenValid, pruneExpiredTokens } from '../../src/users/authentication.js';
 import { hashAccessToken } from '../../src/users/credentials.js';
-import { claimDue, markSending, recordStep, releaseLease, releaseLeases, waitingEvents } from '../../src/webhooks/delivery.store.js';
+import { claimDue, markSending, recordStep, releaseLease, releaseLeases, waitingEvents, webhookOwners } from '../../src/webhooks/delivery.store.js';
 import { pruneDeliveries } from '../../src/webhooks/webhook.store.js';
 import { formatStatements } from '../helpers/sql-format.js';
 import { T0, createTestDatabase } from '../helpers/test-app.js';
@@ -261,6 +261,7 @@ describe('the SQL of every read, stream and housekeeping job', () => {
     await snapshot('deliverer.release-lease', () => releaseLease(em(), webhook.user_id, webhook.id, webhook.lease_owner));
     await snapshot('deliverer.release-leases', () => releaseLeases(em(), owner));
     await snapshot('deliverer.waiting-events', () => waitingEvents(em()));
+    await snapshot('deliverer.owners', () => webhookOwners(em()));
   });
 
   it('housekeeping: each job, with one user\'s rows to prune', async () => {

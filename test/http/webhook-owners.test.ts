@@ -1,0 +1,129 @@
+/**
+ * Which writes wake a process's webhook deliverer (src/webhooks/deliverer.ts `#owners`): a
+ * write's notification makes it look for due webhooks only when the process knows the user
+ * has webhooks (read at its start, or made here); a webhook made by another process is found
+ * by the round over every user. Two deliverers stand for two processes: `here` is the one the
+ * app's webhook procedures wake, `elsewhere` is not told. Notifications are handed to both by
+ * the test, as the event hub would, and each deliverer's statements are counted by its entity
+ * manager's forks (one per statement).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/core/logger.js';
+import { WebhookDeliverer, type Heard } from '../../src/webhooks/deliverer.js';
+import { eventually } from '../helpers/eventually.js';
+import { useTestAppWithSql } from '../helpers/test-app.js';
+import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
+
+interface Process {
+  deliverer: WebhookDeliverer;
+  /** Statements this process's deliverer sent. */
+  statements(): number;
+  hear(heard: Heard): void;
+}
+
+const processes: Process[] = [];
+let here: Process;
+const { app, db } = useTestAppWithSql({ webhooks: { allowPrivateUrls: true, wake: (userId) => here?.deliverer.wake(userId) } });
+let receiver: Receiver;
+
+async function startProcess(): Promise<Process> {
+  let statements = 0;
+  const listeners: Array<(heard: Heard) => void> = [];
+  const deliverer = new WebhookDeliverer({
+    em: () => {
+      statements += 1;
+      return app.orm.em.fork();
+    },
+    notifications: {
+      watch: async (listener) => {
+        listeners.push(listener);
+        return () => undefined;
+      },
+    },
+    config: { retrySchedule: [3_600], timeoutMs: 5_000, allowPrivateUrls: true },
+    log: createLogger('silent'),
+    // No round over every user but those the test asks for (`wake(null)`).
+    pollMs: 3_600_000,
+  });
+  await deliverer.start();
+  const process = { deliverer, statements: () => statements, hear: (heard: Heard) => listeners.forEach((l) => l(heard)) };
+  processes.push(process);
+  return process;
+}
+
+/** Lets a round the deliverer scheduled (on the next turn of the event loop) start and end. */
+const settled = () => new Promise((resolve) => setTimeout(resolve, 100));
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+  here = await startProcess();
+});
+afterAll(async () => {
+  for (const p of processes) await p.deliverer.stop();
+  await receiver?.close();
+});
+
+async function taskCreated(token: string, label: string): Promise<void> {
+  const res = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label } } });
+  expect(res.status, res.text).toBe(201);
+}
+
+/** Once every lease on the user's webhooks is given back: no loop of a process goes on with their events. */
+async function leasesGivenBack(userId: number): Promise<void> {
+  await eventually(async () => (await db.query('select 1 from webhooks where user_id = $1 and lease_owner is not null', [userId])).rowCount === 0, {
+    message: 'the leases were given back',
+  });
+}
+
+/** The deliveries of the task.created event of the task labelled `label`. */
+const delivered = (label: string) =>
+  receiver.received.filter((r) => r.json.type === 'task.created' && (r.json.data as { attributes?: { label?: string } }).attributes?.label === label);
+
+describe('the writes that wake a webhook deliverer', () => {
+  it('a write of a user with no webhook sends no statement; one of a user whose webhook was made here is delivered at once', async () => {
+    const elsewhere = await startProcess();
+    const plain = await app.register();
+    await taskCreated(plain.token, 'no webhook');
+    const before = [here.statements(), elsewhere.statements()];
+    here.hear({ userId: plain.id, first: 1n, last: 1n });
+    elsewhere.hear({ userId: plain.id, first: 1n, last: 1n });
+    await settled();
+    expect([here.statements(), elsewhere.statements()]).toEqual(before);
+
+    const owner = await app.register();
+    const made = await app.request('POST', '/api/users/me/webhooks', { token: owner.token, body: { webhook: { url: receiver.url } } });
+    expect(made.status, made.text).toBe(201);
+    await taskCreated(owner.token, 'made here');
+    const elsewhereBefore = elsewhere.statements();
+    here.hear({ userId: owner.id, first: 1n, last: 1n });
+    elsewhere.hear({ userId: owner.id, first: 1n, last: 1n });
+    await eventually(() => delivered('made here').length === 1, { message: 'the event reached the receiver, woken by its notification' });
+    // The other process was not told of the webhook: the notification is no reason for it to look.
+    await settled();
+    expect(elsewhere.statements()).toBe(elsewhereBefore);
+
+    // Its round over every user finds the webhook due and learns of its user: from then on
+    // the user's notifications wake it too.
+    await leasesGivenBack(owner.id);
+    await taskCreated(owner.token, 'found by the round');
+    elsewhere.deliverer.wake(null);
+    await eventually(() => delivered('found by the round').length === 1, { message: 'the round over every user delivered the event' });
+    await settled();
+    const learned = elsewhere.statements();
+    elsewhere.hear({ userId: owner.id, first: 1n, last: 1n });
+    await settled();
+    expect(elsewhere.statements()).toBeGreaterThan(learned);
+    expect(delivered('made here')).toHaveLength(1);
+  });
+
+  it('a process that starts knows the users that have webhooks: their notifications wake it at once', async () => {
+    const owner = await app.register();
+    const made = await app.request('POST', '/api/users/me/webhooks', { token: owner.token, body: { webhook: { url: receiver.url } } });
+    expect(made.status, made.text).toBe(201);
+    const started = await startProcess();
+    // Only the new process hears of the write.
+    await taskCreated(owner.token, 'known at start');
+    started.hear({ userId: owner.id, first: 1n, last: 1n });
+    await eventually(() => delivered('known at start').length === 1, { message: 'the process started afterwards delivered the event at its notification' });
+  });
+});

@@ -1,0 +1,6 @@
+-- deliverer.owners
+
+select distinct
+  user_id
+from
+  webhooks
