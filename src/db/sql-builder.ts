@@ -9,6 +9,7 @@
  * so no value is ever written into the text of SQL.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { executePrepared, named } from './prepared.js';
 import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
 
 export { sql, type Kysely, type RawBuilder } from 'kysely';
@@ -44,20 +45,25 @@ export function compileStatement(
 }
 
 /**
- * Runs a query composed with Kysely on the entity manager's connection (its transaction, when
- * one is open) or on `on` (one connection held for several queries), its values bound as parameters, and logs it as MikroORM logs its own
- * statements (the text with its placeholders), so every statement of a request is seen in one log.
+ * Runs a query composed with Kysely, its values bound as parameters: outside a transaction as
+ * a prepared statement (src/db/prepared.ts; the write path's call and its NOTIFY run on every
+ * write), else on the entity manager's connection (its transaction, when one is open) or on
+ * `on` (one connection held for several queries), logged as MikroORM logs its own statements
+ * (the text with its placeholders), so every statement of a request is seen in one log.
  */
-export async function run<R>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R>, on?: Kysely<any>): Promise<R[]> {
+export async function run<R extends object>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R>, on?: Kysely<any>): Promise<R[]> {
   const kysely = on ?? em.getKysely();
   const compiled = (query as RawBuilder<R>).compile(kysely);
-  const started = Date.now();
-  try {
-    const { rows } = await kysely.executeQuery(compiled);
-    em.config.getLogger().logQuery({ query: compiled.sql, took: Date.now() - started, level: 'info' });
-    return rows;
-  } catch (error) {
-    em.config.getLogger().logQuery({ query: compiled.sql, took: Date.now() - started, level: 'error' });
-    throw error;
-  }
+  const unnamed = async () => {
+    const started = Date.now();
+    try {
+      const { rows } = await kysely.executeQuery(compiled);
+      em.config.getLogger().logQuery({ query: compiled.sql, took: Date.now() - started, level: 'info' });
+      return rows;
+    } catch (error) {
+      em.config.getLogger().logQuery({ query: compiled.sql, took: Date.now() - started, level: 'error' });
+      throw error;
+    }
+  };
+  return on ? unnamed() : executePrepared<R>(em, named(compiled.sql), compiled.parameters, unnamed);
 }

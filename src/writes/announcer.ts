@@ -69,7 +69,7 @@ export class Announcer implements Announcements {
       const taken = this.#waiting.splice(0, PER_STATEMENT);
       const payloads = taken.map((t) => t.payload);
       try {
-        await run(this.em(), sql`select pg_notify(${EVENTS_CHANNEL}, payload) from unnest(${payloads}::text[]) as payload`);
+        await run(this.em(), sql<Record<string, unknown>>`select pg_notify(${EVENTS_CHANNEL}, payload) from unnest(${payloads}::text[]) as payload`);
       } catch {
         // dropped: the listeners' own rounds read the log
       }

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { UniqueConstraintViolationException, type MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '../../src/app/orm.js';
-import { execute, prepared } from '../../src/db/prepared.js';
+import { execute, named, prepared } from '../../src/db/prepared.js';
+import { run, sql as kysql } from '../../src/db/sql-builder.js';
 import { createTestDatabase } from '../helpers/test-app.js';
 
 let orm: MikroORM;
@@ -60,5 +61,18 @@ describe('prepared statements', () => {
     await expect(execute(orm.em.fork(), `insert into items (id, note) values (?, ?)`, [1, 'again'])).rejects.toBeInstanceOf(UniqueConstraintViolationException);
     expect(await pid()).toBe(before);
     expect(await preparedNames()).toEqual(expect.arrayContaining(names));
+  });
+
+  it('a query composed with Kysely (a write\'s call, its NOTIFY) is prepared outside a transaction, its values bound; in one, it runs unprepared', async () => {
+    const note = `it's $1 and ? and "quoted"`;
+    const insert = kysql<{ id: number; note: string }>`insert into items (id, note) values (${3}, ${note}) returning id, note`;
+    const name = named(insert.compile(orm.em.fork().getKysely()).sql).name;
+    expect(await run(orm.em.fork(), insert)).toEqual([{ id: 3, note }]);
+    expect(await preparedNames()).toContain(name);
+    const read = kysql<{ note: string }>`select note from items where id = ${3} and note like ${'it%'}`;
+    await orm.em.fork().transactional(async (em) => {
+      expect(await run(em, read)).toEqual([{ note }]);
+    });
+    expect(await preparedNames()).not.toContain(named(read.compile(orm.em.fork().getKysely()).sql).name);
   });
 });
