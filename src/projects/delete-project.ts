@@ -32,19 +32,18 @@ export function deleteProjectOperation(): WriteOperation {
     body: `declare
   ${PROJECT_VARIABLES}
   v_events json[];
+  v_open int;
 begin
   ${READ_PROJECT}
-  -- The user's open tasks lose those the deletion closes.
-  update users u set open_tasks = u.open_tasks + moved.delta
-    from (select coalesce(sum(${openSql(`'${taskAction(PROJECT_DELETED.action).to}'`)} - ${openSql('t.state')}), 0) as delta
-            from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state in (${PROJECT_DELETED.states.map(text).join(', ')})) as moved
-   where u.id = p_user and moved.delta <> 0;
+  -- The user's open tasks lose those the deletion closes (moved by \`apply\` with the events' number).
+  select coalesce(sum(${openSql(`'${taskAction(PROJECT_DELETED.action).to}'`)} - ${openSql('t.state')}), 0) into v_open
+    from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state in (${PROJECT_DELETED.states.map(text).join(', ')});
   with released as (${compileStatement(release, taskSql)})
   select array[json_build_object('type', 'project.deleted', 'data', json_build_object('type', 'project', 'id', v_project.id))]
          || coalesce(array_agg(json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('released')}) order by released."order", released.id), '{}')
     into v_events from released;
   ${compileStatement(remove, projectSql)};
-  return json_build_object('answer', null, 'etag', null, 'events', array_to_json(v_events));
+  return json_build_object('answer', null, 'etag', null, 'events', array_to_json(v_events), 'open', v_open);
 end`,
   };
 }

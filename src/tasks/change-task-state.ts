@@ -3,7 +3,7 @@
  * Under the user's lock (docs/design/writes.md): the task (404), If-Match (412), the action the
  * requested state selects from the task's state (TASK_ACTIONS: `invalid_transition` when
  * none), any member besides `state` (`cannot_be_set`), then the table's effects in one UPDATE,
- * the user's open tasks moved when it opens or closes, its event, and, when the task is
+ * the change of the user's open tasks when it opens or closes (\`open\`, moved by \`apply\`), its event, and, when the task is
  * abandoned, its project's event (the project lists only the tasks that are not abandoned).
  */
 import { taskEtagSql } from '../core/conditional.js';
@@ -45,16 +45,14 @@ begin
   end if;
   v_from := v_task.state;
   ${compileStatement(update, taskSql)} into v_task;
-  if ${openSql('v_task.state')} <> ${openSql('v_from')} then
-    update users u set open_tasks = u.open_tasks + ${openSql('v_task.state')} - ${openSql('v_from')} where u.id = p_user;
-  end if;
   v_events := array[json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')})];
   if v_task.state = 'abandoned' and v_task.project_id is not null then
     v_events := v_events || array(
       select ${projectUpdatedSql('p.id')}
         from projects p where p.user_id = p_user and p.id = v_task.project_id);
   end if;
-  return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
+  return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events),
+                           'open', ${openSql('v_task.state')} - ${openSql('v_from')});
 end`,
   };
 }

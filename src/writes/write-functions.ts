@@ -22,7 +22,10 @@ export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json
  * input as zod parsed it, `p_if_match` the strong tags of If-Match (`{*}` for `*`, null when
  * absent), `p_if_none_match` the tags of If-None-Match, weak ones as their strong form (the
  * weak comparison; `{*}`, null). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
- * "events": [{"type", "data"}, …]}` and raises a refusal (`refusalSql`) when a rule says no.
+ * "events": [{"type", "data"}, …], "open": <the change of the user's open tasks, when any>}` and
+ * raises a refusal (`refusalSql`) when a rule says no. The user's counters are moved by `apply`,
+ * in the one update of the user's row that numbers the events (a create, which needs its order
+ * at once, takes it and moves the open tasks in an update of its own).
  */
 export interface WriteOperation {
   /** The procedure's path (`tasks.changeState`). */
@@ -153,6 +156,8 @@ declare
   v_appended json[] := '{}';
   v_answer json;
   v_events json;
+  v_open int := 0;
+  v_opened_by int;
   v_type text;
   v_datum json;
   v_etag text;
@@ -209,7 +214,8 @@ begin
       end if;
       -- The result's members read in one pass (each -> would parse the whole text again), the
       -- events in another; arrays set by subscript, in place (|| would copy them every time).
-      select r.answer, r.etag, r.events into v_answer, v_etag, v_events from json_to_record(v_result) as r(answer json, etag text, events json);
+      select r.answer, r.etag, r.events, r.open into v_answer, v_etag, v_events, v_opened_by from json_to_record(v_result) as r(answer json, etag text, events json, open int);
+      v_open := v_open + coalesce(v_opened_by, 0);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
       for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_events) as e(type text, data json, project bigint) loop
@@ -232,11 +238,14 @@ begin
       v_index := v_index + 1;
     end loop;
     ${documents('    ')}
-    -- The events, numbered after the user's newest (the dropped ones left out).
+    -- The events, numbered after the user's newest (the dropped ones left out), and the user's
+    -- open tasks, in one update of the user's row.
     v_last := (v_opened->>'last')::bigint;
     v_count := cardinality(array_remove(v_types, null));
+    if v_count > 0 or v_open <> 0 then
+      update users u set last_event_seq = u.last_event_seq + v_count, open_tasks = u.open_tasks + v_open where u.id = p_user returning u.last_event_seq into v_last;
+    end if;
     if v_count > 0 then
-      update users u set last_event_seq = u.last_event_seq + v_count where u.id = p_user returning u.last_event_seq into v_last;
       insert into events (user_id, seq, type, data, at)
       select p_user, v_last - v_count + row_number() over (order by e.n), e.type, e.data, p_now
         from unnest(v_types, v_data) with ordinality as e(type, data, n)

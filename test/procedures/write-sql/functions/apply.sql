@@ -22,6 +22,8 @@ declare
   v_appended json[] := '{}';
   v_answer json;
   v_events json;
+  v_open int := 0;
+  v_opened_by int;
   v_type text;
   v_datum json;
   v_etag text;
@@ -347,7 +349,8 @@ begin
       end if;
       -- The result's members read in one pass (each -> would parse the whole text again), the
       -- events in another; arrays set by subscript, in place (|| would copy them every time).
-      select r.answer, r.etag, r.events into v_answer, v_etag, v_events from json_to_record(v_result) as r(answer json, etag text, events json);
+      select r.answer, r.etag, r.events, r.open into v_answer, v_etag, v_events, v_opened_by from json_to_record(v_result) as r(answer json, etag text, events json, open int);
+      v_open := v_open + coalesce(v_opened_by, 0);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
       for v_type, v_datum, v_id in
@@ -494,17 +497,21 @@ begin
           );
       end if;
     end loop;
-    -- The events, numbered after the user's newest (the dropped ones left out).
+    -- The events, numbered after the user's newest (the dropped ones left out), and the user's
+    -- open tasks, in one update of the user's row.
     v_last := (v_opened->>'last')::bigint;
     v_count := cardinality(array_remove(v_types, null));
-    if v_count > 0 then
+    if v_count > 0 or v_open <> 0 then
       update users u
       set
-        last_event_seq = u.last_event_seq + v_count
+        last_event_seq = u.last_event_seq + v_count,
+        open_tasks = u.open_tasks + v_open
       where
         u.id = p_user
       returning
         u.last_event_seq into v_last;
+    end if;
+    if v_count > 0 then
       insert into events (user_id, seq, type, data, at)
       select p_user, v_last - v_count + row_number() over (order by e.n), e.type, e.data, p_now
         from unnest(v_types, v_data) with ordinality as e(type, data, n)

@@ -12,6 +12,7 @@ declare
   v_project projects%rowtype;
   v_ids bigint[];
   v_events json[];
+  v_open int;
 begin
   select p.* into v_project from projects p where p.user_id = p_user and p.id = (p_input->>'id')::bigint;
   if not found then
@@ -91,29 +92,20 @@ begin
         'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
-  -- The user's open tasks lose those the deletion closes.
-  update users u
-  set
-    open_tasks = u.open_tasks + moved.delta
+  -- The user's open tasks lose those the deletion closes (moved by `apply` with the events' number).
+  select
+    coalesce(
+      sum(
+        ('abandoned' not in ('finished', 'abandoned'))::int - (t.state not in ('finished', 'abandoned'))::int
+      ),
+      0
+    ) into v_open
   from
-    (
-      select
-        coalesce(
-          sum(
-            ('abandoned' not in ('finished', 'abandoned'))::int - (t.state not in ('finished', 'abandoned'))::int
-          ),
-          0
-        ) as delta
-      from
-        tasks t
-      where
-        t.user_id = p_user
-        and t.project_id = v_project.id
-        and t.state in ('newed', 'started', 'planned')
-    ) as moved
+    tasks t
   where
-    u.id = p_user
-    and moved.delta <> 0;
+    t.user_id = p_user
+    and t.project_id = v_project.id
+    and t.state in ('newed', 'started', 'planned');
   with
     released as (
       update "tasks"
@@ -273,6 +265,6 @@ begin
   from
     released;
   delete from "projects" where "user_id" = p_user and "id" = v_project.id;
-  return json_build_object('answer', null, 'etag', null, 'events', array_to_json(v_events));
+  return json_build_object('answer', null, 'etag', null, 'events', array_to_json(v_events), 'open', v_open);
 end
 $$

@@ -142,13 +142,6 @@ begin
     and "id" = v_task.id
   returning
     * into v_task;
-  if (v_task.state not in ('finished', 'abandoned'))::int <> (v_from not in ('finished', 'abandoned'))::int then
-    update users u
-    set
-      open_tasks = u.open_tasks + (v_task.state not in ('finished', 'abandoned'))::int - (v_from not in ('finished', 'abandoned'))::int
-    where
-      u.id = p_user;
-  end if;
   v_events :=
     array[
       json_build_object(
@@ -256,7 +249,9 @@ begin
       'etag',
       '"t' || v_task.id || '.' || v_task.version || '"',
       'events',
-      array_to_json(v_events)
+      array_to_json(v_events),
+      'open',
+      (v_task.state not in ('finished', 'abandoned'))::int - (v_from not in ('finished', 'abandoned'))::int
     );
 end
 $$
