@@ -35,7 +35,7 @@ export function deleteProjectOperation(): WriteOperation {
   v_open int;
 begin
   ${READ_PROJECT}
-  -- The user's open tasks lose those the deletion closes (moved by \`apply\` with the events' number).
+  -- The user's open tasks lose those the deletion closes (moved by apply with the events' number).
   select coalesce(sum(${openSql(`'${taskAction(PROJECT_DELETED.action).to}'`)} - ${openSql('t.state')}), 0) into v_open
     from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state in (${PROJECT_DELETED.states.map(text).join(', ')});
   with released as (${compileStatement(release, taskSql)})

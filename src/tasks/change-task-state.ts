@@ -3,8 +3,9 @@
  * Under the user's lock (docs/design/writes.md): the task (404), If-Match (412), the action the
  * requested state selects from the task's state (TASK_ACTIONS: `invalid_transition` when
  * none), any member besides `state` (`cannot_be_set`), then the table's effects in one UPDATE,
- * the change of the user's open tasks when it opens or closes (\`open\`, moved by \`apply\`), its event, and, when the task is
- * abandoned, its project's event (the project lists only the tasks that are not abandoned).
+ * the change of the user's open tasks when it opens or closes (`open`, moved by `apply`), its
+ * event, and, when the task is abandoned, its project's event (the project lists only the tasks
+ * that are not abandoned).
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql, v } from '../db/sql-builder.js';

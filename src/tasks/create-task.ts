@@ -3,14 +3,14 @@
  * the user's lock (docs/design/writes.md): the project `project_id` names, if any (422
  * `record_not_found` on it when the user has none), the action NEW_TASK_RULES gives (plan,
  * start, or none), the task inserted blank with that action's effects at the end of the user's
- * order (the counters on the user's row: the next order, the open tasks), its event, and its
- * project's, whose list now ends with it.
+ * order (`p_next_order`; it takes one order and, when open, one open task: `apply` moves the
+ * counters on the user's row), its event, and its project's, whose list now ends with it.
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql } from '../db/sql-builder.js';
 import { answerSql, projectUpdatedSql } from '../writes/operation-sql.js';
 import type { WriteOperation } from '../writes/write-functions.js';
-import { newTaskActionSql, openSql, stateAfterSql, taskEffectsSql } from './task.lifecycle.js';
+import { newTaskActionSql, openSql, taskEffectsSql } from './task.lifecycle.js';
 import { readLinkedProjectSql, taskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
@@ -24,7 +24,7 @@ export function createTaskOperation(): WriteOperation {
     .insertInto('tasks')
     .columns(['user_id', 'order', 'project_id', 'label', 'planned_count', 'state', 'started_at', 'planned_at', 'finished_at', 'abandoned_at', 'created_at'])
     .expression(
-      sql.raw(`select p_user, v_order, v_project.id, p_input->'task'->>'label', ${effect.planned_count}, ${effect.state}, ${effect.started_at},
+      sql.raw(`select p_user, p_next_order, v_project.id, p_input->'task'->>'label', ${effect.planned_count}, ${effect.state}, ${effect.started_at},
                       coalesce(v_planned_at, ${effect.planned_at}), ${effect.finished_at}, ${effect.abandoned_at}, p_now
                  from ${BLANK}`),
     )
@@ -38,19 +38,17 @@ export function createTaskOperation(): WriteOperation {
   v_project_id bigint := (p_input->'task'->>'project_id')::bigint;
   v_planned_at timestamptz := to_timestamp((p_input->'task'->>'planned_at')::float8);
   v_action text;
-  v_order bigint;
   v_events json[];
 begin
   ${readLinkedProjectSql('v_project_id', 'v_project')}
   v_action := ${newTaskActionSql('v_planned_at', "(v_project.state = 'started')")};
-  update users u set next_task_order = u.next_task_order + 1, open_tasks = u.open_tasks + ${openSql(stateAfterSql('v_action', "'newed'"))}
-   where u.id = p_user returning u.next_task_order - 1 into v_order;
   ${compileStatement(insert, taskSql)} into v_task;
   v_events := array[json_build_object('type', 'task.created', 'data', ${taskDocumentSql('v_task')})];
   if v_project.id is not null then
     v_events := v_events || ${projectUpdatedSql('v_project.id')};
   end if;
-  return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
+  return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events),
+                           'open', ${openSql('v_task.state')}, 'orders', 1);
 end`,
   };
 }

@@ -35,7 +35,7 @@ export function reorderTaskOperation(): WriteOperation {
   v_answer json;
 begin
   ${READ_TASK}
-  select least((p_input->'task'->>'order')::bigint, u.next_task_order - 1) into v_to from users u where u.id = p_user;
+  v_to := least((p_input->'task'->>'order')::bigint, p_next_order - 1);
   if v_to = v_task."order" then
     return json_build_object('answer', json_build_object('data', json_build_array(${orderItem('v_task')}), 'meta', ${STABILITY_META_SQL}),
                              'etag', null, 'events', '[]'::json);

@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 
 /** The arguments every operation's function takes, in this order. */
-export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[], p_if_none_match text[]';
+export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[], p_if_none_match text[], p_next_order bigint';
 
 /**
  * One write operation (a procedure of §8 that writes), as its function: `body` is the PL/pgSQL
@@ -21,11 +21,12 @@ export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json
  * src/core/user-day.ts, as the rules of "today" read it), `p_input` the procedure's
  * input as zod parsed it, `p_if_match` the strong tags of If-Match (`{*}` for `*`, null when
  * absent), `p_if_none_match` the tags of If-None-Match, weak ones as their strong form (the
- * weak comparison; `{*}`, null). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
- * "events": [{"type", "data"}, …], "open": <the change of the user's open tasks, when any>}` and
- * raises a refusal (`refusalSql`) when a rule says no. The user's counters are moved by `apply`,
- * in the one update of the user's row that numbers the events (a create, which needs its order
- * at once, takes it and moves the open tasks in an update of its own).
+ * weak comparison; `{*}`, null), `p_next_order` the order the user's next task takes (the
+ * counter on the user's row as the operations before have moved it). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
+ * "events": [{"type", "data"}, …], "open": <the change of the user's open tasks>, "orders": <the
+ * orders it took from p_next_order>}` (the last two when any) and raises a refusal (`refusalSql`)
+ * when a rule says no. The user's counters are moved by `apply`, in the one update of the
+ * user's row that numbers the events.
  */
 export interface WriteOperation {
   /** The procedure's path (`tasks.changeState`). */
@@ -140,7 +141,7 @@ function applySql(schema: string, operations: readonly WriteOperation[], project
   const deleting = operations.filter((o) => o.deletesProject).map((o) => text(o.op));
   const tags = (member: string) => `case when json_typeof(v_op->'${member}') = 'array' then array(select json_array_elements_text(v_op->'${member}')) end`;
   const dispatch = operations
-    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, ${tags('if_match')}, ${tags('if_none_match')})`)
+    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, ${tags('if_match')}, ${tags('if_none_match')}, v_next_order)`)
     .join('\n        ');
   return `create function ${schema}.apply(
   p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
@@ -158,6 +159,9 @@ declare
   v_events json;
   v_open int := 0;
   v_opened_by int;
+  v_next_order bigint;
+  v_first_order bigint;
+  v_orders int;
   v_type text;
   v_datum json;
   v_etag text;
@@ -193,6 +197,8 @@ begin
     elsif v_opened->'replay' is not null then
       return v_opened;
     end if;
+    v_next_order := (v_opened->>'next_order')::bigint;
+    v_first_order := v_next_order;
     for v_op in select value from json_array_elements(p_ops) loop
       if v_op->>'op' = 'stop' then
         raise exception using errcode = '${REFUSAL_STATE}', message = '{"stop": true}';
@@ -214,8 +220,10 @@ begin
       end if;
       -- The result's members read in one pass (each -> would parse the whole text again), the
       -- events in another; arrays set by subscript, in place (|| would copy them every time).
-      select r.answer, r.etag, r.events, r.open into v_answer, v_etag, v_events, v_opened_by from json_to_record(v_result) as r(answer json, etag text, events json, open int);
+      select r.answer, r.etag, r.events, r.open, r.orders into v_answer, v_etag, v_events, v_opened_by, v_orders
+        from json_to_record(v_result) as r(answer json, etag text, events json, open int, orders int);
       v_open := v_open + coalesce(v_opened_by, 0);
+      v_next_order := v_next_order + coalesce(v_orders, 0);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
       for v_type, v_datum, v_id in select e.type, e.data, e.project from json_to_recordset(v_events) as e(type text, data json, project bigint) loop
@@ -238,12 +246,13 @@ begin
       v_index := v_index + 1;
     end loop;
     ${documents('    ')}
-    -- The events, numbered after the user's newest (the dropped ones left out), and the user's
-    -- open tasks, in one update of the user's row.
+    -- The events, numbered after the user's newest (the dropped ones left out), the user's open
+    -- tasks and next order, in one update of the user's row.
     v_last := (v_opened->>'last')::bigint;
     v_count := cardinality(array_remove(v_types, null));
-    if v_count > 0 or v_open <> 0 then
-      update users u set last_event_seq = u.last_event_seq + v_count, open_tasks = u.open_tasks + v_open where u.id = p_user returning u.last_event_seq into v_last;
+    if v_count > 0 or v_open <> 0 or v_next_order <> v_first_order then
+      update users u set last_event_seq = u.last_event_seq + v_count, open_tasks = u.open_tasks + v_open, next_task_order = v_next_order
+       where u.id = p_user returning u.last_event_seq into v_last;
     end if;
     if v_count > 0 then
       insert into events (user_id, seq, type, data, at)
@@ -295,7 +304,7 @@ $$`;
  *   user (deleted since its token was read: a deletion holds this lock while it runs, and a
  *   write that waited for it finds no row) is refused as its token now is, `unauthorized`;
  * - the key's record younger than `p_key_since`: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
- * - else `{"last": <the user's newest event number>}`.
+ * - else `{"last": <the user's newest event number>, "next_order": <the order of its next task>}`.
  * `key_keep(…)` stores an outcome under the key; an expired record of it is replaced.
  */
 function keyFunctionsSql(schema: string): string[] {
@@ -303,6 +312,7 @@ function keyFunctionsSql(schema: string): string[] {
     `create function ${schema}.key_open(p_user bigint, p_key text, p_key_lock bigint, p_key_since timestamptz) returns json language plpgsql volatile as $$
 declare
   v_last bigint;
+  v_next_order bigint;
   v_record json;
   v_setting text;
 begin
@@ -310,7 +320,7 @@ begin
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
   v_setting := set_config('lock_timeout', '5000ms', true);
-  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
+  select u.last_event_seq, u.next_task_order into v_last, v_next_order from users u where u.id = p_user for no key update;
   if not found then
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));
   end if;
@@ -322,7 +332,7 @@ begin
       return json_build_object('replay', v_record);
     end if;
   end if;
-  return json_build_object('last', v_last);
+  return json_build_object('last', v_last, 'next_order', v_next_order);
 end
 $$`,
     `create function ${schema}.key_keep(p_user bigint, p_key text, p_fingerprint text, p_status int, p_body json, p_etag text, p_now timestamptz) returns void language sql volatile as $$

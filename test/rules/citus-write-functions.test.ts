@@ -148,7 +148,7 @@ afterAll(async () => {
 
 /** A function over the operations' arguments, `body` from `declare` (or `begin`) to `end`. */
 const crafted = (name: string, body: string) =>
-  readWriteFunction(`create function w.${name}(p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[], p_if_none_match text[]) returns json language plpgsql volatile as $$\n${body}\n$$`);
+  readWriteFunction(`create function w.${name}(${OPERATION_ARGUMENTS}) returns json language plpgsql volatile as $$\n${body}\n$$`);
 
 describe('the write functions keep Citus’s rule on CASE and COALESCE in a modification', () => {
   it('reads every write function, and in each its statements', () => {

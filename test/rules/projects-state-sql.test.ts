@@ -142,7 +142,7 @@ async function functionAnswer(userId: number, id: number, request: ProjectStateR
   const input = JSON.stringify({ id, project: request });
   const refusal = await app.orm.em
     .fork()
-    .execute(`select ${CHANGE_STATE}(?, ?, ?::json, ?::json, null, null)`, [userId, NOW, DAY_JSON, input])
+    .execute(`select ${CHANGE_STATE}(?, ?, ?::json, ?::json, null, null, null)`, [userId, NOW, DAY_JSON, input])
     .then(() => undefined, (error: unknown) => refusalOf(error) ?? Promise.reject(error));
   return refusal ? { code: refusal.code!, pointer: refusal.pointer, detail: refusal.detail } : rows(id);
 }

@@ -129,7 +129,7 @@ describe('a requested state change gives the same answer from the entity and fro
     const input = JSON.stringify({ id, task: { state: to } });
     const called = await app.orm.em
       .fork()
-      .execute(`select ${CHANGE_STATE}(?, ?, '{}'::json, ?::json, null, null)`, [userId, NOW, input])
+      .execute(`select ${CHANGE_STATE}(?, ?, '{}'::json, ?::json, null, null, null)`, [userId, NOW, input])
       .then(() => null, (error: unknown) => refusalOf(error));
     const expected = entityAnswer(from, to, datesSet);
     if ('refused' in expected) {

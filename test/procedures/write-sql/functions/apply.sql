@@ -24,6 +24,9 @@ declare
   v_events json;
   v_open int := 0;
   v_opened_by int;
+  v_next_order bigint;
+  v_first_order bigint;
+  v_orders int;
   v_type text;
   v_datum json;
   v_etag text;
@@ -59,6 +62,8 @@ begin
     elsif v_opened->'replay' is not null then
       return v_opened;
     end if;
+    v_next_order := (v_opened->>'next_order')::bigint;
+    v_first_order := v_next_order;
     for v_op in select value from json_array_elements(p_ops) loop
       if v_op->>'op' = 'stop' then
         raise exception using errcode = 'PX000', message = '{"stop": true}';
@@ -215,7 +220,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
           when 'projects.update' then w.projects_update (
             p_user,
@@ -233,7 +239,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
           when 'projects.changeState' then w.projects_change_state (
             p_user,
@@ -251,7 +258,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
           when 'projects.delete' then w.projects_delete (
             p_user,
@@ -269,7 +277,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
           when 'tasks.create' then w.tasks_create (
             p_user,
@@ -287,7 +296,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
           when 'tasks.update' then w.tasks_update (
             p_user,
@@ -305,7 +315,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
           when 'tasks.changeState' then w.tasks_change_state (
             p_user,
@@ -323,7 +334,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
           when 'tasks.reorder' then w.tasks_reorder (
             p_user,
@@ -341,7 +353,8 @@ begin
                 select
                   json_array_elements_text(v_op -> 'if_none_match')
               )
-            end
+            end,
+            v_next_order
           )
         end;
       if v_result is null then
@@ -349,8 +362,10 @@ begin
       end if;
       -- The result's members read in one pass (each -> would parse the whole text again), the
       -- events in another; arrays set by subscript, in place (|| would copy them every time).
-      select r.answer, r.etag, r.events, r.open into v_answer, v_etag, v_events, v_opened_by from json_to_record(v_result) as r(answer json, etag text, events json, open int);
+      select r.answer, r.etag, r.events, r.open, r.orders into v_answer, v_etag, v_events, v_opened_by, v_orders
+        from json_to_record(v_result) as r(answer json, etag text, events json, open int, orders int);
       v_open := v_open + coalesce(v_opened_by, 0);
+      v_next_order := v_next_order + coalesce(v_orders, 0);
       v_answers[v_index + 1] := v_answer;
       v_statuses[v_index + 1] := (v_op->>'status')::int;
       for v_type, v_datum, v_id in
@@ -497,15 +512,16 @@ begin
           );
       end if;
     end loop;
-    -- The events, numbered after the user's newest (the dropped ones left out), and the user's
-    -- open tasks, in one update of the user's row.
+    -- The events, numbered after the user's newest (the dropped ones left out), the user's open
+    -- tasks and next order, in one update of the user's row.
     v_last := (v_opened->>'last')::bigint;
     v_count := cardinality(array_remove(v_types, null));
-    if v_count > 0 or v_open <> 0 then
+    if v_count > 0 or v_open <> 0 or v_next_order <> v_first_order then
       update users u
       set
         last_event_seq = u.last_event_seq + v_count,
-        open_tasks = u.open_tasks + v_open
+        open_tasks = u.open_tasks + v_open,
+        next_task_order = v_next_order
       where
         u.id = p_user
       returning

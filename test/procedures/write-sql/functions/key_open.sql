@@ -8,6 +8,7 @@ create function w.key_open (
 ) returns json language plpgsql volatile as $$
 declare
   v_last bigint;
+  v_next_order bigint;
   v_record json;
   v_setting text;
 begin
@@ -15,7 +16,7 @@ begin
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
   v_setting := set_config('lock_timeout', '5000ms', true);
-  select u.last_event_seq into v_last from users u where u.id = p_user for no key update;
+  select u.last_event_seq, u.next_task_order into v_last, v_next_order from users u where u.id = p_user for no key update;
   if not found then
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));
   end if;
@@ -41,6 +42,6 @@ begin
       return json_build_object('replay', v_record);
     end if;
   end if;
-  return json_build_object('last', v_last);
+  return json_build_object('last', v_last, 'next_order', v_next_order);
 end
 $$

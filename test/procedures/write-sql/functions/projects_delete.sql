@@ -6,7 +6,8 @@ create function w.projects_delete (
   p_day json,
   p_input json,
   p_if_match text[],
-  p_if_none_match text[]
+  p_if_none_match text[],
+  p_next_order bigint
 ) returns json language plpgsql volatile as $$
 declare
   v_project projects%rowtype;
@@ -92,7 +93,7 @@ begin
         'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
-  -- The user's open tasks lose those the deletion closes (moved by `apply` with the events' number).
+  -- The user's open tasks lose those the deletion closes (moved by apply with the events' number).
   select
     coalesce(
       sum(

@@ -6,7 +6,8 @@ create function w.tasks_create (
   p_day json,
   p_input json,
   p_if_match text[],
-  p_if_none_match text[]
+  p_if_none_match text[],
+  p_next_order bigint
 ) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
@@ -14,7 +15,6 @@ declare
   v_project_id bigint := (p_input->'task'->>'project_id')::bigint;
   v_planned_at timestamptz := to_timestamp((p_input->'task'->>'planned_at')::float8);
   v_action text;
-  v_order bigint;
   v_events json[];
 begin
   if v_project_id is not null then
@@ -42,24 +42,6 @@ begin
       and not (v_project.state = 'started') then null
       when true then 'start'
     end;
-  update users u
-  set
-    next_task_order = u.next_task_order + 1,
-    open_tasks = u.open_tasks + (
-      case v_action
-        when 'start' then 'started'
-        when 'plan' then 'planned'
-        when 'replan' then 'planned'
-        when 'finish' then 'finished'
-        when 'cancel' then 'newed'
-        when 'abandon' then 'abandoned'
-        else 'newed'
-      end not in ('finished', 'abandoned')
-    )::int
-  where
-    u.id = p_user
-  returning
-    u.next_task_order - 1 into v_order;
   insert into
     "tasks" (
       "user_id",
@@ -76,7 +58,7 @@ begin
     )
   select
     p_user,
-    v_order,
+    p_next_order,
     v_project.id,
     p_input -> 'task' ->> 'label',
     case
@@ -234,7 +216,11 @@ begin
       'etag',
       '"t' || v_task.id || '.' || v_task.version || '"',
       'events',
-      array_to_json(v_events)
+      array_to_json(v_events),
+      'open',
+      (v_task.state not in ('finished', 'abandoned'))::int,
+      'orders',
+      1
     );
 end
 $$

@@ -6,7 +6,8 @@ create function w.tasks_reorder (
   p_day json,
   p_input json,
   p_if_match text[],
-  p_if_none_match text[]
+  p_if_none_match text[],
+  p_next_order bigint
 ) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
@@ -58,7 +59,7 @@ begin
         'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
-  select least((p_input->'task'->>'order')::bigint, u.next_task_order - 1) into v_to from users u where u.id = p_user;
+  v_to := least((p_input->'task'->>'order')::bigint, p_next_order - 1);
   if v_to = v_task."order" then
     return
       json_build_object(

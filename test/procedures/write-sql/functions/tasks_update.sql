@@ -6,7 +6,8 @@ create function w.tasks_update (
   p_day json,
   p_input json,
   p_if_match text[],
-  p_if_none_match text[]
+  p_if_none_match text[],
+  p_next_order bigint
 ) returns json language plpgsql volatile as $$
 declare
   v_task tasks%rowtype;
