@@ -3,9 +3,10 @@
  * started by the server beside the event hub and never called by a write.
  *
  * - Woken at once by the change log's notifications (the event hub's LISTEN connection) of
- *   users it knows to have webhooks (`#owners`), it takes the due webhooks of the users named (delivery.store.ts `claimDue`: a lease, one
- *   statement); a round over every user runs every `pollMs` (5 s), and at the time of each
- *   retry this process planned, as a safety net for a notification lost or a process gone.
+ *   users it knows to have webhooks (`#owners`), it takes the due webhooks of the users named
+ *   (delivery.store.ts `claimDue`: a lease, one statement); a round over every user runs
+ *   every `pollMs` (5 s), and at the time of each retry this process planned, as a safety net
+ *   for a notification lost or a process gone.
  * - A leased webhook's events go out one at a time in id order, each a POST signed as
  *   Standard Webhooks says with the event id as `webhook-id`; each attempt is recorded with
  *   the move of the webhook's place in one statement, so a crash between the POST and that
