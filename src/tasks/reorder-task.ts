@@ -1,7 +1,8 @@
 /**
  * PUT /api/tasks/{id}/order (SPEC.md 4.9, API-CONTRACT.md §5): the operation's function. Under
  * the user's lock (docs/design/writes.md): the task (404), If-Match (412), the new order
- * clamped to the user's highest (the counter on the user's row), then one UPDATE shifting the
+ * clamped to the user's highest (below `p_next_order`, the counter on the user's row as the
+ * operations before it left it), then one UPDATE shifting the
  * tasks in between by one place. Events: each moved task by order, and after the first moved
  * task of a project, that project (it lists its tasks by order). Answers with every task whose
  * order changed, by order (just the task when it did not move).

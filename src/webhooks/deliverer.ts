@@ -101,11 +101,12 @@ export class WebhookDeliverer {
   /**
    * The users this process knows to have webhooks: a write's notification wakes the deliverer
    * only for them, for most writes are of users with none, and looking for a user's due
-   * webhooks is a statement. Read at start (until it is read, every notification wakes); a
-   * webhook made or woken here adds its user (`wake`), one made by another process is found by
-   * the round over every user, which adds its user: until then its events are attempted by the
-   * process that made it, or by that round. A user whose webhooks are all deleted stays (a
-   * statement that finds nothing) until the process restarts.
+   * webhooks is a statement. Read at start and again by every round over every user (until
+   * the first read succeeds, every notification wakes); a webhook made or changed here adds its
+   * user at once (`wake`): one made by another process is known here from the next round (5 s),
+   * and until then its events are attempted by the process that made it, or by that round. A
+   * user whose webhooks are all deleted stays (a statement that finds nothing) until the process
+   * restarts; a notification never adds its user.
    */
   readonly #owners = new Set<number>();
   #ownersKnown = false;
@@ -123,18 +124,22 @@ export class WebhookDeliverer {
     this.#unwatch = await this.#options.notifications.watch((heard) => {
       if (heard && this.#ownersKnown && !this.#owners.has(heard.userId)) return;
       if (heard) this.#noteHeard(heard);
-      this.wake(heard?.userId ?? null);
+      this.#wake(heard?.userId ?? null);
     });
     this.#poll = setInterval(() => this.wake(null), this.#pollMs);
     this.#poll.unref();
     this.wake(null);
   }
 
-  /** Looks for due webhooks of `userId` (null: of every user) soon. */
+  /** Looks for due webhooks of `userId` (null: of every user) soon; the user is one with webhooks (`#owners`). */
   wake(userId: number | null): void {
+    if (userId !== null) this.#owners.add(userId);
+    this.#wake(userId);
+  }
+
+  #wake(userId: number | null): void {
     if (this.#stopped) return;
     if (userId !== null) {
-      this.#owners.add(userId);
       // A webhook of this user under way here may have been passed over by that look: it looks again when done.
       for (const key of this.#running.keys()) if (key.startsWith(`${userId}:`)) this.#running.set(key, true);
     }
@@ -142,7 +147,7 @@ export class WebhookDeliverer {
     this.#schedule();
   }
 
-  /** Reads the users with webhooks (`#owners`); a failure leaves them unknown, read again by the next round over every user. */
+  /** Reads the users with webhooks into `#owners`; a failure leaves them as they were (unknown before the first read). */
   async #loadOwners(): Promise<void> {
     try {
       for (const user of await webhookOwners(this.#options.em())) this.#owners.add(user);
@@ -201,7 +206,7 @@ export class WebhookDeliverer {
       // Each claim leases under a name of its own: should this process claim a webhook again
       // (its loop stalled past the lease), the stalled loop's records no longer hold.
       const claim = `${this.owner}:${++this.#claims}`;
-      if (users === null && !this.#ownersKnown) await this.#loadOwners();
+      if (users === null) await this.#loadOwners();
       claimed = await claimDue(this.#options.em(), claim, new Date(now), new Date(now + this.#leaseMs), free, users);
     } catch (error) {
       this.#logFailure(error, 'webhook deliveries could not be looked up this round');

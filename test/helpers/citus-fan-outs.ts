@@ -37,8 +37,8 @@ export const FAN_OUTS: readonly FanOut[] = [
     snapshot: 'read-sql/deliverer.owners',
     fragment: 'select distinct user_id from webhooks',
     why:
-      'The users that have webhooks, read once when a process starts (and until it succeeds, by its rounds over every user): ' +
-      "a write's notification then wakes the deliverer only for them.",
+      "The users that have webhooks, read when a process starts and with each of the deliverer's rounds over every user " +
+      "(every 5 s per process): a write's notification wakes the deliverer only for them.",
   },
   {
     snapshot: 'read-sql/deliverer.release-leases',

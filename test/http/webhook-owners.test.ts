@@ -26,12 +26,14 @@ let here: Process;
 const { app, db } = useTestAppWithSql({ webhooks: { allowPrivateUrls: true, wake: (userId) => here?.deliverer.wake(userId) } });
 let receiver: Receiver;
 
-async function startProcess(): Promise<Process> {
+/** `failing`: the first statements this many of its statements fail (the database out of reach). */
+async function startProcess(failing = 0): Promise<Process> {
   let statements = 0;
   const listeners: Array<(heard: Heard) => void> = [];
   const deliverer = new WebhookDeliverer({
     em: () => {
       statements += 1;
+      if (statements <= failing) throw new Error('the database is out of reach');
       return app.orm.em.fork();
     },
     notifications: {
@@ -114,6 +116,37 @@ describe('the writes that wake a webhook deliverer', () => {
     await settled();
     expect(elsewhere.statements()).toBeGreaterThan(learned);
     expect(delivered('made here')).toHaveLength(1);
+  });
+
+  it('a process learns of a webhook made by another from its round over every user, also when nothing is due', async () => {
+    const elsewhere = await startProcess();
+    const owner = await app.register();
+    const made = await app.request('POST', '/api/users/me/webhooks', { token: owner.token, body: { webhook: { url: receiver.url } } });
+    expect(made.status, made.text).toBe(201);
+    elsewhere.deliverer.wake(null);
+    await settled();
+    // Only the other process is told of the write (as when the one that made it is gone): it delivers it at once.
+    await taskCreated(owner.token, 'maker gone');
+    elsewhere.hear({ userId: owner.id, first: 1n, last: 1n });
+    await eventually(() => delivered('maker gone').length === 1, { message: 'the other process delivered the event at its notification', timeout: 2_000 });
+  });
+
+  it('a notification heard while the users with webhooks are unknown does not make its user one of them', async () => {
+    // The reads of its start and of the round it starts with fail: until a round reads them,
+    // every notification wakes it.
+    const outage = await startProcess(2);
+    const plain = await app.register();
+    await taskCreated(plain.token, 'during the outage');
+    let before = outage.statements();
+    outage.hear({ userId: plain.id, first: 1n, last: 1n });
+    await settled();
+    expect(outage.statements()).toBeGreaterThan(before);
+    outage.deliverer.wake(null);
+    await settled();
+    before = outage.statements();
+    outage.hear({ userId: plain.id, first: 1n, last: 1n });
+    await settled();
+    expect(outage.statements()).toBe(before);
   });
 
   it('a process that starts knows the users that have webhooks: their notifications wake it at once', async () => {
