@@ -101,12 +101,12 @@ export class WebhookDeliverer {
   /**
    * The users this process knows to have webhooks: a write's notification wakes the deliverer
    * only for them, for most writes are of users with none, and looking for a user's due
-   * webhooks is a statement. Read at start and again by every round over every user (until
-   * the first read succeeds, every notification wakes); a webhook made or changed here adds its
-   * user at once (`wake`): one made by another process is known here from the next round (5 s),
-   * and until then its events are attempted by the process that made it, or by that round. A
-   * user whose webhooks are all deleted stays (a statement that finds nothing) until the process
-   * restarts; a notification never adds its user.
+   * webhooks is a statement. Read by every round over every user, the first at start (a start
+   * does not wait for it; until a read succeeds, every notification wakes); a webhook made or
+   * changed here adds its user at once (`wake`): one made by another process is known here from
+   * the next round (5 s), and until then its events are attempted by the process that made it,
+   * or by that round. A user whose webhooks are all deleted stays (a statement that finds
+   * nothing) until the process restarts; a notification never adds its user.
    */
   readonly #owners = new Set<number>();
   #ownersKnown = false;
@@ -119,8 +119,8 @@ export class WebhookDeliverer {
     this.#leaseMs = 2 * options.config.timeoutMs + 10_000;
   }
 
+  /** Starts listening; the round over every user it starts with reads the users with webhooks (`#owners`). */
   async start(): Promise<void> {
-    await this.#loadOwners();
     this.#unwatch = await this.#options.notifications.watch((heard) => {
       if (heard && this.#ownersKnown && !this.#owners.has(heard.userId)) return;
       if (heard) this.#noteHeard(heard);

@@ -48,6 +48,8 @@ async function startProcess(failing = 0): Promise<Process> {
     pollMs: 3_600_000,
   });
   await deliverer.start();
+  // The round over every user it starts with (reading the users with webhooks) is over before a test counts.
+  await settled();
   const process = { deliverer, statements: () => statements, hear: (heard: Heard) => listeners.forEach((l) => l(heard)) };
   processes.push(process);
   return process;
@@ -132,9 +134,8 @@ describe('the writes that wake a webhook deliverer', () => {
   });
 
   it('a notification heard while the users with webhooks are unknown does not make its user one of them', async () => {
-    // The reads of its start and of the round it starts with fail: until a round reads them,
-    // every notification wakes it.
-    const outage = await startProcess(2);
+    // The read of the round it starts with fails: until a round reads them, every notification wakes it.
+    const outage = await startProcess(1);
     const plain = await app.register();
     await taskCreated(plain.token, 'during the outage');
     let before = outage.statements();
