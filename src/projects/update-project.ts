@@ -39,8 +39,12 @@ export function updateProjectOperation(): WriteOperation {
   v_events json[];
 begin
   ${READ_PROJECT}
-  if v_name is not null and exists (select 1 from projects p where p.user_id = p_user and p.slug = lower(v_name) and p.id <> v_project.id) then
-    v_errors := v_errors || ${refusalJsonSql(TAKEN)};
+  -- Two conditions, not one joined by "and": a query behind a test of the input is planned again at
+  -- every call (its custom plan, the test folded away, beats the generic one).
+  if v_name is not null then
+    if exists (select 1 from projects p where p.user_id = p_user and p.slug = lower(v_name) and p.id <> v_project.id) then
+      v_errors := v_errors || ${refusalJsonSql(TAKEN)};
+    end if;
   end if;
   if v_due_seconds is not null and v_due_seconds <> coalesce(floor(extract(epoch from v_project.due_at))::bigint, 0) then
     if v_project.state not in (${DUE_AT_EDITABLE_IN.map((s) => text(s)).join(', ')}) or v_project.started_at is null then

@@ -139,9 +139,15 @@ function applySql(schema: string, operations: readonly WriteOperation[], project
       'end loop;',
     ].join(`\n${indent}`);
   const deleting = operations.filter((o) => o.deletesProject).map((o) => text(o.op));
-  const tags = (member: string) => `case when json_typeof(v_op->'${member}') = 'array' then array(select json_array_elements_text(v_op->'${member}')) end`;
+  // A precondition's tags as text[], by a query only when there are any: the dispatch below stays
+  // an expression, which PL/pgSQL evaluates without the planner (with these queries in it, it was
+  // planned again at every call: a custom plan, cheaper than the generic one with every branch's).
+  const tags = (member: string) => `v_${member} := null;
+      if json_typeof(v_op->'${member}') = 'array' then
+        v_${member} := array(select json_array_elements_text(v_op->'${member}'));
+      end if;`;
   const dispatch = operations
-    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, ${tags('if_match')}, ${tags('if_none_match')}, v_next_order)`)
+    .map((o) => `when ${text(o.op)} then ${schema}.${o.fn}(p_user, p_now, p_day, v_input, v_if_match, v_if_none_match, v_next_order)`)
     .join('\n        ');
   return `create function ${schema}.apply(
   p_user bigint, p_now timestamptz, p_day json, p_ops json, p_key text, p_key_lock bigint, p_fingerprint text, p_key_since timestamptz, p_batch boolean
@@ -170,6 +176,8 @@ declare
   v_last bigint;
   v_body json;
   v_input json;
+  v_if_match text[];
+  v_if_none_match text[];
   v_at json;
   v_refs jsonb := '{}';
   v_count int := 0;
@@ -212,6 +220,8 @@ begin
           v_input := ${schema}.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
         end loop;
       end if;
+      ${tags('if_match')}
+      ${tags('if_none_match')}
       v_result := case v_op->>'op'
         ${dispatch}
       end;

@@ -35,6 +35,8 @@ declare
   v_last bigint;
   v_body json;
   v_input json;
+  v_if_match text[];
+  v_if_none_match text[];
   v_at json;
   v_refs jsonb := '{}';
   v_count int := 0;
@@ -202,6 +204,14 @@ begin
             );
         end loop;
       end if;
+      v_if_match := null;
+      if json_typeof(v_op->'if_match') = 'array' then
+        v_if_match := array(select json_array_elements_text(v_op->'if_match'));
+      end if;
+      v_if_none_match := null;
+      if json_typeof(v_op->'if_none_match') = 'array' then
+        v_if_none_match := array(select json_array_elements_text(v_op->'if_none_match'));
+      end if;
       v_result :=
         case v_op ->> 'op'
           when 'projects.create' then w.projects_create (
@@ -209,18 +219,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
           when 'projects.update' then w.projects_update (
@@ -228,18 +228,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
           when 'projects.changeState' then w.projects_change_state (
@@ -247,18 +237,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
           when 'projects.delete' then w.projects_delete (
@@ -266,18 +246,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
           when 'tasks.create' then w.tasks_create (
@@ -285,18 +255,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
           when 'tasks.update' then w.tasks_update (
@@ -304,18 +264,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
           when 'tasks.changeState' then w.tasks_change_state (
@@ -323,18 +273,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
           when 'tasks.reorder' then w.tasks_reorder (
@@ -342,18 +282,8 @@ begin
             p_now,
             p_day,
             v_input,
-            case
-              when json_typeof(v_op -> 'if_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_match')
-              )
-            end,
-            case
-              when json_typeof(v_op -> 'if_none_match') = 'array' then array(
-                select
-                  json_array_elements_text(v_op -> 'if_none_match')
-              )
-            end,
+            v_if_match,
+            v_if_none_match,
             v_next_order
           )
         end;
