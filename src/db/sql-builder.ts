@@ -10,7 +10,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { executePrepared, named } from './prepared.js';
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
+import { CompiledQuery, DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
 
 export { sql, type Kysely, type RawBuilder } from 'kysely';
 
@@ -51,9 +51,9 @@ export function compileStatement(
  * `on` (one connection held for several queries), logged as MikroORM logs its own statements
  * (the text with its placeholders), so every statement of a request is seen in one log.
  */
-export async function run<R extends object>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R>, on?: Kysely<any>): Promise<R[]> {
+export async function run<R extends object>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R> | CompiledQuery<R>, on?: Kysely<any>): Promise<R[]> {
   const kysely = on ?? em.getKysely();
-  const compiled = (query as RawBuilder<R>).compile(kysely);
+  const compiled = 'parameters' in query ? query : (query as RawBuilder<R>).compile(kysely);
   const unnamed = async () => {
     const started = Date.now();
     try {
@@ -66,4 +66,13 @@ export async function run<R extends object>(em: SqlEntityManager, query: RawBuil
     }
   };
   return on ? unnamed() : executePrepared<R>(em, named(compiled.sql), compiled.parameters, unnamed);
+}
+
+/**
+ * A statement of fixed text whose values all come as parameters (`$1`, `$2`, …), for `run`: the
+ * call of `apply` that every write makes and its NOTIFY. Composing such a text again for each
+ * call (a Kysely compile walks and freezes its nodes) cost more per write than the text is worth.
+ */
+export function fixedStatement<R>(text: string): (parameters: readonly unknown[]) => CompiledQuery<R> {
+  return (parameters) => CompiledQuery.raw(text, [...parameters]) as CompiledQuery<R>;
 }

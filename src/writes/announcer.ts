@@ -14,7 +14,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Announcements } from '../core/context.js';
-import { run, sql } from '../db/sql-builder.js';
+import { fixedStatement, run } from '../db/sql-builder.js';
 
 /**
  * The change log's channel, on which every process listens. A payload is
@@ -27,6 +27,8 @@ export const EVENTS_CHANNEL = 'user_events';
 
 /** Payloads sent in one statement at most (each at most PostgreSQL's 8,000 bytes). */
 const PER_STATEMENT = 200;
+/** The one statement that sends the payloads handed over (the channel, then the payloads). */
+const NOTIFY = fixedStatement<Record<string, unknown>>('select pg_notify($1, payload) from unnest($2::text[]) as payload');
 /** Payloads that may wait while a statement is under way; more are dropped. */
 const MAX_WAITING = 10_000;
 
@@ -69,7 +71,7 @@ export class Announcer implements Announcements {
       const taken = this.#waiting.splice(0, PER_STATEMENT);
       const payloads = taken.map((t) => t.payload);
       try {
-        await run(this.em(), sql<Record<string, unknown>>`select pg_notify(${EVENTS_CHANNEL}, payload) from unnest(${payloads}::text[]) as payload`);
+        await run(this.em(), NOTIFY([EVENTS_CHANNEL, payloads]));
       } catch {
         // dropped: the listeners' own rounds read the log
       }

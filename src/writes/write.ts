@@ -7,7 +7,7 @@
  * outside the user's lock and turn, and the write answers without waiting for it.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { run, sql } from '../db/sql-builder.js';
+import { fixedStatement, run } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, ifNoneMatchTags, sendEtag } from '../core/conditional.js';
@@ -100,17 +100,38 @@ export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[],
 /** The user's day as the write functions read it (`p_day`): its next midnight and its last instant, in the user's zone. */
 function dayOf(ctx: AuthedContext, now: Date): string {
   const day = userDay(now, ctx.user.timeZone);
-  return JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
+  let text = dayTexts.get(day);
+  if (text === undefined) {
+    text = JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
+    dayTexts.set(day, text);
+  }
+  return text;
 }
+
+/** `dayOf`'s text of each day `userDay` gives (it gives the same object while the day lasts). */
+const dayTexts = new WeakMap<object, string>();
 
 async function callApply(ctx: AuthedContext, em: SqlEntityManager, operations: Operation[], key: IdempotencyKey | undefined, now: Date, batch: boolean): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
-  const rows = await run(em, sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
-      ${ctx.user.id}::bigint, ${now}::timestamptz, ${dayOf(ctx, now)}::json, ${jsonText(operations)}::json,
-      ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
-      ${key ? since : null}::timestamptz, ${batch}::boolean) as applied`);
+  const rows = await run(em, applyCall(ctx.writes.apply)([
+    ctx.user.id, now, dayOf(ctx, now), jsonText(operations),
+    key?.key ?? null, key ? keyLock(ctx.user.id, key.key) : null, key?.fingerprint ?? null, key ? since : null, batch,
+  ]));
   return rows[0]!.applied;
 }
+
+/** The call of `apply` (its arguments in the order of src/writes/write-functions.ts), one statement per set of write functions. */
+function applyCall(apply: string) {
+  let call = applyCalls.get(apply);
+  if (!call) {
+    call = fixedStatement<{ applied: Applied }>(
+      `select ${apply}($1::bigint, $2::timestamptz, $3::json, $4::json, $5::text, $6::bigint, $7::text, $8::timestamptz, $9::boolean) as applied`,
+    );
+    applyCalls.set(apply, call);
+  }
+  return call;
+}
+const applyCalls = new Map<string, ReturnType<typeof fixedStatement<{ applied: Applied }>>>();
 
 function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, refusalAt: RefusalAt): T {
   if (applied.replay) {
@@ -152,6 +173,14 @@ export function refusalOf(error: unknown): Refusal | undefined {
  * refuse them in every text that is stored, so only what a refusal quotes can hold one).
  */
 function jsonText(value: unknown): string {
+  // Most inputs hold none of these: JSON.stringify alone then writes the same text. It throws
+  // on a BigInt or a cycle, and writes a NUL or a lone surrogate as an escape.
+  try {
+    const text = JSON.stringify(value);
+    if (!/\\u(?:0000|d[89a-f])/i.test(text)) return text;
+  } catch {
+    // written below
+  }
   const met = new WeakSet<object>();
   const clean = (text: string) => text.toWellFormed().replaceAll('\0', '\uFFFD');
   return JSON.stringify(value, (_key, v: unknown) => {
