@@ -117,7 +117,7 @@ export interface WriteFunctions {
  *   project append one copy of its task list, not 100 copies growing by one.
  * - A `project.updated` event an operation names by its project (`{"type", "project"}`,
  *   `projectUpdatedSql`) gets the project's document here, written once after the operations
- *   (and before one that deletes a project: `deletesProject`), with `projectDocument`.
+ *   (and before one that deletes a project: `deletesProject`), with `projectDocument`, in one statement for all of them.
  * - `p_key`…`p_key_since`: the Idempotency-Key, the 64-bit lock of its user and key, the
  *   request's fingerprint, and the instant before which a record is expired; all null without one.
  * - `p_batch`: the answer is the batch's (`{"data": [{"status", "body"}, …]}`), else the one
@@ -129,13 +129,16 @@ export interface WriteFunctions {
  * event appended (the first is `last - count + 1`).
  */
 function applySql(schema: string, operations: readonly WriteOperation[], projectDocument: (p: string) => string): string {
-  // The project documents the events name (`projectUpdatedSql`, src/writes/operation-sql.ts), as the projects are now.
+  // The project documents the events name (`projectUpdatedSql`, src/writes/operation-sql.ts), as
+  // the projects are now: in one statement (a reorder names dozens of projects; a statement
+  // each cost about 0.1 ms apiece under the lock).
   const documents = (indent: string) =>
     [
-      'for v_k in 1..v_count loop',
-      '  if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then',
-      `    v_data[v_k] := (select ${projectDocument('p')} from projects p where p.user_id = p_user and p.id = v_ids[v_k]);`,
-      '  end if;',
+      `for v_k, v_datum in select e.k, ${projectDocument('p')}`,
+      '    from unnest(v_types, v_data, v_ids) with ordinality as e(type, data, id, k)',
+      '    join projects p on p.user_id = p_user and p.id = e.id',
+      '   where e.type is not null and e.data is null loop',
+      '  v_data[v_k] := v_datum;',
       'end loop;',
     ].join(`\n${indent}`);
   const deleting = operations.filter((o) => o.deletesProject).map((o) => text(o.op));

@@ -71,123 +71,123 @@ begin
         raise exception using errcode = 'PX000', message = '{"stop": true}';
       end if;
       if v_op->>'op' in ('projects.delete') then
-        for v_k in 1..v_count loop
-          if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then
-            v_data[v_k] :=
-              (
-                select
-                  json_build_object(
-                    'type',
-                    'project',
-                    'id',
-                    p.id,
-                    'attributes',
-                    json_build_object(
-                      'name',
-                      p.name,
-                      'slug',
-                      p.slug,
-                      'description',
-                      p.description,
-                      'state',
-                      p.state,
-                      'startedAt',
-                      coalesce(
-                        floor(
-                          extract(
-                            epoch
-                            from
-                              p.started_at
-                          )
-                        ),
-                        0
-                      )::float8::bigint,
-                      'dueAt',
-                      coalesce(
-                        floor(
-                          extract(
-                            epoch
-                            from
-                              p.due_at
-                          )
-                        ),
-                        0
-                      )::float8::bigint,
-                      'pausedAt',
-                      coalesce(
-                        floor(
-                          extract(
-                            epoch
-                            from
-                              p.paused_at
-                          )
-                        ),
-                        0
-                      )::float8::bigint,
-                      'finishedAt',
-                      coalesce(
-                        floor(
-                          extract(
-                            epoch
-                            from
-                              p.finished_at
-                          )
-                        ),
-                        0
-                      )::float8::bigint,
-                      'isInProgress',
-                      p.state in ('started')
-                    ),
-                    'relationships',
-                    json_build_object(
-                      'user',
-                      json_build_object(
-                        'data',
-                        json_build_object('type', 'user', 'id', p.user_id)
-                      ),
-                      'tasks',
-                      json_build_object(
-                        'data',
-                        (
-                          select
-                            (
-                              '[' || coalesce(
-                                string_agg(
-                                  '{"type":"task","id":' || task_id || '}',
-                                  ','
-                                  order by
-                                    ordinality
-                                ),
-                                ''
-                              ) || ']'
-                            )::json
-                          from
-                            unnest(
-                              array(
-                                select
-                                  t.id
-                                from
-                                  tasks t
-                                where
-                                  t.user_id = p_user
-                                  and t.project_id = p.id
-                                  and t.state <> 'abandoned'
-                                order by
-                                  t."order",
-                                  t.id
-                              )
-                            ) with ordinality as listed (task_id, ordinality)
-                        )
-                      )
+        for v_k, v_datum in
+          select
+            e.k,
+            json_build_object(
+              'type',
+              'project',
+              'id',
+              p.id,
+              'attributes',
+              json_build_object(
+                'name',
+                p.name,
+                'slug',
+                p.slug,
+                'description',
+                p.description,
+                'state',
+                p.state,
+                'startedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.started_at
                     )
+                  ),
+                  0
+                )::float8::bigint,
+                'dueAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.due_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'pausedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.paused_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'finishedAt',
+                coalesce(
+                  floor(
+                    extract(
+                      epoch
+                      from
+                        p.finished_at
+                    )
+                  ),
+                  0
+                )::float8::bigint,
+                'isInProgress',
+                p.state in ('started')
+              ),
+              'relationships',
+              json_build_object(
+                'user',
+                json_build_object(
+                  'data',
+                  json_build_object('type', 'user', 'id', p.user_id)
+                ),
+                'tasks',
+                json_build_object(
+                  'data',
+                  (
+                    select
+                      (
+                        '[' || coalesce(
+                          string_agg(
+                            '{"type":"task","id":' || task_id || '}',
+                            ','
+                            order by
+                              ordinality
+                          ),
+                          ''
+                        ) || ']'
+                      )::json
+                    from
+                      unnest(
+                        array(
+                          select
+                            t.id
+                          from
+                            tasks t
+                          where
+                            t.user_id = p_user
+                            and t.project_id = p.id
+                            and t.state <> 'abandoned'
+                          order by
+                            t."order",
+                            t.id
+                        )
+                      ) with ordinality as listed (task_id, ordinality)
                   )
-                from
-                  projects p
-                where
-                  p.user_id = p_user
-                  and p.id = v_ids[v_k]
-              );
-          end if;
+                )
+              )
+            )
+          from
+            unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
+            join projects p on p.user_id = p_user
+            and p.id = e.id
+          where
+            e.type is not null
+            and e.data is null
+        loop
+          v_data[v_k] := v_datum;
         end loop;
       end if;
       v_input := v_op->'input';
@@ -324,123 +324,123 @@ begin
       end if;
       v_index := v_index + 1;
     end loop;
-    for v_k in 1..v_count loop
-      if v_types[v_k] is not null and v_data[v_k] is null and v_ids[v_k] is not null then
-        v_data[v_k] :=
-          (
-            select
-              json_build_object(
-                'type',
-                'project',
-                'id',
-                p.id,
-                'attributes',
-                json_build_object(
-                  'name',
-                  p.name,
-                  'slug',
-                  p.slug,
-                  'description',
-                  p.description,
-                  'state',
-                  p.state,
-                  'startedAt',
-                  coalesce(
-                    floor(
-                      extract(
-                        epoch
-                        from
-                          p.started_at
-                      )
-                    ),
-                    0
-                  )::float8::bigint,
-                  'dueAt',
-                  coalesce(
-                    floor(
-                      extract(
-                        epoch
-                        from
-                          p.due_at
-                      )
-                    ),
-                    0
-                  )::float8::bigint,
-                  'pausedAt',
-                  coalesce(
-                    floor(
-                      extract(
-                        epoch
-                        from
-                          p.paused_at
-                      )
-                    ),
-                    0
-                  )::float8::bigint,
-                  'finishedAt',
-                  coalesce(
-                    floor(
-                      extract(
-                        epoch
-                        from
-                          p.finished_at
-                      )
-                    ),
-                    0
-                  )::float8::bigint,
-                  'isInProgress',
-                  p.state in ('started')
-                ),
-                'relationships',
-                json_build_object(
-                  'user',
-                  json_build_object(
-                    'data',
-                    json_build_object('type', 'user', 'id', p.user_id)
-                  ),
-                  'tasks',
-                  json_build_object(
-                    'data',
-                    (
-                      select
-                        (
-                          '[' || coalesce(
-                            string_agg(
-                              '{"type":"task","id":' || task_id || '}',
-                              ','
-                              order by
-                                ordinality
-                            ),
-                            ''
-                          ) || ']'
-                        )::json
-                      from
-                        unnest(
-                          array(
-                            select
-                              t.id
-                            from
-                              tasks t
-                            where
-                              t.user_id = p_user
-                              and t.project_id = p.id
-                              and t.state <> 'abandoned'
-                            order by
-                              t."order",
-                              t.id
-                          )
-                        ) with ordinality as listed (task_id, ordinality)
-                    )
-                  )
+    for v_k, v_datum in
+      select
+        e.k,
+        json_build_object(
+          'type',
+          'project',
+          'id',
+          p.id,
+          'attributes',
+          json_build_object(
+            'name',
+            p.name,
+            'slug',
+            p.slug,
+            'description',
+            p.description,
+            'state',
+            p.state,
+            'startedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    p.started_at
                 )
+              ),
+              0
+            )::float8::bigint,
+            'dueAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    p.due_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'pausedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    p.paused_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'finishedAt',
+            coalesce(
+              floor(
+                extract(
+                  epoch
+                  from
+                    p.finished_at
+                )
+              ),
+              0
+            )::float8::bigint,
+            'isInProgress',
+            p.state in ('started')
+          ),
+          'relationships',
+          json_build_object(
+            'user',
+            json_build_object(
+              'data',
+              json_build_object('type', 'user', 'id', p.user_id)
+            ),
+            'tasks',
+            json_build_object(
+              'data',
+              (
+                select
+                  (
+                    '[' || coalesce(
+                      string_agg(
+                        '{"type":"task","id":' || task_id || '}',
+                        ','
+                        order by
+                          ordinality
+                      ),
+                      ''
+                    ) || ']'
+                  )::json
+                from
+                  unnest(
+                    array(
+                      select
+                        t.id
+                      from
+                        tasks t
+                      where
+                        t.user_id = p_user
+                        and t.project_id = p.id
+                        and t.state <> 'abandoned'
+                      order by
+                        t."order",
+                        t.id
+                    )
+                  ) with ordinality as listed (task_id, ordinality)
               )
-            from
-              projects p
-            where
-              p.user_id = p_user
-              and p.id = v_ids[v_k]
-          );
-      end if;
+            )
+          )
+        )
+      from
+        unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
+        join projects p on p.user_id = p_user
+        and p.id = e.id
+      where
+        e.type is not null
+        and e.data is null
+    loop
+      v_data[v_k] := v_datum;
     end loop;
     -- The events, numbered after the user's newest (the dropped ones left out), the user's open
     -- tasks and next order, in one update of the user's row.
