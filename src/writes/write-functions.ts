@@ -134,12 +134,15 @@ function applySql(schema: string, operations: readonly WriteOperation[], project
   // each cost about 0.1 ms apiece under the lock).
   const documents = (indent: string) =>
     [
-      `for v_k, v_datum in select e.k, ${projectDocument('p')}`,
-      '    from unnest(v_types, v_data, v_ids) with ordinality as e(type, data, id, k)',
-      '    join projects p on p.user_id = p_user and p.id = e.id',
-      '   where e.type is not null and e.data is null loop',
-      '  v_data[v_k] := v_datum;',
-      'end loop;',
+      // Only when an event names a project: a statement costs a write more than this test.
+      'if cardinality(array_remove(v_ids, null)) > 0 then',
+      `  for v_k, v_datum in select e.k, ${projectDocument('p')}`,
+      '      from unnest(v_types, v_data, v_ids) with ordinality as e(type, data, id, k)',
+      '      join projects p on p.user_id = p_user and p.id = e.id',
+      '     where e.type is not null and e.data is null loop',
+      '    v_data[v_k] := v_datum;',
+      '  end loop;',
+      'end if;',
     ].join(`\n${indent}`);
   const deleting = operations.filter((o) => o.deletesProject).map((o) => text(o.op));
   // A precondition's tags as text[], by a query only when there are any: the dispatch below stays

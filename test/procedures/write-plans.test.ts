@@ -102,7 +102,7 @@ describe('the write functions on a connection that has run them', () => {
 });
 
 describe('a write whose events name several projects', () => {
-  it('runs as many statements for five projects as for two', async () => {
+  it('runs as many statements for five projects as for two, and none of projects for a write that names none', async () => {
     const owner = await app.register();
     const tasks: number[] = [];
     for (let i = 1; i <= 5; i++) {
@@ -110,10 +110,13 @@ describe('a write whose events name several projects', () => {
       tasks.push((await owner.api.tasks.create({ task: { label: `in ${i}`, project_id: project.data.id as number } })).data.id as number);
     }
     let statements = 0;
+    let ofProjects = 0;
     // Not PostgreSQL's foreign-key check of each event inserted (`SELECT 1 FROM ONLY "public"."users" x …
     // FOR KEY SHARE OF x`, run within the insert): it is one a row, not one a statement of ours.
     const count = (notice: { message?: string }) => {
-      if (notice.message?.startsWith('duration:') && !notice.message.includes('FOR KEY SHARE OF x')) statements++;
+      if (!notice.message?.startsWith('duration:') || notice.message.includes('FOR KEY SHARE OF x')) return;
+      statements++;
+      if (/\bjoin projects p\b/.test(notice.message)) ofProjects++;
     };
     const reorder = async (id: number, order: number) => {
       const ops = [{ op: 'tasks.reorder', input: { id, task: { order } }, if_match: null, if_none_match: null, status: 200 }];
@@ -135,13 +138,24 @@ describe('a write whose events name several projects', () => {
       const projects = await reorder(id, order);
       return { projects, statements };
     };
+    // A write that names no project (a task of none, renamed) reads no project's document.
+    const loose = (await owner.api.tasks.create({ task: { label: 'loose' } })).data.id as number;
+    const rename = async (label: string) => {
+      const ops = [{ op: 'tasks.update', input: { id: loose, task: { label } }, if_match: null, if_none_match: null, status: 200 }];
+      await client.query(`select ${writeFunctionSet.apply}(${owner.id}, now(), ${literal(JSON.parse(day))}::json, ${literal(ops)}::json, null, null, null, null, false)`);
+    };
+    for (let i = 0; i < 8; i++) await rename(`warm ${i}`);
     // The task at order 1 to order 2 (two tasks move, of two projects), and back; then to order 5 (five).
     const two = await counted(tasks[0]!, 2);
     await counted(tasks[0]!, 1);
     const five = await counted(tasks[0]!, 5);
+    ofProjects = 0;
+    await rename('renamed');
+    const renamed = ofProjects;
     client.off('notice', count);
     await client.query('reset auto_explain.log_min_duration');
     expect([two.projects, five.projects]).toEqual([2, 5]);
     expect(five.statements).toBe(two.statements);
+    expect(renamed).toBe(0);
   });
 });

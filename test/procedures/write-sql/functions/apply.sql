@@ -71,124 +71,126 @@ begin
         raise exception using errcode = 'PX000', message = '{"stop": true}';
       end if;
       if v_op->>'op' in ('projects.delete') then
-        for v_k, v_datum in
-          select
-            e.k,
-            json_build_object(
-              'type',
-              'project',
-              'id',
-              p.id,
-              'attributes',
+        if cardinality(array_remove(v_ids, null)) > 0 then
+          for v_k, v_datum in
+            select
+              e.k,
               json_build_object(
-                'name',
-                p.name,
-                'slug',
-                p.slug,
-                'description',
-                p.description,
-                'state',
-                p.state,
-                'startedAt',
-                coalesce(
-                  floor(
-                    extract(
-                      epoch
-                      from
-                        p.started_at
-                    )
-                  ),
-                  0
-                )::float8::bigint,
-                'dueAt',
-                coalesce(
-                  floor(
-                    extract(
-                      epoch
-                      from
-                        p.due_at
-                    )
-                  ),
-                  0
-                )::float8::bigint,
-                'pausedAt',
-                coalesce(
-                  floor(
-                    extract(
-                      epoch
-                      from
-                        p.paused_at
-                    )
-                  ),
-                  0
-                )::float8::bigint,
-                'finishedAt',
-                coalesce(
-                  floor(
-                    extract(
-                      epoch
-                      from
-                        p.finished_at
-                    )
-                  ),
-                  0
-                )::float8::bigint,
-                'isInProgress',
-                p.state in ('started')
-              ),
-              'relationships',
-              json_build_object(
-                'user',
+                'type',
+                'project',
+                'id',
+                p.id,
+                'attributes',
                 json_build_object(
-                  'data',
-                  json_build_object('type', 'user', 'id', p.user_id)
+                  'name',
+                  p.name,
+                  'slug',
+                  p.slug,
+                  'description',
+                  p.description,
+                  'state',
+                  p.state,
+                  'startedAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          p.started_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint,
+                  'dueAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          p.due_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint,
+                  'pausedAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          p.paused_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint,
+                  'finishedAt',
+                  coalesce(
+                    floor(
+                      extract(
+                        epoch
+                        from
+                          p.finished_at
+                      )
+                    ),
+                    0
+                  )::float8::bigint,
+                  'isInProgress',
+                  p.state in ('started')
                 ),
-                'tasks',
+                'relationships',
                 json_build_object(
-                  'data',
-                  (
-                    select
-                      (
-                        '[' || coalesce(
-                          string_agg(
-                            '{"type":"task","id":' || task_id || '}',
-                            ','
+                  'user',
+                  json_build_object(
+                    'data',
+                    json_build_object('type', 'user', 'id', p.user_id)
+                  ),
+                  'tasks',
+                  json_build_object(
+                    'data',
+                    (
+                      select
+                        (
+                          '[' || coalesce(
+                            string_agg(
+                              '{"type":"task","id":' || task_id || '}',
+                              ','
+                              order by
+                                ordinality
+                            ),
+                            ''
+                          ) || ']'
+                        )::json
+                      from
+                        unnest(
+                          array(
+                            select
+                              t.id
+                            from
+                              tasks t
+                            where
+                              t.user_id = p_user
+                              and t.project_id = p.id
+                              and t.state <> 'abandoned'
                             order by
-                              ordinality
-                          ),
-                          ''
-                        ) || ']'
-                      )::json
-                    from
-                      unnest(
-                        array(
-                          select
-                            t.id
-                          from
-                            tasks t
-                          where
-                            t.user_id = p_user
-                            and t.project_id = p.id
-                            and t.state <> 'abandoned'
-                          order by
-                            t."order",
-                            t.id
-                        )
-                      ) with ordinality as listed (task_id, ordinality)
+                              t."order",
+                              t.id
+                          )
+                        ) with ordinality as listed (task_id, ordinality)
+                    )
                   )
                 )
               )
-            )
-          from
-            unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
-            join projects p on p.user_id = p_user
-            and p.id = e.id
-          where
-            e.type is not null
-            and e.data is null
-        loop
-          v_data[v_k] := v_datum;
-        end loop;
+            from
+              unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
+              join projects p on p.user_id = p_user
+              and p.id = e.id
+            where
+              e.type is not null
+              and e.data is null
+          loop
+            v_data[v_k] := v_datum;
+          end loop;
+        end if;
       end if;
       v_input := v_op->'input';
       if v_op->'refs' is not null then
@@ -324,124 +326,126 @@ begin
       end if;
       v_index := v_index + 1;
     end loop;
-    for v_k, v_datum in
-      select
-        e.k,
-        json_build_object(
-          'type',
-          'project',
-          'id',
-          p.id,
-          'attributes',
+    if cardinality(array_remove(v_ids, null)) > 0 then
+      for v_k, v_datum in
+        select
+          e.k,
           json_build_object(
-            'name',
-            p.name,
-            'slug',
-            p.slug,
-            'description',
-            p.description,
-            'state',
-            p.state,
-            'startedAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    p.started_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'dueAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    p.due_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'pausedAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    p.paused_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'finishedAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    p.finished_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'isInProgress',
-            p.state in ('started')
-          ),
-          'relationships',
-          json_build_object(
-            'user',
+            'type',
+            'project',
+            'id',
+            p.id,
+            'attributes',
             json_build_object(
-              'data',
-              json_build_object('type', 'user', 'id', p.user_id)
+              'name',
+              p.name,
+              'slug',
+              p.slug,
+              'description',
+              p.description,
+              'state',
+              p.state,
+              'startedAt',
+              coalesce(
+                floor(
+                  extract(
+                    epoch
+                    from
+                      p.started_at
+                  )
+                ),
+                0
+              )::float8::bigint,
+              'dueAt',
+              coalesce(
+                floor(
+                  extract(
+                    epoch
+                    from
+                      p.due_at
+                  )
+                ),
+                0
+              )::float8::bigint,
+              'pausedAt',
+              coalesce(
+                floor(
+                  extract(
+                    epoch
+                    from
+                      p.paused_at
+                  )
+                ),
+                0
+              )::float8::bigint,
+              'finishedAt',
+              coalesce(
+                floor(
+                  extract(
+                    epoch
+                    from
+                      p.finished_at
+                  )
+                ),
+                0
+              )::float8::bigint,
+              'isInProgress',
+              p.state in ('started')
             ),
-            'tasks',
+            'relationships',
             json_build_object(
-              'data',
-              (
-                select
-                  (
-                    '[' || coalesce(
-                      string_agg(
-                        '{"type":"task","id":' || task_id || '}',
-                        ','
+              'user',
+              json_build_object(
+                'data',
+                json_build_object('type', 'user', 'id', p.user_id)
+              ),
+              'tasks',
+              json_build_object(
+                'data',
+                (
+                  select
+                    (
+                      '[' || coalesce(
+                        string_agg(
+                          '{"type":"task","id":' || task_id || '}',
+                          ','
+                          order by
+                            ordinality
+                        ),
+                        ''
+                      ) || ']'
+                    )::json
+                  from
+                    unnest(
+                      array(
+                        select
+                          t.id
+                        from
+                          tasks t
+                        where
+                          t.user_id = p_user
+                          and t.project_id = p.id
+                          and t.state <> 'abandoned'
                         order by
-                          ordinality
-                      ),
-                      ''
-                    ) || ']'
-                  )::json
-                from
-                  unnest(
-                    array(
-                      select
-                        t.id
-                      from
-                        tasks t
-                      where
-                        t.user_id = p_user
-                        and t.project_id = p.id
-                        and t.state <> 'abandoned'
-                      order by
-                        t."order",
-                        t.id
-                    )
-                  ) with ordinality as listed (task_id, ordinality)
+                          t."order",
+                          t.id
+                      )
+                    ) with ordinality as listed (task_id, ordinality)
+                )
               )
             )
           )
-        )
-      from
-        unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
-        join projects p on p.user_id = p_user
-        and p.id = e.id
-      where
-        e.type is not null
-        and e.data is null
-    loop
-      v_data[v_k] := v_datum;
-    end loop;
+        from
+          unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
+          join projects p on p.user_id = p_user
+          and p.id = e.id
+        where
+          e.type is not null
+          and e.data is null
+      loop
+        v_data[v_k] := v_datum;
+      end loop;
+    end if;
     -- The events, numbered after the user's newest (the dropped ones left out), the user's open
     -- tasks and next order, in one update of the user's row.
     v_last := (v_opened->>'last')::bigint;
