@@ -12,7 +12,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { executePrepared, named } from './prepared.js';
 import { CompiledQuery, DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
 
-export { sql, type Kysely, type RawBuilder } from 'kysely';
+export { CompiledQuery, sql, type Kysely, type RawBuilder } from 'kysely';
 
 /** A Kysely that only compiles (PostgreSQL's dialect, no connection). */
 export function compileOnly<DB>(): Kysely<DB> {
@@ -49,7 +49,10 @@ export function compileStatement(
  * a prepared statement (src/db/prepared.ts; the write path's call and its NOTIFY run on every
  * write), else on the entity manager's connection (its transaction, when one is open) or on
  * `on` (one connection held for several queries), logged as MikroORM logs its own statements
- * (the text with its placeholders), so every statement of a request is seen in one log.
+ * (the text with its placeholders), so every statement of a request is seen in one log. A
+ * statement whose text never changes (the call of `apply` every write makes, its NOTIFY) comes
+ * as a `CompiledQuery` of that text and its parameters: composing it again for every write cost
+ * more than it is worth.
  */
 export async function run<R extends object>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R> | CompiledQuery<R>, on?: Kysely<any>): Promise<R[]> {
   const kysely = on ?? em.getKysely();
@@ -66,13 +69,4 @@ export async function run<R extends object>(em: SqlEntityManager, query: RawBuil
     }
   };
   return on ? unnamed() : executePrepared<R>(em, named(compiled.sql), compiled.parameters, unnamed);
-}
-
-/**
- * A statement of fixed text whose values all come as parameters (`$1`, `$2`, …), for `run`: the
- * call of `apply` that every write makes and its NOTIFY. Composing such a text again for each
- * call (a Kysely compile walks and freezes its nodes) cost more per write than the text is worth.
- */
-export function fixedStatement<R>(text: string): (parameters: readonly unknown[]) => CompiledQuery<R> {
-  return (parameters) => CompiledQuery.raw(text, [...parameters]) as CompiledQuery<R>;
 }

@@ -14,7 +14,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Announcements } from '../core/context.js';
-import { fixedStatement, run } from '../db/sql-builder.js';
+import { CompiledQuery, run } from '../db/sql-builder.js';
 
 /**
  * The change log's channel, on which every process listens. A payload is
@@ -27,8 +27,6 @@ export const EVENTS_CHANNEL = 'user_events';
 
 /** Payloads sent in one statement at most (each at most PostgreSQL's 8,000 bytes). */
 const PER_STATEMENT = 200;
-/** The one statement that sends the payloads handed over (the channel, then the payloads). */
-const NOTIFY = fixedStatement<Record<string, unknown>>('select pg_notify($1, payload) from unnest($2::text[]) as payload');
 /** Payloads that may wait while a statement is under way; more are dropped. */
 const MAX_WAITING = 10_000;
 
@@ -71,7 +69,7 @@ export class Announcer implements Announcements {
       const taken = this.#waiting.splice(0, PER_STATEMENT);
       const payloads = taken.map((t) => t.payload);
       try {
-        await run(this.em(), NOTIFY([EVENTS_CHANNEL, payloads]));
+        await run(this.em(), CompiledQuery.raw('select pg_notify($1, payload) from unnest($2::text[]) as payload', [EVENTS_CHANNEL, payloads]));
       } catch {
         // dropped: the listeners' own rounds read the log
       }

@@ -7,7 +7,7 @@
  * outside the user's lock and turn, and the write answers without waiting for it.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { fixedStatement, run } from '../db/sql-builder.js';
+import { CompiledQuery, run } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, ifNoneMatchTags, sendEtag } from '../core/conditional.js';
@@ -113,25 +113,13 @@ const dayTexts = new WeakMap<object, string>();
 
 async function callApply(ctx: AuthedContext, em: SqlEntityManager, operations: Operation[], key: IdempotencyKey | undefined, now: Date, batch: boolean): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
-  const rows = await run(em, applyCall(ctx.writes.apply)([
-    ctx.user.id, now, dayOf(ctx, now), jsonText(operations),
-    key?.key ?? null, key ? keyLock(ctx.user.id, key.key) : null, key?.fingerprint ?? null, key ? since : null, batch,
-  ]));
+  // A text of its own, not composed: the same for every write, its values all parameters.
+  const rows = await run(em, CompiledQuery.raw(
+    `select ${ctx.writes.apply}($1::bigint, $2::timestamptz, $3::json, $4::json, $5::text, $6::bigint, $7::text, $8::timestamptz, $9::boolean) as applied`,
+    [ctx.user.id, now, dayOf(ctx, now), jsonText(operations), key?.key ?? null, key ? keyLock(ctx.user.id, key.key) : null, key?.fingerprint ?? null, key ? since : null, batch],
+  ) as CompiledQuery<{ applied: Applied }>);
   return rows[0]!.applied;
 }
-
-/** The call of `apply` (its arguments in the order of src/writes/write-functions.ts), one statement per set of write functions. */
-function applyCall(apply: string) {
-  let call = applyCalls.get(apply);
-  if (!call) {
-    call = fixedStatement<{ applied: Applied }>(
-      `select ${apply}($1::bigint, $2::timestamptz, $3::json, $4::json, $5::text, $6::bigint, $7::text, $8::timestamptz, $9::boolean) as applied`,
-    );
-    applyCalls.set(apply, call);
-  }
-  return call;
-}
-const applyCalls = new Map<string, ReturnType<typeof fixedStatement<{ applied: Applied }>>>();
 
 function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | undefined, refusalAt: RefusalAt): T {
   if (applied.replay) {
