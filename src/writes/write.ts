@@ -161,14 +161,9 @@ export function refusalOf(error: unknown): Refusal | undefined {
  * refuse them in every text that is stored, so only what a refusal quotes can hold one).
  */
 function jsonText(value: unknown): string {
-  // Most inputs hold none of these: JSON.stringify alone then writes the same text. It throws
-  // on a BigInt or a cycle, and writes a NUL or a lone surrogate as an escape.
-  try {
-    const text = JSON.stringify(value);
-    if (!/\\u(?:0000|d[89a-f])/i.test(text)) return text;
-  } catch {
-    // written below
-  }
+  // Not JSON.stringify alone, even where it would write the same text: an object that superjson
+  // shares along many paths (its referential equalities: 2^40 paths in a few KB of request) would
+  // be written out along each of them. Here it is written once, and null where it is met again.
   const met = new WeakSet<object>();
   const clean = (text: string) => text.toWellFormed().replaceAll('\0', '\uFFFD');
   return JSON.stringify(value, (_key, v: unknown) => {

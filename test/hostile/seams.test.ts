@@ -457,4 +457,23 @@ describe('found by a review of the seams (each pinned)', () => {
     const again = await withBody('POST /trpc/tasks.create HTTP/1.1', [HOST, auth(), 'Content-Type: application/json', 'Idempotency-Key: shared-paths'], Buffer.from(body));
     expect(again.headers['idempotent-replayed']).toBe('true');
   });
+
+  it('a tRPC state change whose task shares one object along 2^40 paths is refused at once', async () => {
+    // The members of `task` besides `state` reach the write function, which names the first one
+    // it refuses: the input goes to the database written once per object (JSON.stringify alone
+    // would write it along every path, for minutes, blocking the process).
+    const created = await withBody('POST /trpc/tasks.create HTTP/1.1', [HOST, auth(), 'Content-Type: application/json'], Buffer.from(JSON.stringify({ json: { task: { label: 'shared' } } })));
+    const id = (JSON.parse(created.text) as { result: { data: { json: { data: { id: number } } } } }).result.data.json.data.id;
+    let extra: unknown = 0;
+    const refs: Record<string, string[]> = {};
+    let path = 'task.extra';
+    for (let i = 0; i < 40; i++) {
+      extra = [extra, 0];
+      refs[`${path}.0`] = [`${path}.1`];
+      path += '.0';
+    }
+    const body = JSON.stringify({ json: { id, task: { state: 'planned', extra } }, meta: { referentialEqualities: refs } });
+    const answer = await withBody('POST /trpc/tasks.changeState HTTP/1.1', [HOST, auth(), 'Content-Type: application/json'], Buffer.from(body));
+    expectEnvelope(answer, 422, 'cannot_be_set');
+  });
 });
