@@ -442,15 +442,24 @@ describe('found by a review of the seams (each pinned)', () => {
     expect(answer.text.length).toBeLessThan(1_000);
   });
 
-  it('a keyed tRPC write whose superjson metadata shares one object along 2^40 paths is fingerprinted at once', async () => {
-    let extra: unknown = 0;
+  /**
+   * A value nested 40 deep and superjson metadata that makes each level's two members one
+   * object: shared along 2^40 paths, in a few KB of request. `at` is where the value goes.
+   */
+  const sharedAlong40Paths = (at: string) => {
+    let value: unknown = 0;
     const refs: Record<string, string[]> = {};
-    let path = 'extra';
+    let path = at;
     for (let i = 0; i < 40; i++) {
-      extra = [extra, 0];
+      value = [value, 0];
       refs[`${path}.0`] = [`${path}.1`];
       path += '.0';
     }
+    return { value, refs };
+  };
+
+  it('a keyed tRPC write whose superjson metadata shares one object along 2^40 paths is fingerprinted at once', async () => {
+    const { value: extra, refs } = sharedAlong40Paths('extra');
     const body = JSON.stringify({ json: { task: { label: 'shared' }, extra }, meta: { referentialEqualities: refs } });
     const answer = await withBody('POST /trpc/tasks.create HTTP/1.1', [HOST, auth(), 'Content-Type: application/json', 'Idempotency-Key: shared-paths'], Buffer.from(body));
     expect(answer.status, answer.text).toBe(200);
@@ -464,14 +473,7 @@ describe('found by a review of the seams (each pinned)', () => {
     // would write it along every path, for minutes, blocking the process).
     const created = await withBody('POST /trpc/tasks.create HTTP/1.1', [HOST, auth(), 'Content-Type: application/json'], Buffer.from(JSON.stringify({ json: { task: { label: 'shared' } } })));
     const id = (JSON.parse(created.text) as { result: { data: { json: { data: { id: number } } } } }).result.data.json.data.id;
-    let extra: unknown = 0;
-    const refs: Record<string, string[]> = {};
-    let path = 'task.extra';
-    for (let i = 0; i < 40; i++) {
-      extra = [extra, 0];
-      refs[`${path}.0`] = [`${path}.1`];
-      path += '.0';
-    }
+    const { value: extra, refs } = sharedAlong40Paths('task.extra');
     const body = JSON.stringify({ json: { id, task: { state: 'planned', extra } }, meta: { referentialEqualities: refs } });
     const answer = await withBody('POST /trpc/tasks.changeState HTTP/1.1', [HOST, auth(), 'Content-Type: application/json'], Buffer.from(body));
     expectEnvelope(answer, 422, 'cannot_be_set');
