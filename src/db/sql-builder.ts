@@ -10,9 +10,9 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { executePrepared, named } from './prepared.js';
-import { CompiledQuery, DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
+import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable, type RawBuilder } from 'kysely';
 
-export { CompiledQuery, sql, type Kysely, type RawBuilder } from 'kysely';
+export { sql, type Kysely, type RawBuilder } from 'kysely';
 
 /** A Kysely that only compiles (PostgreSQL's dialect, no connection). */
 export function compileOnly<DB>(): Kysely<DB> {
@@ -49,14 +49,11 @@ export function compileStatement(
  * a prepared statement (src/db/prepared.ts; the write path's call and its NOTIFY run on every
  * write), else on the entity manager's connection (its transaction, when one is open) or on
  * `on` (one connection held for several queries), logged as MikroORM logs its own statements
- * (the text with its placeholders), so every statement of a request is seen in one log. A
- * statement whose text never changes (the call of `apply` every write makes, its NOTIFY) comes
- * as a `CompiledQuery` of that text and its parameters: composing it again for every write cost
- * more than it is worth.
+ * (the text with its placeholders), so every statement of a request is seen in one log.
  */
-export async function run<R extends object>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R> | CompiledQuery<R>, on?: Kysely<any>): Promise<R[]> {
+export async function run<R extends object>(em: SqlEntityManager, query: RawBuilder<R> | Compilable<R>, on?: Kysely<any>): Promise<R[]> {
   const kysely = on ?? em.getKysely();
-  const compiled = 'parameters' in query ? query : (query as RawBuilder<R>).compile(kysely);
+  const compiled = (query as RawBuilder<R>).compile(kysely);
   const unnamed = async () => {
     const started = Date.now();
     try {

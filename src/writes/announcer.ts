@@ -14,7 +14,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Announcements } from '../core/context.js';
-import { CompiledQuery, run } from '../db/sql-builder.js';
+import { run, sql } from '../db/sql-builder.js';
 
 /**
  * The change log's channel, on which every process listens. A payload is
@@ -69,7 +69,7 @@ export class Announcer implements Announcements {
       const taken = this.#waiting.splice(0, PER_STATEMENT);
       const payloads = taken.map((t) => t.payload);
       try {
-        await run(this.em(), CompiledQuery.raw('select pg_notify($1, payload) from unnest($2::text[]) as payload', [EVENTS_CHANNEL, payloads]));
+        await run(this.em(), sql<Record<string, unknown>>`select pg_notify(${EVENTS_CHANNEL}, payload) from unnest(${payloads}::text[]) as payload`);
       } catch {
         // dropped: the listeners' own rounds read the log
       }

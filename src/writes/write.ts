@@ -7,7 +7,7 @@
  * outside the user's lock and turn, and the write answers without waiting for it.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { CompiledQuery, run } from '../db/sql-builder.js';
+import { run, sql } from '../db/sql-builder.js';
 import { toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, ifNoneMatchTags, sendEtag } from '../core/conditional.js';
@@ -100,24 +100,15 @@ export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[],
 /** The user's day as the write functions read it (`p_day`): its next midnight and its last instant, in the user's zone. */
 function dayOf(ctx: AuthedContext, now: Date): string {
   const day = userDay(now, ctx.user.timeZone);
-  let text = dayTexts.get(day);
-  if (text === undefined) {
-    text = JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
-    dayTexts.set(day, text);
-  }
-  return text;
+  return JSON.stringify({ next: day.next.toISOString(), end: endOfDay(day).toISOString() });
 }
-
-/** `dayOf`'s text of each day `userDay` gives (it gives the same object while the day lasts). */
-const dayTexts = new WeakMap<object, string>();
 
 async function callApply(ctx: AuthedContext, em: SqlEntityManager, operations: Operation[], key: IdempotencyKey | undefined, now: Date, batch: boolean): Promise<Applied> {
   const since = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);
-  // A text of its own, not composed: the same for every write, its values all parameters.
-  const rows = await run(em, CompiledQuery.raw(
-    `select ${ctx.writes.apply}($1::bigint, $2::timestamptz, $3::json, $4::json, $5::text, $6::bigint, $7::text, $8::timestamptz, $9::boolean) as applied`,
-    [ctx.user.id, now, dayOf(ctx, now), jsonText(operations), key?.key ?? null, key ? keyLock(ctx.user.id, key.key) : null, key?.fingerprint ?? null, key ? since : null, batch],
-  ) as CompiledQuery<{ applied: Applied }>);
+  const rows = await run(em, sql<{ applied: Applied }>`select ${sql.raw(ctx.writes.apply)}(
+      ${ctx.user.id}::bigint, ${now}::timestamptz, ${dayOf(ctx, now)}::json, ${jsonText(operations)}::json,
+      ${key?.key ?? null}::text, ${key ? keyLock(ctx.user.id, key.key) : null}::bigint, ${key?.fingerprint ?? null}::text,
+      ${key ? since : null}::timestamptz, ${batch}::boolean) as applied`);
   return rows[0]!.applied;
 }
 
