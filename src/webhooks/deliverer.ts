@@ -105,8 +105,9 @@ export class WebhookDeliverer {
    * does not wait for it; until a read succeeds, every notification wakes); a webhook made or
    * changed here adds its user at once (`wake`): one made by another process is known here from
    * the next round (5 s), and until then its events are attempted by the process that made it,
-   * or by that round. A user whose webhooks are all deleted stays (a statement that finds
-   * nothing) until the process restarts; a notification never adds its user.
+   * or by that round. A user whose webhooks are all deleted leaves at the next round's read
+   * (one added while that read ran stays: its webhook may be newer than the read); a
+   * notification never adds its user.
    */
   readonly #owners = new Set<number>();
   #ownersKnown = false;
@@ -150,7 +151,10 @@ export class WebhookDeliverer {
   /** Reads the users with webhooks into `#owners`; a failure leaves them as they were (unknown before the first read). */
   async #loadOwners(): Promise<void> {
     try {
-      for (const user of await webhookOwners(this.#options.em())) this.#owners.add(user);
+      const before = new Set(this.#owners);
+      const read = new Set(await webhookOwners(this.#options.em()));
+      for (const user of before) if (!read.has(user)) this.#owners.delete(user);
+      for (const user of read) this.#owners.add(user);
       this.#ownersKnown = true;
     } catch (error) {
       this.#logFailure(error, 'the users with webhooks could not be read; every write wakes the deliverer until they are');

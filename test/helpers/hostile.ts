@@ -523,6 +523,9 @@ const DIGESTED: ReadonlyArray<[table: string, order: string]> = [
   ['tasks', 'r.id'],
   ['events', 'r.user_id, r.seq'],
   ['webhooks', 'r.id'],
+  ['webhook_deliveries', 'r.user_id, r.id'],
+  ['idempotency_keys', 'r.user_id, r.key'],
+  ['event_stream_tickets', 'r.ticket_hash'],
 ];
 
 export const DIGEST_SQL = `select ${DIGESTED.map(

@@ -158,4 +158,28 @@ describe('the writes that wake a webhook deliverer', () => {
     started.hear({ userId: owner.id, first: 1n, last: 1n });
     await eventually(() => delivered('known at start').length === 1, { message: 'the process started afterwards delivered the event at its notification' });
   });
+
+  it('a user whose webhooks are all deleted is forgotten at the next round over every user: their notifications wake nothing', async () => {
+    const owner = await app.register();
+    const made = await app.request('POST', '/api/users/me/webhooks', { token: owner.token, body: { webhook: { url: receiver.url } } });
+    expect(made.status, made.text).toBe(201);
+    await taskCreated(owner.token, 'before the deletion');
+    here.hear({ userId: owner.id, first: 1n, last: 1n });
+    await eventually(() => delivered('before the deletion').length === 1, { message: 'the event reached the receiver while the webhook was there' });
+    await leasesGivenBack(owner.id);
+    const deleted = await app.request('DELETE', `/api/webhooks/${made.body.data.id}`, { token: owner.token });
+    expect(deleted.status, deleted.text).toBe(204);
+
+    // Until a round reads the users with webhooks again, the user is still one of them.
+    let before = here.statements();
+    here.hear({ userId: owner.id, first: 2n, last: 2n });
+    await eventually(() => here.statements() > before, { message: 'the notification woke the process before its round' });
+    await settled();
+    here.deliverer.wake(null);
+    await settled();
+    before = here.statements();
+    here.hear({ userId: owner.id, first: 3n, last: 3n });
+    await settled();
+    expect(here.statements()).toBe(before);
+  });
 });
