@@ -38,6 +38,9 @@ export interface WriteOperation {
   deletesProject?: true;
 }
 
+/** A write's NOTIFY carries its events when they fit in this many bytes (PostgreSQL's payload is under 8,000). */
+const PAYLOAD_BYTES = 7_000;
+
 /** The SQLSTATE of a refusal raised by an operation; its message is the refusal as JSON. */
 export const REFUSAL_STATE = 'PX000';
 
@@ -125,8 +128,11 @@ export interface WriteFunctions {
  *
  * Returns json, one of: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
  * `{"refusal": {…}, "index": n}` (nothing kept but the key's record of it);
- * `{"body", "etag", "last", "events": [{"type", "data"}, …]}`, `last` the number of the last
- * event appended (the first is `last - count + 1`).
+ * `{"body", "etag", "notify"}`, `notify` the payload of the NOTIFY that wakes the listeners of
+ * the user's change log once the write committed (none when it appended no event):
+ * `<user>:<first>:<last>`, the numbers of its events, then `:` and the events as the log serves
+ * them (`[{"id", "type", "data", "at"}, …]`, src/changes/event.store.ts reads either) when
+ * they fit in PAYLOAD_BYTES; the service sends it after the commit (src/writes/announcer.ts).
  */
 function applySql(schema: string, operations: readonly WriteOperation[], projectDocument: (p: string) => string): string {
   // The project documents the events name (`projectUpdatedSql`, src/writes/operation-sql.ts), as
@@ -166,7 +172,9 @@ declare
   v_statuses int[] := '{}';
   v_types text[] := '{}';
   v_data json[] := '{}';
-  v_appended json[] := '{}';
+  v_notify text;
+  v_text text := '';
+  v_seq bigint;
   v_answer json;
   v_events json;
   v_open int := 0;
@@ -287,12 +295,23 @@ begin
     if p_key is not null then
       perform ${schema}.key_keep(p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now);
     end if;
-    for v_k in 1..cardinality(v_types) loop
-      if v_types[v_k] is not null then
-        v_appended[cardinality(v_appended) + 1] := json_build_object('type', v_types[v_k], 'data', v_data[v_k]);
+    -- The NOTIFY's payload, its events written out only until they no longer fit (a reorder's
+    -- dozens of documents are not written only to be dropped).
+    if v_count > 0 then
+      v_notify := p_user || ':' || (v_last - v_count + 1) || ':' || v_last;
+      v_seq := v_last - v_count;
+      for v_k in 1..cardinality(v_types) loop
+        continue when v_types[v_k] is null;
+        v_seq := v_seq + 1;
+        v_text := v_text || case when v_text = '' then '' else ',' end
+          || json_build_object('id', v_seq::text, 'type', v_types[v_k], 'data', v_data[v_k], 'at', floor(extract(epoch from p_now))::bigint)::text;
+        exit when octet_length(v_text) > ${PAYLOAD_BYTES} - 2;
+      end loop;
+      if octet_length(v_text) <= ${PAYLOAD_BYTES} - 2 then
+        v_notify := v_notify || ':[' || v_text || ']';
       end if;
-    end loop;
-    return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'last', v_last, 'events', array_to_json(v_appended));
+    end if;
+    return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'notify', v_notify);
   exception when sqlstate '${REFUSAL_STATE}' then
     -- Everything the block did is undone; a refusal of work that ran is kept under the key
     -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim; one of the

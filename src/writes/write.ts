@@ -8,7 +8,6 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { run, sql } from '../db/sql-builder.js';
-import { toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
 import { ifMatchTags, ifNoneMatchTags, sendEtag } from '../core/conditional.js';
 import type { AuthedContext } from '../core/context.js';
@@ -40,12 +39,8 @@ interface Applied {
   index?: number;
   body?: unknown;
   etag?: string | null;
-  last?: number;
-  events?: Array<{ type: string; data: unknown }>;
+  notify?: string | null;
 }
-
-/** A NOTIFY payload carries the events themselves when they fit in this many bytes. */
-const PAYLOAD_BYTES = 7_000;
 
 /**
  * A batch's operation, read by its procedure (input parsed, checked and shaped by exactly the
@@ -89,7 +84,8 @@ export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[],
   try {
     const now = ctx.clock.now();
     applied = await retried(ctx.log, () => callApply(ctx, ctx.em, operations, key, now, refusalAt !== undefined));
-    if (!applied.replay && !applied.refusal) announce(ctx, applied.last!, applied.events ?? [], now);
+    // Wakes the listeners of the user's change log, outside the user's lock and turn, with other writes' NOTIFYs.
+    if (applied.notify) void ctx.announcer.announce(applied.notify);
     if (key) pruneNowAndThen(ctx.em, now);
   } finally {
     release();
@@ -167,18 +163,4 @@ function jsonText(value: unknown): string {
     }
     return v;
   });
-}
-
-/**
- * Wakes the listeners of the user's change log once the write committed: `<user>:<first>:<last>`,
- * with the events themselves when they fit (src/changes/event-hub.ts reads either). Handed to
- * the announcer, which sends it outside the user's lock and turn, with other writes' NOTIFYs.
- */
-function announce(ctx: AuthedContext, last: number, events: ReadonlyArray<{ type: string; data: unknown }>, now: Date): Promise<void> | undefined {
-  if (events.length === 0) return undefined;
-  const first = last - events.length + 1;
-  const head = `${ctx.user.id}:${first}:${last}`;
-  const at = toSeconds(now);
-  const body = JSON.stringify(events.map((e, i) => ({ id: String(first + i), type: e.type, data: e.data, at })));
-  return ctx.announcer.announce(Buffer.byteLength(body) <= PAYLOAD_BYTES ? `${head}:${body}` : head);
 }

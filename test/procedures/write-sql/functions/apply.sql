@@ -19,7 +19,9 @@ declare
   v_statuses int[] := '{}';
   v_types text[] := '{}';
   v_data json[] := '{}';
-  v_appended json[] := '{}';
+  v_notify text;
+  v_text text := '';
+  v_seq bigint;
   v_answer json;
   v_events json;
   v_open int := 0;
@@ -508,25 +510,41 @@ begin
           p_now
         );
     end if;
-    for v_k in 1..cardinality(v_types) loop
-      if v_types[v_k] is not null then
-        v_appended[cardinality(v_appended) + 1] := json_build_object('type', v_types[v_k], 'data', v_data[v_k]);
+    -- The NOTIFY's payload, its events written out only until they no longer fit (a reorder's
+    -- dozens of documents are not written only to be dropped).
+    if v_count > 0 then
+      v_notify := p_user || ':' || (v_last - v_count + 1) || ':' || v_last;
+      v_seq := v_last - v_count;
+      for v_k in 1..cardinality(v_types) loop
+        continue when v_types[v_k] is null;
+        v_seq := v_seq + 1;
+        v_text :=
+          v_text || case
+            when v_text = '' then ''
+            else ','
+          end || json_build_object(
+            'id',
+            v_seq::text,
+            'type',
+            v_types[v_k],
+            'data',
+            v_data[v_k],
+            'at',
+            floor(
+              extract(
+                epoch
+                from
+                  p_now
+              )
+            )::bigint
+          )::text;
+        exit when octet_length(v_text) > 7000 - 2;
+      end loop;
+      if octet_length(v_text) <= 7000 - 2 then
+        v_notify := v_notify || ':[' || v_text || ']';
       end if;
-    end loop;
-    return
-      json_build_object(
-        'body',
-        v_body,
-        'etag',
-        case
-          when p_batch then null
-          else v_etag
-        end,
-        'last',
-        v_last,
-        'events',
-        array_to_json(v_appended)
-      );
+    end if;
+    return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'notify', v_notify);
   exception when sqlstate 'PX000' then
     -- Everything the block did is undone; a refusal of work that ran is kept under the key
     -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim; one of the
