@@ -106,10 +106,12 @@ export class WebhookDeliverer {
    * changed here adds its user at once (`wake`): one made by another process is known here from
    * the next round (5 s), and until then its events are attempted by the process that made it,
    * or by that round. A user whose webhooks are all deleted leaves at the next round's read
-   * (one added while that read ran stays: its webhook may be newer than the read); a
+   * (one woken while that read ran stays: its webhook may be newer than the read); a
    * notification never adds its user.
    */
   readonly #owners = new Set<number>();
+  /** The users `wake` named while the users with webhooks were being read. */
+  #wokenDuringRead: Set<number> | undefined;
   #ownersKnown = false;
 
   constructor(options: DelivererOptions) {
@@ -134,7 +136,10 @@ export class WebhookDeliverer {
 
   /** Looks for due webhooks of `userId` (null: of every user) soon; the user is one with webhooks (`#owners`). */
   wake(userId: number | null): void {
-    if (userId !== null) this.#owners.add(userId);
+    if (userId !== null) {
+      this.#owners.add(userId);
+      this.#wokenDuringRead?.add(userId);
+    }
     this.#wake(userId);
   }
 
@@ -150,14 +155,17 @@ export class WebhookDeliverer {
 
   /** Reads the users with webhooks into `#owners`; a failure leaves them as they were (unknown before the first read). */
   async #loadOwners(): Promise<void> {
+    const woken = new Set<number>();
+    this.#wokenDuringRead = woken;
     try {
-      const before = new Set(this.#owners);
       const read = new Set(await webhookOwners(this.#options.em()));
-      for (const user of before) if (!read.has(user)) this.#owners.delete(user);
+      for (const user of this.#owners) if (!read.has(user) && !woken.has(user)) this.#owners.delete(user);
       for (const user of read) this.#owners.add(user);
       this.#ownersKnown = true;
     } catch (error) {
       this.#logFailure(error, 'the users with webhooks could not be read; every write wakes the deliverer until they are');
+    } finally {
+      this.#wokenDuringRead = undefined;
     }
   }
 

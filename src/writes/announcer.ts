@@ -18,10 +18,10 @@ import { run, sql } from '../db/sql-builder.js';
 
 /**
  * The change log's channel, on which every process listens. A payload is
- * `<user id>:<first seq>:<last seq>[:<the events as JSON>]` (src/writes/write.ts `announce`;
- * read by src/changes/event.store.ts `parseNotification`). The events themselves are appended
- * by the write, in its transaction (`apply`, src/writes/write-functions.ts): the table is the
- * truth listeners read; the NOTIFY only wakes them.
+ * `<user id>:<first seq>:<last seq>[:<the events as JSON>]`, made by the write in its
+ * transaction (`apply`, src/writes/write-functions.ts), which appends the events themselves;
+ * read by src/changes/event.store.ts `parseNotification`. The table is the truth listeners
+ * read; the NOTIFY only wakes them.
  */
 export const EVENTS_CHANNEL = 'user_events';
 

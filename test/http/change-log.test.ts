@@ -195,6 +195,16 @@ describe('what each write appends', () => {
       await eventually(() => payloads.length >= 44, { message: 'the finish notification' });
       const finished = await eventsAfter(u, events[41].id);
       expect(parseNotification(payloads.at(-1))).toEqual({ userId: u.id, first: BigInt(finished[0].id), last: BigInt(finished[0].id), events: finished });
+      // A batch whose project.updated events are folded into one (API-CONTRACT.md §15): the
+      // payload numbers and carries the events the log keeps, no more.
+      const other = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'Few' } })).data;
+      await ok('POST', '/api/batch', u.token, {
+        operations: [1, 2, 3].map((i) => ({ op: 'tasks.create', input: { task: { label: `batched ${i}`, project_id: other.id } } })),
+      });
+      await eventually(() => payloads.length >= 46, { message: 'the batch notification' });
+      const batched = await eventsAfter(u, (await eventsAfter(u, finished[0].id))[0].id);
+      expect(batched.map((e) => e.type)).toEqual(['task.created', 'task.created', 'task.created', 'project.updated']);
+      expect(parseNotification(payloads.at(-1))).toEqual({ userId: u.id, first: BigInt(batched[0].id), last: BigInt(batched[3].id), events: batched });
     } finally {
       await listener.end();
     }

@@ -175,7 +175,10 @@ describe('the writes that wake a webhook deliverer', () => {
     here.hear({ userId: owner.id, first: 2n, last: 2n });
     await eventually(() => here.statements() > before, { message: 'the notification woke the process before its round' });
     await settled();
+    // The round: its read of the users with webhooks, then its claim.
+    before = here.statements();
     here.deliverer.wake(null);
+    await eventually(() => here.statements() >= before + 2, { message: 'the round over every user ran' });
     await settled();
     before = here.statements();
     here.hear({ userId: owner.id, first: 3n, last: 3n });
