@@ -4,8 +4,8 @@
  * has webhooks (read at its start, or made here); a webhook made by another process is found
  * by the round over every user. Two deliverers stand for two processes: `here` is the one the
  * app's webhook procedures wake, `elsewhere` is not told. Notifications are handed to both by
- * the test, as the event hub would, and each deliverer's statements are counted by its entity
- * manager's forks (one per statement).
+ * the test, as the event hub would, and each deliverer's work is counted by its entity
+ * manager's forks (one per step: the owners' read, a claim; a claim may send several statements).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/logger.js';
@@ -16,7 +16,7 @@ import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 
 interface Process {
   deliverer: WebhookDeliverer;
-  /** Statements this process's deliverer sent. */
+  /** Entity managers this process's deliverer forked: one per step that reads or claims. */
   statements(): number;
   hear(heard: Heard): void;
 }
