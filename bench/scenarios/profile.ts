@@ -24,9 +24,10 @@
  *    Logging costs the database time, so this run's throughput is not reported.
  *
  * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there),
- *      PROFILE_ONLY (comma-separated beginnings of the scenarios' names: only those).
+ *      PROFILE_ONLY (comma-separated beginnings of the scenarios' names: only those), PROFILE_KEEP
+ *      (a folder: each .cpuprofile is copied there, for DevTools or a closer reading).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -120,6 +121,7 @@ runScenario('profile', async (session) => {
     const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
     if (!file) throw new Error(`no .cpuprofile written for ${name}`);
     const profile = JSON.parse(readFileSync(path.join(profDir, file), 'utf8')) as CpuProfile;
+    if (process.env.PROFILE_KEEP) copyFileSync(path.join(profDir, file), path.join(process.env.PROFILE_KEEP, `${name.replace(/\W+/g, '-')}.cpuprofile`));
     let agg = aggregate(profile, from, to);
     let window = 'the samples taken during the load';
     if (agg.kept < 100) {
