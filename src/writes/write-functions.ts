@@ -127,7 +127,9 @@ export interface WriteFunctions {
  *   operation's.
  *
  * Returns json, one of: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
- * `{"refusal": {…}, "index": n}` (nothing kept but the key's record of it);
+ * `{"refusal": {…}, "index": n}`, the refusal of the operation at `index` (nothing kept but
+ * the key's record of it), or `{"refusal": {…}}` without one, the write's own before any
+ * operation ran (its key in use, its user gone: no operation of a batch is at fault);
  * `{"body", "etag", "notify"}`, `notify` the payload of the NOTIFY that wakes the listeners of
  * the user's change log once the write committed (none when it appended no event):
  * `<user>:<first>:<last>`, the numbers of its events, then `:` and the events as the log serves
@@ -205,7 +207,7 @@ begin
   -- and the claim holds until the refusal is kept and committed (key_open claims it again, in
   -- the block: an advisory lock held twice is released once).
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'), 'index', 0);
+    return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
   -- The user's row is locked and its counters updated in this one block (a subtransaction): a
   -- row locked by the transaction and then updated by a subtransaction of it gets a MultiXact
@@ -215,7 +217,7 @@ begin
     -- The key, the user's lock and the key's record, as every write of the user takes them.
     v_opened := ${schema}.key_open(p_user, p_key, p_key_lock, p_key_since);
     if v_opened->'refusal' is not null then
-      return json_build_object('refusal', v_opened->'refusal', 'index', 0);
+      return json_build_object('refusal', v_opened->'refusal');
     elsif v_opened->'replay' is not null then
       return v_opened;
     end if;

@@ -119,7 +119,9 @@ function answer<T>(ctx: AuthedContext, applied: Applied, key: IdempotencyKey | u
     }
     return replayed<T>(ctx, record);
   }
-  if (applied.refusal) throw refusalAt(applied.refusal.stop ? 'stop' : refusalError(applied.refusal), applied.index ?? 0);
+  if (applied.refusal?.stop) throw refusalAt('stop', applied.index!);
+  // Without an index, the write's own refusal (its key in use, its user gone): no operation's.
+  if (applied.refusal) throw applied.index === undefined ? refusalError(applied.refusal) : refusalAt(refusalError(applied.refusal), applied.index);
   if (applied.etag) sendEtag(ctx, applied.etag);
   return (applied.body ?? undefined) as T;
 }

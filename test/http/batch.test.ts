@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DAY, T0, onlyError, seconds, useTestAppWithSql } from '../helpers/test-app.js';
 import { META } from '../helpers/envelope.js';
+import { keyLock } from '../../src/writes/idempotency.js';
 
 const { app, db } = useTestAppWithSql({ resetClock: true });
 
@@ -408,6 +409,28 @@ describe('retries and limits', () => {
     ], { 'Idempotency-Key': fixKey });
     expect(fixed.status).toBe(200);
     expect(fixed.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it('answers a key another request holds with 409 for the whole batch, no operation\'s pointer, on both doors', async () => {
+    const { id, token } = await app.register();
+    const key = randomUUID();
+    const operations = [{ op: 'tasks.create', input: { task: { label: 'held' } } }];
+    const lock = keyLock(id, key);
+    await db.query('select pg_advisory_lock($1::bigint)', [lock]);
+    try {
+      const single = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'held' } }, headers: { 'Idempotency-Key': key } });
+      const held = await batch(token, operations, { 'Idempotency-Key': key });
+      expect([held.status, onlyError(held.body).code]).toEqual([409, 'request_in_progress']);
+      // The key's refusal is the request's, as a request alone gets it: no /operations/0.
+      expect(held.body).toEqual(single.body);
+      expect((onlyError(held.body).source as { pointer?: string } | undefined)?.pointer).toBeUndefined();
+      const trpc = await app.trpc(token).batch.apply.mutate({ operations } as never, { context: { headers: { 'Idempotency-Key': key } } }).catch((e) => e);
+      expect(trpc.data).toMatchObject({ code: 'request_in_progress', httpStatus: 409, errors: held.body.errors });
+    } finally {
+      await db.query('select pg_advisory_unlock($1::bigint)', [lock]);
+    }
+    const ran = await batch(token, operations, { 'Idempotency-Key': key });
+    expect(ran.status).toBe(200);
   });
 
   it('serialises two batches of one user sent at once: orders stay dense, events stay in order', async () => {

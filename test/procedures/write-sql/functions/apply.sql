@@ -52,7 +52,7 @@ begin
   -- and the claim holds until the refusal is kept and committed (key_open claims it again, in
   -- the block: an advisory lock held twice is released once).
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'), 'index', 0);
+    return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
   -- The user's row is locked and its counters updated in this one block (a subtransaction): a
   -- row locked by the transaction and then updated by a subtransaction of it gets a MultiXact
@@ -62,7 +62,7 @@ begin
     -- The key, the user's lock and the key's record, as every write of the user takes them.
     v_opened := w.key_open(p_user, p_key, p_key_lock, p_key_since);
     if v_opened->'refusal' is not null then
-      return json_build_object('refusal', v_opened->'refusal', 'index', 0);
+      return json_build_object('refusal', v_opened->'refusal');
     elsif v_opened->'replay' is not null then
       return v_opened;
     end if;
