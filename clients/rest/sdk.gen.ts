@@ -144,7 +144,7 @@ export const tokensList = <ThrowOnError extends boolean = false>(options?: Optio
 /**
  * Make a personal access token
  *
- * A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most 366 days ahead). `meta.secret` is the token, shown this once: it begins with `plnr_`, and only its hash is kept.
+ * A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most 366 days ahead). `meta.secret` is the token, shown this once: it begins with `plnr_`, and only its hash is kept. Sent with an `Idempotency-Key`, the answer, secret included, is kept under the key for its 24 hours, so that a retry gets the token it made rather than a second one.
  *
  * At most 50 live personal tokens per user (422 `limit_reached`). `tokens:manage` and `account` only from a session token; a personal token gives no scope it does not have (403 `insufficient_scope`).
  */

@@ -235,9 +235,9 @@ export type Delivery = {
         error: string | null;
         durationMs: number;
         /**
-         * Unix seconds of the next attempt of a failed event; null when none is planned.
+         * Unix seconds of the next attempt of a failed event; 0 when none is planned (an unset timestamp).
          */
-        nextAttemptAt: number | null;
+        nextAttemptAt: number;
     };
 };
 
@@ -1149,6 +1149,12 @@ export type TokensCreateData = {
             expires_at: number;
         };
     };
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/tokens';
@@ -1168,6 +1174,10 @@ export type TokensCreateErrors = {
      */
     403: InsufficientScope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large`
      */
     413: ErrorEnvelope;
@@ -1176,7 +1186,7 @@ export type TokensCreateErrors = {
      */
     415: ErrorEnvelope;
     /**
-     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `limit_reached`
+     * Validation failed: `parameter_missing`, `invalid`, `too_long`, `limit_reached`, `idempotency_key_reused`
      */
     422: ErrorEnvelope;
     /**
@@ -2674,6 +2684,12 @@ export type EventsListResponse = EventsListResponses[keyof EventsListResponses];
 
 export type EventsTicketData = {
     body?: never;
+    headers?: {
+        /**
+         * Makes a retry safe: the first request with this key runs; a retry with the same method, path and body replays its status and body (`Idempotent-Replayed: true`) for 24 hours. 1 to 255 visible ASCII characters (else 422 `invalid`), per user.
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/api/users/me/events/tickets';
@@ -2693,6 +2709,10 @@ export type EventsTicketErrors = {
      */
     403: InsufficientScope;
     /**
+     * Conflict: `request_in_progress`
+     */
+    409: ErrorEnvelope;
+    /**
      * Payload too large: `payload_too_large` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     413: ErrorEnvelope;
@@ -2700,6 +2720,10 @@ export type EventsTicketErrors = {
      * Unsupported media type: `unsupported_media_type` (only when a body is sent: this operation takes none, and ignores a JSON body of at most 100 KiB)
      */
     415: ErrorEnvelope;
+    /**
+     * Validation failed: `invalid`, `idempotency_key_reused`
+     */
+    422: ErrorEnvelope;
     /**
      * Too many requests: `rate_limited`
      */

@@ -20,6 +20,7 @@ import { followEvents, startCursor } from './event-feed.js';
 import { ChangeEvent, EVENTS_PAGE_SIZE, EventsInput, EventsPage, OnChangeInput, StreamTicketDocument } from './event.schema.js';
 import { newStreamTicket, readEvents, storeStreamTicket, type StoredEvent } from './event.store.js';
 import { isTokenValid, tokenExpiry } from '../users/authentication.js';
+import { plainWrite } from '../writes/user-write.js';
 
 const route = routesUnder('events', authedProcedure);
 export const EVENTS_PATH = '/api/users/me/events';
@@ -92,13 +93,14 @@ export const eventsRouter = router({
     method: 'POST', path: `${EVENTS_PATH}/tickets`,
     summary: 'A ticket for a browser\'s event stream',
     description: `A single-use ticket, valid ${TICKET_SECONDS} s, that opens one event stream as \`GET ${EVENTS_PATH}?ticket=...\` with \`Accept: text/event-stream\` (a browser's EventSource cannot send an Authorization header; the access token never goes in a URL). The stream ends when the token it was issued from is revoked or expires.`,
-  }, { successStatus: 201 })
+  }, { successStatus: 201, keyed: true })
     .input(z.void())
     .output(StreamTicketDocument)
-    .mutation(async ({ ctx }) => {
+    // A write of the user (src/writes/user-write.ts): with an Idempotency-Key, a retry gets the same ticket.
+    .mutation(({ ctx }) => plainWrite(ctx, async (em) => {
       const ticket = newStreamTicket(ctx.user.id);
       const expiresAt = new Date(ctx.clock.now().getTime() + TICKET_SECONDS * 1000);
-      await storeStreamTicket(ctx.em, hashTicket(ticket), ctx.user.id, ctx.tokenHash, expiresAt);
+      await storeStreamTicket(em, hashTicket(ticket), ctx.user.id, ctx.tokenHash, expiresAt);
       return { data: { type: 'event_stream_ticket' as const, attributes: { ticket, expiresAt: toSeconds(expiresAt) } } };
-    }),
+    })),
 });

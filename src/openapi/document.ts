@@ -62,7 +62,7 @@ const BODY_NOT_TAKEN = `only when a body is sent: this operation takes none, and
 
 /** Which of API-CONTRACT.md §11's headers an operation takes and answers with. */
 interface Conditional {
-  /** A write of projects, tasks or webhooks, or a batch: Idempotency-Key (409, 422 idempotency_key_reused, Idempotent-Replayed). */
+  /** A write of projects, tasks or webhooks, a batch, or one marked `keyed`: Idempotency-Key (409, 422 idempotency_key_reused, Idempotent-Replayed). */
   keyed: boolean;
   /** A write of one project or task: If-Match and If-None-Match (412). */
   ifMatch: boolean;
@@ -543,7 +543,7 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
   'webhooks-deliveries': {
     response: {
       data: [
-        delivery(31, { attempt: 2, at: NOW + 60, outcome: 'delivered', httpStatus: 204, error: null, durationMs: 84, nextAttemptAt: null }),
+        delivery(31, { attempt: 2, at: NOW + 60, outcome: 'delivered', httpStatus: 204, error: null, durationMs: 84, nextAttemptAt: 0 }),
         delivery(30, { attempt: 1, at: NOW, outcome: 'failed', httpStatus: 503, error: 'HTTP 503', durationMs: 312, nextAttemptAt: NOW + 60 }),
       ],
       links: {
@@ -767,7 +767,7 @@ const DESCRIPTION = [
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes the operation can answer with (also in `x-error-codes`); the refusals of the HTTP layer below (`malformed_request`, 417, 431, 501), which come before any operation is chosen, are listed here only.',
   '- A path or method that no operation answers is 404 `missing_endpoint` (the path is read with its dot segments resolved and `\\` as `/`); a request that is not valid HTTP, or an HTTP/1.1 request without one valid `Host`, is 400 `malformed_request`; oversized headers 431 `headers_too_large`; an `Expect` other than `100-continue` 417 `expectation_failed`; a `Transfer-Encoding` other than `chunked` 501 `not_implemented`.',
   '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
-  '- Retries: every write of projects, tasks and webhooks takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours. A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
+  '- Retries: every write of projects, tasks, webhooks and tokens, a batch, a stream ticket and a change of the user\'s settings or password takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours (the two that end the token in use, logging out and deleting the account, take none: a retry of either is 401). A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
   '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition), and `If-None-Match` there answers 412 when it names the current tag (or is `*`), never 304. On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',
 ].join('\n');
 

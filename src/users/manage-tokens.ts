@@ -13,7 +13,7 @@ import { DomainError, apiError, type ApiError } from '../core/errors.js';
 import { timestamp } from '../core/fields.js';
 import { SESSION_ONLY_SCOPES, allows, effectiveScopes, insufficientScope, type Scope } from '../core/scopes.js';
 import { textArray } from '../db/sql-fragments.js';
-import { lockUser, plainWrite } from '../writes/user-write.js';
+import { plainWrite } from '../writes/user-write.js';
 import { hashAccessToken, newPersonalToken } from './credentials.js';
 import { announceRevoked } from './revocation.js';
 import {
@@ -89,10 +89,10 @@ export async function createToken(ctx: AuthedContext, input: CreateTokenInput) {
   const now = ctx.clock.now();
   const refused = expiryRefusals(now, expiresAt);
   if (refused.length > 0) throw new DomainError(refused);
-  const secret = newPersonalToken(ctx.user.id);
-  const row = await ctx.em.transactional(async (em) => {
-    // The owner's lock, as every write of the user takes it: two creations at once count each other.
-    await lockUser(ctx, em);
+  // A write of the user (src/writes/user-write.ts): under the owner's lock, so two creations at
+  // once count each other; with an Idempotency-Key its answer, the secret with it, is kept
+  // under the key for its 24 hours, so a retry gets the token it made, not a second one.
+  return plainWrite(ctx, async (em) => {
     const [counted] = await em.execute<Array<{ live: string }>>(
       `select count(*)::text as live from access_tokens where user_id = ? and kind = 'personal' and expires_at > ?`,
       [ctx.user.id, now],
@@ -100,14 +100,14 @@ export async function createToken(ctx: AuthedContext, input: CreateTokenInput) {
     if (Number(counted!.live) >= MAX_PERSONAL_TOKENS) {
       throw DomainError.validation('limit_reached', '/token', `A user may have at most ${MAX_PERSONAL_TOKENS} live personal access tokens: revoke one first.`);
     }
+    const secret = newPersonalToken(ctx.user.id);
     const [inserted] = await em.execute<TokenRow[]>(
       `insert into access_tokens as t (token_hash, user_id, created_at, expires_at, kind, name, scopes)
          values (?, ?, ?, ?, 'personal', ?, ?::text[]) returning ${COLUMNS}`,
       [hashAccessToken(secret), ctx.user.id, now, fromSeconds(expiresAt), name, textArray(scopes)],
     );
-    return inserted!;
+    return { data: presentToken(inserted!, ctx.tokenHash), meta: { secret } };
   });
-  return { data: presentToken(row, ctx.tokenHash), meta: { secret } };
 }
 
 export async function listTokens(ctx: AuthedContext, input: z.infer<typeof TokenListInput>) {

@@ -134,7 +134,7 @@ function presentDelivery(row: DeliveryRow) {
       httpStatus: row.http_status,
       error: row.error,
       durationMs: row.duration_ms,
-      nextAttemptAt: row.next_attempt_at === null ? null : toSeconds(new Date(row.next_attempt_at)),
+      nextAttemptAt: row.next_attempt_at === null ? 0 : toSeconds(new Date(row.next_attempt_at)),
     },
   };
 }

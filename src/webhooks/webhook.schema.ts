@@ -110,7 +110,7 @@ export const DeliveryResource = z
       httpStatus: z.int().nullable().meta({ description: 'The status the URL answered; null when none came.' }),
       error: z.string().nullable().meta({ description: 'Why the attempt failed or was blocked; null when delivered.' }),
       durationMs: z.int(),
-      nextAttemptAt: z.int().nullable().meta({ description: 'Unix seconds of the next attempt of a failed event; null when none is planned.' }),
+      nextAttemptAt: z.int().meta({ description: 'Unix seconds of the next attempt of a failed event; 0 when none is planned (an unset timestamp).' }),
     }),
   })
   .meta({ id: 'Delivery' });

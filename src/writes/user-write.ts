@@ -1,8 +1,9 @@
 /**
  * A write of the user that runs in TypeScript (src/writes/write.ts is the one path of the
  * projects' and tasks' writes and of a batch of them, each one call of a write function): the
- * webhooks' writes (`plainWrite`). It takes the same steps as `apply`, with the same SQL
- * (src/writes/write-functions.ts `key_open` and `key_keep`):
+ * writes of webhooks, tokens, stream tickets and the user's settings (`plainWrite`). It takes
+ * the same steps as `apply`, with the same SQL (src/writes/write-functions.ts `key_open` and
+ * `key_keep`):
  *
  * 1. `IdempotencyKey.of`: the request's Idempotency-Key, checked, with its fingerprint
  *    (src/writes/idempotency.ts); `turnOf`, a turn among the user's writes in this process
@@ -33,7 +34,7 @@ function decidedByWork(error: unknown): error is DomainError {
 }
 
 /**
- * A write of the user that is not of projects and tasks (a webhook's): it appends no events,
+ * A write of the user that is not of projects and tasks (a webhook's, a token's): it appends no events,
  * and otherwise takes the steps of every write (above); `work` runs under the user's lock, with
  * the transaction's entity manager.
  */
@@ -86,14 +87,6 @@ async function openWrite(ctx: AuthedContext, em: SqlEntityManager, key: Idempote
   );
   if (row!.opened.refusal) throw refusalError(row!.opened.refusal);
   return row!.opened.replay;
-}
-
-/**
- * Takes the user's lock in the caller's transaction, as every write of the user takes it first
- * (a token's creation, which keeps nothing under an Idempotency-Key).
- */
-export async function lockUser(ctx: AuthedContext, em: SqlEntityManager): Promise<void> {
-  await openWrite(ctx, em, undefined, ctx.clock.now());
 }
 
 function deliver<T>(ctx: AuthedContext, outcome: Outcome<T>): T {

@@ -412,6 +412,19 @@ describe('revocation and tickets', () => {
     expect(s.status).toBe(401);
   });
 
+  it('answers a ticket retried with its Idempotency-Key with the same ticket, which opens one stream', async () => {
+    const u = await app.register();
+    const key = { 'Idempotency-Key': `ticket-${u.id}` };
+    const first = await app.request('POST', `${EVENTS}/tickets`, { token: u.token, headers: key });
+    const again = await app.request('POST', `${EVENTS}/tickets`, { token: u.token, headers: key });
+    expect([first.status, again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([201, 201, first.text, 'true']);
+    const s = await openStream(`${app.baseUrl}${EVENTS}?ticket=${first.body.data.attributes.ticket}&after=0`);
+    expect(s.status).toBe(200);
+    s.close();
+    const bad = await app.request('POST', `${EVENTS}/tickets`, { token: u.token, headers: { 'Idempotency-Key': 'a b' } });
+    expect([bad.status, bad.body.errors[0].code, bad.body.errors[0].source]).toEqual([422, 'invalid', { parameter: 'Idempotency-Key' }]);
+  });
+
   it('refuses an expired ticket', async () => {
     const u = await app.register();
     const ticket = (await app.request('POST', `${EVENTS}/tickets`, { token: u.token })).body.data.attributes.ticket;

@@ -237,6 +237,29 @@ describe('the tokens of a user', () => {
     expect((await app.request('GET', '/api/users/me/tasks', { token: b.secret })).status).toBe(200);
   });
 
+  it('a creation retried with its Idempotency-Key answers the token it made, secret included, on either door; one token is made; a bad key is 422', async () => {
+    const u = await app.register();
+    const body = { token: { name: 'retried', scopes: ['tasks:read'], expires_at: now() + DAY } };
+    const key = { 'Idempotency-Key': `create-${u.id}` };
+    const first = await app.request('POST', TOKENS, { token: u.token, body, headers: key });
+    expect(first.status, first.text).toBe(201);
+    const again = await app.request('POST', TOKENS, { token: u.token, body, headers: key });
+    expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([201, first.text, 'true']);
+    const typed = await app.trpc(u.token).tokens.create.mutate(body as never, { context: { headers: key } });
+    expect(typed).toEqual(first.body);
+    expect((await app.request('GET', '/api/users/me/tasks', { token: first.body.meta.secret })).status).toBe(200);
+    const named = await db.query("select count(*)::int as n from access_tokens where user_id = $1 and name = 'retried'", [u.id]);
+    expect(named.rows[0].n).toBe(1);
+    expectError(await app.request('POST', TOKENS, { token: u.token, body: { token: { ...body.token, name: 'other' } }, headers: key }), 422, 'idempotency_key_reused', { parameter: 'Idempotency-Key' });
+    expectError(await app.request('POST', TOKENS, { token: u.token, body, headers: { 'Idempotency-Key': 'k'.repeat(256) } }), 422, 'invalid', { parameter: 'Idempotency-Key' });
+    // Kept under the key too: the refusal of the 51st live token, which the work decided.
+    await db.query("insert into access_tokens (token_hash, user_id, created_at, expires_at, kind, name, scopes) select md5(random()::text) || g, $1, to_timestamp($2), to_timestamp($2 + 86400), 'personal', 'filler', '{tasks:read}' from generate_series(1, 49) g", [u.id, now()]);
+    const full = await app.request('POST', TOKENS, { token: u.token, body: { token: { ...body.token, name: 'one too many' } }, headers: { 'Idempotency-Key': `full-${u.id}` } });
+    expectError(full, 422, 'limit_reached', { pointer: '/token' });
+    const fullAgain = await app.request('POST', TOKENS, { token: u.token, body: { token: { ...body.token, name: 'one too many' } }, headers: { 'Idempotency-Key': `full-${u.id}` } });
+    expect([fullAgain.status, fullAgain.text, fullAgain.headers.get('idempotent-replayed')]).toEqual([422, full.text, 'true']);
+  });
+
   it('a personal token expires at its expires_at', async () => {
     const u = await app.register();
     const t = await makeToken(u.token, ['tasks:read'], { expires_at: now() + 120 });

@@ -236,7 +236,7 @@ describe('GET /api/webhooks/:id/deliveries', () => {
         httpStatus: g % 3 === 0 ? 200 : g % 3 === 1 ? 503 : null,
         error: g % 3 === 0 ? null : g % 3 === 1 ? 'HTTP 503' : 'The URL\'s host resolves to 127.0.0.1, a loopback address.',
         durationMs: g * 7,
-        nextAttemptAt: g % 3 === 1 ? base + g * 10 + 300 : null,
+        nextAttemptAt: g % 3 === 1 ? base + g * 10 + 300 : 0,
       },
     });
     const inserted = await db.query(

@@ -29,7 +29,7 @@ async function multiXacts(): Promise<number> {
 }
 
 describe("the user's row after each kind of write", () => {
-  it('holds no MultiXact: plain, in a project, refused, keyed, batched, conditional, a webhook\'s', async () => {
+  it('holds no MultiXact: plain, in a project, refused, keyed, batched, conditional, a webhook\'s, a token\'s, a ticket\'s', async () => {
     const user = await procedures.register();
     const keyed = (key: string) => procedures.caller(user.token, { 'Idempotency-Key': key });
     const steps: Array<[string, () => Promise<unknown>]> = [];
@@ -63,6 +63,8 @@ describe("the user's row after each kind of write", () => {
     steps.push(['a webhook created', () => user.api.webhooks.create({ webhook: { url: 'https://hooks.example.com/row' } })]);
     steps.push(['a keyed webhook created', () => keyed('row-3').webhooks.create({ webhook: { url: 'https://hooks.example.com/keyed' } })]);
     steps.push(['a keyed webhook refusal', () => keyed('row-4').webhooks.update({ id: 1e12, webhook: { description: 'none' } }).catch((e) => e)]);
+    steps.push(['a keyed token created', () => keyed('row-5').tokens.create({ token: { name: 'row', scopes: ['tasks:read'], expires_at: Math.floor(Date.now() / 1000) + 86_400 } })]);
+    steps.push(['a keyed stream ticket', () => keyed('row-6').events.ticket()]);
     steps.push(['the project deleted', () => user.api.projects.delete({ id: projectId })]);
     const found: Array<[string, number]> = [];
     for (const [name, step] of steps) {

@@ -186,7 +186,7 @@ function gate(): { opened: Promise<void>; open(): void } {
 /** A delivery log entry of a delivered attempt. */
 const deliveredEntry = (eventId: string, attempt: number, eventType = 'task.created') => ({
   eventId, eventType, attempt, at: expect.any(Number), outcome: 'delivered', httpStatus: 204, error: null,
-  durationMs: expect.any(Number), nextAttemptAt: null,
+  durationMs: expect.any(Number), nextAttemptAt: 0,
 });
 
 /** The seconds an attempt answered at `answeredMs` may plan its retry for, `waitMs` later (the record takes a moment). */
@@ -353,7 +353,7 @@ describe('webhook delivery faults', () => {
     expect(off.attributes.lastEventId).toBe(place);
     const [e1] = (await feed(base, user.token)).map((e) => e.id);
     expect(await deliveries(base, user.token, hook.id)).toEqual([
-      { eventId: e1, eventType: 'task.created', attempt: 1, at: expect.any(Number), outcome: 'failed', httpStatus: 410, error: 'HTTP 410', durationMs: expect.any(Number), nextAttemptAt: null },
+      { eventId: e1, eventType: 'task.created', attempt: 1, at: expect.any(Number), outcome: 'failed', httpStatus: 410, error: 'HTTP 410', durationMs: expect.any(Number), nextAttemptAt: 0 },
     ]);
     const logged = disabledLines(hook.id);
     expect(logged, JSON.stringify(lines)).toHaveLength(1);
@@ -382,7 +382,7 @@ describe('webhook delivery faults', () => {
       deliveredEntry(e3!, 1),
       deliveredEntry(e2!, 1),
       deliveredEntry(e1!, 1),
-      { eventId: e1, eventType: 'task.created', attempt: 1, at: expect.any(Number), outcome: 'failed', httpStatus: 410, error: 'HTTP 410', durationMs: expect.any(Number), nextAttemptAt: null },
+      { eventId: e1, eventType: 'task.created', attempt: 1, at: expect.any(Number), outcome: 'failed', httpStatus: 410, error: 'HTTP 410', durationMs: expect.any(Number), nextAttemptAt: 0 },
     ]);
     expect(disabledLines(hook.id)).toHaveLength(1);
   });
@@ -441,7 +441,7 @@ describe('webhook delivery faults', () => {
       durationMs: expect.any(Number), nextAttemptAt,
     });
     const exhausted = await deliveries(base, user.token, hook.id);
-    expect(exhausted).toEqual([failed(3, null), failed(2, expect.any(Number)), failed(1, expect.any(Number))]);
+    expect(exhausted).toEqual([failed(3, 0), failed(2, expect.any(Number)), failed(1, expect.any(Number))]);
     expectPlannedAfter(exhausted[2].nextAttemptAt, answered[0]!, FIRST_WAIT_MS);
     expectPlannedAfter(exhausted[1].nextAttemptAt, answered[1]!, FIRST_WAIT_MS);
     const logged = disabledLines(hook.id);
@@ -561,8 +561,8 @@ describe('webhook delivery faults', () => {
     expect(await newestEventId(base, user.token)).toBe(logged[0]!.id);
 
     expect((await deliveries(base, user.token, hook.id)).map((d) => [d.eventId, d.eventType, d.attempt, d.outcome, d.httpStatus, d.nextAttemptAt])).toEqual([
-      [secondId, 'webhook.test', 1, 'delivered', 204, null],
-      [firstId, 'webhook.test', 1, 'delivered', 204, null],
+      [secondId, 'webhook.test', 1, 'delivered', 204, 0],
+      [firstId, 'webhook.test', 1, 'delivered', 204, 0],
     ]);
     const enabledAt = Date.now();
     await setState(base, user.token, held.id, 'enabled');

@@ -21,7 +21,14 @@ where
   and u.id = ?
   and t.expires_at > ?
 
+begin
+
+select
+  w.key_open (?::bigint, ?::text, ?::bigint, ?::timestamptz) as opened
+
 insert into
   event_stream_tickets (ticket_hash, user_id, token_hash, expires_at)
 values
   (?, ?, ?, ?)
+
+commit
