@@ -1,9 +1,9 @@
 /**
  * What the tRPC door checks before tRPC reads a call (API-CONTRACT.md §1, §8):
  *
- * - only GET and POST reach tRPC; any other method is 404 `missing_endpoint` (a TRACE would
- *   make the adapter's `new Request()` throw, a 500), and so is a path that does not
- *   percent-decode (tRPC answered it in text/plain);
+ * - only GET and POST reach tRPC, and a subscription only with GET; any other method is 404
+ *   `missing_endpoint` (a TRACE would make the adapter's `new Request()` throw, a 500), and so
+ *   is a path that does not percent-decode (tRPC answered it in text/plain);
  * - a POST's body is read here as the REST door reads one (src/http/request-body.ts: UTF-8
  *   `application/json`, unencoded, whole, up to 100 KiB, at most 64 levels deep; a call of
  *   procedures that take no input may come with no body and no media type, as on REST), and a
@@ -81,6 +81,12 @@ export function trpcDoorGuard(router: AnyTRPCRouter): RequestHandler {
     if (kinds.size > 1 || (calledPaths(req.url)?.batch && kinds.has('subscription'))) {
       const detail = 'A batch holds queries only or mutations only; a subscription is called on its own, not in a batch.';
       sendRefusal(req, res, DomainError.of('invalid', { status: 400, detail }));
+      return;
+    }
+    // A subscription is read with GET (an event stream); tRPC would answer a POST with one that
+    // carries the error. No endpoint answers it, as a query's POST and a mutation's GET.
+    if (req.method === 'POST' && kinds.has('subscription')) {
+      sendRefusal(req, res, DomainError.of('missing_endpoint'));
       return;
     }
     const refuse = (refusal: DomainError | undefined) => {

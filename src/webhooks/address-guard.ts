@@ -183,6 +183,11 @@ export function checkUrlShape(raw: string, allowPrivate: boolean): { url: URL } 
     return { refused: 'The URL must not hold a user name or password.' };
   }
   if (url.hostname === '') return { refused: 'The URL has no host.' };
+  // What is kept is the serialization, which percent-encodes what a URL may not hold as is: it
+  // is held to the limit too (726 characters of `é` are 4,356 once kept).
+  if (url.href.length > MAX_URL_LENGTH) {
+    return { refused: `The URL as it is kept (its serialization, percent-encoded) is longer than ${MAX_URL_LENGTH.toLocaleString('en-US')} characters.` };
+  }
   const host = bare(url.hostname);
   if (!allowPrivate && net.isIP(host) !== 0) {
     const kind = nonPublicKind(host);

@@ -26,6 +26,18 @@ describe('methods', () => {
       }
     }
   });
+
+  // A query read with POST, a mutation with GET, a subscription with POST: no endpoint answers
+  // them (tRPC's own answer to the last was a 200 event stream carrying the error).
+  it.each([
+    ['POST', '/trpc/users.me'],
+    ['GET', '/trpc/projects.create'],
+    ['POST', '/trpc/events.onChange'],
+  ])('%s %s, a procedure of another method, is 404 missing_endpoint', async (method, path) => {
+    const res = await rawRequest(new URL(path, app.baseUrl), method, { Authorization: token, 'Content-Type': 'application/json' }, method === 'POST' ? '{}' : '');
+    expect([res.status, res.headers.get('content-type')], res.text).toEqual([404, 'application/json; charset=utf-8']);
+    expect(res.body.error.json.data).toMatchObject({ code: 'missing_endpoint', httpStatus: 404 });
+  });
 });
 
 describe('batches', () => {

@@ -228,6 +228,12 @@ describe('checkUrlShape', () => {
     expect('url' in checkUrlShape(exact, false)).toBe(true);
     expect(refusal(exact + 'a')).toMatch(/2,048/);
     expect(refusal(exact + 'a', true)).toMatch(/2,048/);
+    // Held to the limit as it is kept too: each é is written %C3%A9 in the serialization.
+    const accented = base + 'é'.repeat(700);
+    expect([...accented].length).toBeLessThan(MAX_URL_LENGTH);
+    expect(refusal(accented)).toMatch(/as it is kept.*2,048/);
+    const fits = base + 'é'.repeat(Math.floor((MAX_URL_LENGTH - base.length) / 6));
+    expect('url' in checkUrlShape(fits, false)).toBe(true);
   });
 
   it.each([
