@@ -154,14 +154,18 @@ function authorityHasAt(raw: string): boolean {
 }
 
 /**
- * Syntax check of a webhook URL (API-CONTRACT §14): returns the parsed URL, whose `href` (its
- * WHATWG serialization) is what the service keeps and delivers to, or a detail sentence for a
- * 422 `invalid`. What the address rules check is that URL's host.
+ * Syntax check of a webhook URL (API-CONTRACT §14), as sent or, at an attempt, as `kept`:
+ * returns the parsed URL, whose `href` (its WHATWG serialization) is what the service keeps
+ * and delivers to, or a detail sentence for a 422 `invalid`. What the address rules check is
+ * that URL's host.
  */
-export function checkUrlShape(raw: string, allowPrivate: boolean): { url: URL } | { refused: string } {
+export function checkUrlShape(raw: string, allowPrivate: boolean, { kept = false } = {}): { url: URL } | { refused: string } {
   if (typeof raw !== 'string') return { refused: 'The URL must be a string.' };
-  // Characters are code points, as every length of the API counts them (API-CONTRACT.md §1).
-  if (raw.length > MAX_URL_LENGTH && [...raw].length > MAX_URL_LENGTH) {
+  // Characters are code points, as every length of the API counts them (API-CONTRACT.md §1), of
+  // the URL as sent. A `kept` URL, its serialization, was held to the limit when it was set and
+  // may be longer (each é is written %C3%A9, an emoji in 12 characters): not measured again, or
+  // a URL accepted would be blocked at every attempt.
+  if (!kept && raw.length > MAX_URL_LENGTH && [...raw].length > MAX_URL_LENGTH) {
     return { refused: `The URL is longer than ${MAX_URL_LENGTH.toLocaleString('en-US')} characters.` };
   }
   // Space around it would be dropped by the parser without a word: refused rather than guessed at.
@@ -183,11 +187,6 @@ export function checkUrlShape(raw: string, allowPrivate: boolean): { url: URL } 
     return { refused: 'The URL must not hold a user name or password.' };
   }
   if (url.hostname === '') return { refused: 'The URL has no host.' };
-  // What is kept is the serialization, which percent-encodes what a URL may not hold as is: it
-  // is held to the limit too (726 characters of `é` are 4,356 once kept).
-  if (url.href.length > MAX_URL_LENGTH) {
-    return { refused: `The URL as it is kept (its serialization, percent-encoded) is longer than ${MAX_URL_LENGTH.toLocaleString('en-US')} characters.` };
-  }
   const host = bare(url.hostname);
   if (!allowPrivate && net.isIP(host) !== 0) {
     const kind = nonPublicKind(host);

@@ -92,7 +92,7 @@ export async function postOnce(url: string, headers: Record<string, string>, bod
   const started = performance.now();
   const finished = (decision: Decision): OutboundResult => ({ ...decision, durationMs: Math.round(performance.now() - started) });
   try {
-    const shape = checkUrlShape(url, options.allowPrivate);
+    const shape = checkUrlShape(url, options.allowPrivate, { kept: true });
     if ('refused' in shape) return finished(blocked(shape.refused));
 
     // One signal for the attempt: the time limit, or the caller's own.

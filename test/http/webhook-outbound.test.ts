@@ -228,12 +228,14 @@ describe('checkUrlShape', () => {
     expect('url' in checkUrlShape(exact, false)).toBe(true);
     expect(refusal(exact + 'a')).toMatch(/2,048/);
     expect(refusal(exact + 'a', true)).toMatch(/2,048/);
-    // Held to the limit as it is kept too: each é is written %C3%A9 in the serialization.
-    const accented = base + 'é'.repeat(700);
-    expect([...accented].length).toBeLessThan(MAX_URL_LENGTH);
-    expect(refusal(accented)).toMatch(/as it is kept.*2,048/);
-    const fits = base + 'é'.repeat(Math.floor((MAX_URL_LENGTH - base.length) / 6));
-    expect('url' in checkUrlShape(fits, false)).toBe(true);
+    // Counted as sent, in code points (§1); the serialization kept is longer (each emoji in 12
+    // characters) and is not measured again at an attempt.
+    const emoji = base + '😀'.repeat(MAX_URL_LENGTH - base.length);
+    const shape = checkUrlShape(emoji, false);
+    expect('url' in shape && shape.url.href.length).toBeGreaterThan(20_000);
+    const kept = 'url' in shape ? shape.url.href : '';
+    expect(refusal(kept)).toMatch(/2,048/);
+    expect('url' in checkUrlShape(kept, false, { kept: true })).toBe(true);
   });
 
   it.each([
@@ -404,6 +406,16 @@ describe('postOnce', () => {
     expect(seen).toMatchObject({ method: 'POST', url: '/hooks/in?x=1', body: BODY });
     expect(seen!.headers).toMatchObject({ ...HEADERS, 'content-length': String(Buffer.byteLength(BODY)), host: `127.0.0.1:${server.port}` });
     expect(seen!.headers['user-agent']).toMatch(/webhooks/);
+  });
+
+  it('delivers to a kept URL whose serialization is longer than 2,048 characters (2,048 code points as sent)', async () => {
+    const server = await httpServer((_req, res) => res.writeHead(204).end());
+    const sent = `http://127.0.0.1:${server.port}/${'é'.repeat(2_000)}`;
+    expect([...sent].length).toBeLessThanOrEqual(MAX_URL_LENGTH);
+    const kept = new URL(sent).href;
+    expect(kept.length).toBeGreaterThan(MAX_URL_LENGTH);
+    expect(await postOnce(kept, HEADERS, BODY, LOCAL)).toMatchObject({ outcome: 'delivered', httpStatus: 204 });
+    expect(server.seen[0]!.url).toBe(new URL(kept).pathname);
   });
 
   it('counts the body in bytes, not characters', async () => {
