@@ -90,7 +90,7 @@ export const usersChangePassword = <ThrowOnError extends boolean = false>(option
 /**
  * Delete the account
  *
- * Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user's event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address.
+ * Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user's event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address. An `Idempotency-Key` is held to its form (422 `invalid`) but nothing is kept under it: a retry is 401, the token gone.
  */
 export const usersDelete = <ThrowOnError extends boolean = false>(options: Options<UsersDeleteData, ThrowOnError>): RequestResult<UsersDeleteResponses, UsersDeleteErrors, ThrowOnError> => (options.client ?? client).post<UsersDeleteResponses, UsersDeleteErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
@@ -105,7 +105,7 @@ export const usersDelete = <ThrowOnError extends boolean = false>(options: Optio
 /**
  * Log out
  *
- * Revokes the access token used for this request. Other tokens of the user stay valid.
+ * Revokes the access token used for this request. Other tokens of the user stay valid. An `Idempotency-Key` is held to its form (422 `invalid`) but nothing is kept under it: a retry is 401, the token gone.
  */
 export const usersRevoke = <ThrowOnError extends boolean = false>(options?: Options<UsersRevokeData, ThrowOnError>): RequestResult<UsersRevokeResponses, UsersRevokeErrors, ThrowOnError> => (options?.client ?? client).delete<UsersRevokeResponses, UsersRevokeErrors, ThrowOnError>({
     security: [{ name: 'Authorization', type: 'apiKey' }],
@@ -144,7 +144,7 @@ export const tokensList = <ThrowOnError extends boolean = false>(options?: Optio
 /**
  * Make a personal access token
  *
- * A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most 366 days ahead). `meta.secret` is the token, shown this once: it begins with `plnr_`, and only its hash is kept. Sent with an `Idempotency-Key`, the answer, secret included, is kept under the key for its 24 hours, so that a retry gets the token it made rather than a second one.
+ * A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most 366 days ahead). `meta.secret` is the token: it begins with `plnr_`, and only its hash is kept with the token. Sent with an `Idempotency-Key`, the answer, secret included, is also kept under the key for its 24 hours (then deleted), so that a retry gets the token it made rather than a second one; without a key it is shown this once.
  *
  * At most 50 live personal tokens per user (422 `limit_reached`). `tokens:manage` and `account` only from a session token; a personal token gives no scope it does not have (403 `insufficient_scope`).
  */

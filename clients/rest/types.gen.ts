@@ -983,6 +983,10 @@ export type UsersRevokeErrors = {
      */
     415: ErrorEnvelope;
     /**
+     * Validation failed: `invalid`
+     */
+    422: ErrorEnvelope;
+    /**
      * Too many requests: `rate_limited`
      */
     429: ErrorEnvelope;
@@ -1213,7 +1217,7 @@ export type TokensCreateResponses = {
         data: Token;
         meta: {
             /**
-             * The token, `plnr_` and 54 characters: send it as `Authorization: <secret>`. Shown this once; only its hash is kept.
+             * The token, `plnr_` and 54 characters: send it as `Authorization: <secret>`. Shown this once; only its hash is kept with the token (sent with an `Idempotency-Key`, the answer is also kept under the key for its 24 hours, so that a retry gets it again).
              */
             secret: string;
         };

@@ -17,7 +17,6 @@ import { conditionalHeader } from '../batch/batch.schema.js';
 import { describeBatchOperations } from './batch-operations.js';
 import { MAX_STARTED_PROJECTS } from '../projects/project.lifecycle.js';
 import { MAX_WEBHOOKS_PER_USER } from '../webhooks/webhook.schema.js';
-import { MAX_URL_LENGTH } from '../webhooks/address-guard.js';
 import { NDJSON } from '../users/export-account.js';
 
 export const API_VERSION = '1.0.0';
@@ -513,7 +512,7 @@ const OPERATION_DOCS: Record<string, OperationDocs> = {
     unprocessable: [
       ['parameter_missing', '/webhook/url', 'This attribute is required.'],
       ['invalid', '/webhook/url', "The URL's host resolves to 10.1.2.3, a private address; webhooks go to public addresses only."],
-      ['too_long', '/webhook/url', `URL is too long (at most ${MAX_URL_LENGTH} characters).`],
+      ['too_long', '/webhook/description', 'Description is too long (at most 1000 characters).'],
       ['limit_reached', '/webhook', `You have ${MAX_WEBHOOKS_PER_USER} webhooks, the most a user may have: delete one first.`],
     ],
   },
@@ -757,7 +756,7 @@ const TAGS = [
 ];
 
 const DESCRIPTION = [
-  `Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson); a /trpc batch holds at most ${MAX_BATCH_CALLS} calls (more is 400 \`batch_too_large\` for each call), and methods other than GET and POST on /trpc are 404 \`missing_endpoint\`.`,
+  `Projects and tasks of the current user. Every operation is also a tRPC procedure at /trpc (superjson); a /trpc batch holds at most ${MAX_BATCH_CALLS} calls (more is 400 \`batch_too_large\` for each call), and methods other than GET and POST on /trpc, and a POST to a subscription, are 404 \`missing_endpoint\`.`,
   '',
   `- Bodies are JSON in UTF-8, sent with \`Content-Type: application/json\` (no charset, or \`charset=utf-8\`) and no \`Content-Encoding\`, at most ${BODY_LIMIT_BYTES / 1024} KiB: another media type, charset, parameter or coding is 415 (a request with no body needs none: a missing wrapper is then 422 \`parameter_missing\`), bytes that are not UTF-8 or not JSON are 400 \`invalid_json\`, a larger body 413. A body sent to an operation that takes none (GET, DELETE) is held to the same rules and then ignored.`,
   '- Without a valid token, an operation that needs one answers 401 before anything else is checked (path id, query, media type, body).',
@@ -767,7 +766,7 @@ const DESCRIPTION = [
   '- Errors are `{"errors": [{status, code, title, detail, source}]}`. Each response lists the codes the operation can answer with (also in `x-error-codes`); the refusals of the HTTP layer below (`malformed_request`, 417, 431, 501), which come before any operation is chosen, are listed here only.',
   '- A path or method that no operation answers is 404 `missing_endpoint` (the path is read with its dot segments resolved and `\\` as `/`); a request that is not valid HTTP, or an HTTP/1.1 request without one valid `Host`, is 400 `malformed_request`; oversized headers 431 `headers_too_large`; an `Expect` other than `100-continue` 417 `expectation_failed`; a `Transfer-Encoding` other than `chunked` 501 `not_implemented`.',
   '- Authenticate with `Authorization: <token>` from registration or login (`Bearer <token>` is accepted too).',
-  '- Retries: every write of projects, tasks, webhooks and tokens, a batch, a stream ticket and a change of the user\'s settings or password takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours (the two that end the token in use, logging out and deleting the account, take none: a retry of either is 401). A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
+  '- Retries: every write of projects, tasks, webhooks and tokens, a batch, a stream ticket and a change of the user\'s settings or password takes an `Idempotency-Key` (1 to 255 visible ASCII characters), kept per user for 24 hours (the two that end the token in use, logging out and deleting the account, check its form but keep nothing under it: a retry of either is 401). A retry with the same key, method, path and body gets the first status and body again with `Idempotent-Replayed: true` and changes nothing; another request with the key is 422 `idempotency_key_reused`; while the first still runs, 409 `request_in_progress`. A request refused before it ran (400, 401, 413, 415, 422 validation, 429) keeps nothing.',
   '- Versions: single projects and tasks, and every list page, carry a strong `ETag`. `If-None-Match` with it answers 304 with no body while nothing changed; `If-Match` on a write of one project or task answers 412 `precondition_failed` and changes nothing when the resource changed since (`*` or no header: no condition), and `If-None-Match` there answers 412 when it names the current tag (or is `*`), never 304. On /trpc the same headers apply to calls sent one per request; a batch of several calls gets no `ETag` and is refused (400 `invalid`) when it carries any of them.',
 ].join('\n');
 

@@ -40,6 +40,7 @@ import { DomainError } from '../core/errors.js';
 import { checkPassword } from './password-check.js';
 import type { DeleteUserInput } from './user.schema.js';
 import { announceRevoked } from './revocation.js';
+import { IdempotencyKey } from '../writes/idempotency.js';
 
 /** The user's rows, children before parents; every table with a `user_id` but `usernames`. */
 const USER_TABLES = [
@@ -59,6 +60,9 @@ const SENDING_POLL_MS = 25;
 const SENDING_WAIT_LIMIT_MS = 11 * 60_000;
 
 export async function deleteUser(ctx: AuthedContext, input: z.infer<typeof DeleteUserInput>): Promise<void> {
+  // An Idempotency-Key is held to its form (API-CONTRACT.md §11), but nothing is kept under it:
+  // the key's records go with the user, and a retry is 401, its token gone.
+  await IdempotencyKey.of(ctx);
   await checkPassword(ctx, input.user.password, '/user/password');
   const userId = ctx.user.id;
   const tokenHashes = await ctx.em.fork().transactional(async (em) => {

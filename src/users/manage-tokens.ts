@@ -85,14 +85,17 @@ export function tokenInputRules(ctx: AuthedContext, rawInput: unknown): ApiError
 
 export async function createToken(ctx: AuthedContext, input: CreateTokenInput) {
   const { name, scopes, expires_at: expiresAt } = input.token;
+  // Before the key's record is read: a token that could not make this one never gets it replayed.
   checkMinting(ctx, scopes);
-  const now = ctx.clock.now();
-  const refused = expiryRefusals(now, expiresAt);
-  if (refused.length > 0) throw new DomainError(refused);
   // A write of the user (src/writes/user-write.ts): under the owner's lock, so two creations at
   // once count each other; with an Idempotency-Key its answer, the secret with it, is kept
   // under the key for its 24 hours, so a retry gets the token it made, not a second one.
   return plainWrite(ctx, async (em) => {
+    // After the key's record is read, so that a retry after a short expiry has passed is
+    // replayed; refused as the input's rule it is, kept under no key.
+    const now = ctx.clock.now();
+    const refused = expiryRefusals(now, expiresAt);
+    if (refused.length > 0) throw new DomainError(refused).refusedBeforeRun();
     const [counted] = await em.execute<Array<{ live: string }>>(
       `select count(*)::text as live from access_tokens where user_id = ? and kind = 'personal' and expires_at > ?`,
       [ctx.user.id, now],

@@ -64,7 +64,7 @@ export const TokenDocument = z.object({ data: TokenResource });
 export const TokenWithSecretDocument = z.object({
   data: TokenResource,
   meta: z.object({
-    secret: z.string().meta({ description: 'The token, `plnr_` and 54 characters: send it as `Authorization: <secret>`. Shown this once; only its hash is kept.' }),
+    secret: z.string().meta({ description: 'The token, `plnr_` and 54 characters: send it as `Authorization: <secret>`. Shown this once; only its hash is kept with the token (sent with an `Idempotency-Key`, the answer is also kept under the key for its 24 hours, so that a retry gets it again).' }),
   }),
 });
 export const TokenPage = z.object({ data: z.array(TokenResource), links: PageLinks });

@@ -19,7 +19,7 @@ export const tokensRouter = router({
     method: 'POST', path: TOKENS_PATH,
     summary: 'Make a personal access token',
     description: [
-      'A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most ' + MAX_TOKEN_DAYS + ' days ahead). `meta.secret` is the token, shown this once: it begins with `plnr_`, and only its hash is kept. Sent with an `Idempotency-Key`, the answer, secret included, is kept under the key for its 24 hours, so that a retry gets the token it made rather than a second one.',
+      'A token for a script, an app or an automation, limited to its `scopes` and ending at `expires_at` (at most ' + MAX_TOKEN_DAYS + ' days ahead). `meta.secret` is the token: it begins with `plnr_`, and only its hash is kept with the token. Sent with an `Idempotency-Key`, the answer, secret included, is also kept under the key for its 24 hours (then deleted), so that a retry gets the token it made rather than a second one; without a key it is shown this once.',
       `At most ${MAX_PERSONAL_TOKENS} live personal tokens per user (422 \`limit_reached\`). \`tokens:manage\` and \`account\` only from a session token; a personal token gives no scope it does not have (403 \`insufficient_scope\`).`,
     ].join('\n\n'),
   }, {

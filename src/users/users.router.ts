@@ -66,7 +66,7 @@ export const usersRouter = (sections: AccountSections) => router({
   delete: route({
     method: 'POST', path: '/api/users/me/deletion',
     summary: 'Delete the account',
-    description: 'Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user\'s event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address.',
+    description: 'Takes the password (in the body, never in a URL) and deletes the user and everything theirs in one transaction: projects, tasks, the change log, webhooks and their deliveries, tokens, idempotency records, stream tickets. The username is free again at once; no webhook request is sent after the answer; the user\'s event streams end. A wrong password is 422 `invalid` on `/user/password`; each attempt counts against the login rate limit of the user and of the client address. An `Idempotency-Key` is held to its form (422 `invalid`) but nothing is kept under it: a retry is 401, the token gone.',
   }, { successStatus: 204, errorCodes: ['parameter_missing', 'invalid', 'too_long'] })
     .input(DeleteUserInput)
     .output(z.void())
@@ -75,8 +75,8 @@ export const usersRouter = (sections: AccountSections) => router({
   revoke: route({
     method: 'DELETE', path: '/api/users/me/authorizations/current',
     summary: 'Log out',
-    description: 'Revokes the access token used for this request. Other tokens of the user stay valid.',
-  }, { successStatus: 204 })
+    description: 'Revokes the access token used for this request. Other tokens of the user stay valid. An `Idempotency-Key` is held to its form (422 `invalid`) but nothing is kept under it: a retry is 401, the token gone.',
+  }, { successStatus: 204, errorCodes: ['invalid'] })
     .input(z.void())
     .output(z.void())
     .mutation(({ ctx }) => revokeToken(ctx)),

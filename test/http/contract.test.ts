@@ -173,8 +173,9 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     await expectStatus('users-update', 200, { token, body: { user: { time_zone: 'UTC' } } });
   });
 
-  it('users-revoke: 204, then the token is 401', async () => {
-    const res = await expectStatus('users-revoke', 204, { token: revokedToken });
+  it('users-revoke: 204, then the token is 401; 422 for a malformed Idempotency-Key', async () => {
+    await expectStatus('users-revoke', 422, { token: revokedToken, headers: { 'Idempotency-Key': 'a b' } }, ['invalid']);
+    const res = await expectStatus('users-revoke', 204, { token: revokedToken, headers: { 'Idempotency-Key': 'revoke' } });
     expect(res.text).toBe('');
     await expectStatus('users-me', 401, { token: revokedToken }, ['unauthorized'], 'users-me with a revoked token');
     await expectStatus('users-revoke', 401, { token: revokedToken }, ['unauthorized']);
@@ -196,6 +197,9 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     const own = await app.register();
     await expectStatus('users-delete', 422, { token: own.token, body: { user: { password: 'wrong horse' } } }, ['invalid']);
     await expectStatus('users-delete', 422, { token: own.token, body: { user: {} } }, ['parameter_missing']);
+    // A malformed Idempotency-Key, refused before anything runs: the user is still there.
+    await expectStatus('users-delete', 422, { token: own.token, body: { user: { password: 'correct horse' } }, headers: { 'Idempotency-Key': '' } }, ['invalid']);
+    await expectStatus('users-me', 200, { token: own.token }, undefined, 'users-me after a refused deletion');
     const res = await expectStatus('users-delete', 204, { token: own.token, body: { user: { password: 'correct horse' } } });
     expect(res.text).toBe('');
     await expectStatus('users-me', 401, { token: own.token }, ['unauthorized'], 'users-me after the deletion');

@@ -260,6 +260,23 @@ describe('the tokens of a user', () => {
     expect([fullAgain.status, fullAgain.text, fullAgain.headers.get('idempotent-replayed')]).toEqual([422, full.text, 'true']);
   });
 
+  it('a keyed creation is replayed after its short expiry has passed, but never to a token that could not make it', async () => {
+    const u = await app.register();
+    const body = { token: { name: 'brief', scopes: ['tasks:write'], expires_at: now() + 60 } };
+    const key = { 'Idempotency-Key': `brief-${u.id}` };
+    const first = await app.request('POST', TOKENS, { token: u.token, body, headers: key });
+    expect(first.status, first.text).toBe(201);
+    app.clock.advance(120);
+    const again = await app.request('POST', TOKENS, { token: u.token, body, headers: key });
+    expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([201, first.text, 'true']);
+    // A personal token of the same user with fewer scopes (it may make tokens, not of tasks:write) gets no secret.
+    const lesser = await makeToken(u.token, ['tasks:read', 'tokens:manage']);
+    const refused = await app.request('POST', TOKENS, { token: lesser.secret, body, headers: key });
+    expect([refused.status, refused.body.errors[0].code, refused.body.meta, refused.headers.get('idempotent-replayed')]).toEqual([403, 'insufficient_scope', { required_scope: 'tasks:write' }, null]);
+    // Without the key, the same request is held to the clock: its expiry has passed.
+    expectError(await app.request('POST', TOKENS, { token: u.token, body }), 422, 'invalid', { pointer: '/token/expires_at' });
+  });
+
   it('a personal token expires at its expires_at', async () => {
     const u = await app.register();
     const t = await makeToken(u.token, ['tasks:read'], { expires_at: now() + 120 });
