@@ -10,7 +10,9 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DAY, T0, onlyError, seconds, useTestAppWithSql } from '../helpers/test-app.js';
 import { META } from '../helpers/envelope.js';
+import pg from 'pg';
 import { keyLock } from '../../src/writes/idempotency.js';
+import { eventually } from '../helpers/eventually.js';
 
 const { app, db } = useTestAppWithSql({ resetClock: true });
 
@@ -431,6 +433,27 @@ describe('retries and limits', () => {
     }
     const ran = await batch(token, operations, { 'Idempotency-Key': key });
     expect(ran.status).toBe(200);
+  });
+
+  it('answers a user deleted while its batch waited for the user\'s lock with 401, no operation\'s pointer', async () => {
+    const { id, token } = await app.register();
+    const deleting = new pg.Client({ connectionString: app.databaseUrl });
+    await deleting.connect();
+    try {
+      await deleting.query('begin');
+      await deleting.query('select 1 from users where id = $1 for update', [id]);
+      // Authenticated, then waiting for the lock the deletion holds (as POST /api/users/me/deletion holds it).
+      const pending = batch(token, [{ op: 'tasks.create', input: { task: { label: 'orphan' } } }]);
+      await eventually(async () => (await db.query('select count(*)::int as n from pg_locks where not granted')).rows[0].n > 0, { message: 'the batch waits for the user\'s lock' });
+      await deleting.query('delete from usernames where user_id = $1', [id]);
+      await deleting.query('delete from users where id = $1', [id]);
+      await deleting.query('commit');
+      const res = await pending;
+      expect([res.status, onlyError(res.body).code]).toEqual([401, 'unauthorized']);
+      expect(onlyError(res.body).source).toBeUndefined();
+    } finally {
+      await deleting.end();
+    }
   });
 
   it('serialises two batches of one user sent at once: orders stay dense, events stay in order', async () => {
