@@ -21,7 +21,7 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
 /**
  * Register a user
  *
- * Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user's "today".
+ * Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique regardless of case (capitals are `invalid`, and also `taken` when the name in lower case is someone's). Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user's "today".
  */
 export const usersRegister = <ThrowOnError extends boolean = false>(options: Options<UsersRegisterData, ThrowOnError>): RequestResult<UsersRegisterResponses, UsersRegisterErrors, ThrowOnError> => (options.client ?? client).post<UsersRegisterResponses, UsersRegisterErrors, ThrowOnError>({
     url: '/api/users',

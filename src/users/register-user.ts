@@ -19,11 +19,13 @@ function taken(): DomainError {
 }
 
 /**
- * `taken` for an input the schema refused for another member (API-CONTRACT.md §2: every
- * validation error of a request is reported): a username the schema took that is someone's.
+ * `taken` for an input the schema refused (API-CONTRACT.md §2: every validation error of a
+ * request is reported): a username that is someone's regardless of case (§3), also one the
+ * schema refused only for its capitals (`Alice` beside `alice`: `invalid` and `taken`).
  */
 export async function registerInputRules(ctx: Context, rawInput: unknown): Promise<ApiError[]> {
-  const username = usernameField.safeParse((rawInput as { user?: { username?: unknown } } | null | undefined)?.user?.username);
+  const raw = (rawInput as { user?: { username?: unknown } } | null | undefined)?.user?.username;
+  const username = usernameField.safeParse(typeof raw === 'string' ? raw.toLowerCase() : raw);
   return username.success && (await isUsernameTaken(ctx.em, username.data)) ? taken().errors : [];
 }
 

@@ -25,7 +25,7 @@ export const usersRouter = (sections: AccountSections) => router({
   register: credentialsRoute({
     method: 'POST', path: '/api/users', protect: false,
     summary: 'Register a user',
-    description: 'Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique. Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user\'s "today".',
+    description: 'Creates a user and returns a first access token in `meta.token`. Username: 1 to 50 characters of a-z, 0-9, `_`, `-`, unique regardless of case (capitals are `invalid`, and also `taken` when the name in lower case is someone\'s). Password: 8 to 200 characters. `time_zone` (optional, `UTC` by default): an IANA name, the zone of the user\'s "today".',
   }, { successStatus: 201, errorCodes: ['parameter_missing', 'invalid', 'too_long', 'too_short', 'taken'], inputRules: registerInputRules })
     .input(RegisterInput)
     .output(UserWithTokenDocument)

@@ -58,6 +58,23 @@ describe('register', () => {
     expect((await app.request('POST', '/api/users/authorizations', { body: { username: 'frank', password: 'x' } })).status).toBe(401);
   });
 
+  it('reports a name taken regardless of case (§3) beside its capitals being invalid, on both doors', async () => {
+    await app.request('POST', '/api/users', { body: { user: { username: 'grace', password: 'password1' } } });
+    for (const username of ['GRACE', 'Grace']) {
+      const res = await app.request('POST', '/api/users', { body: { user: { username, password: 'password2' } } });
+      expect(res.body.errors.map((e: { code: string; source: { pointer: string } }) => [e.code, e.source.pointer])).toEqual([
+        ['invalid', '/user/username'],
+        ['taken', '/user/username'],
+      ]);
+    }
+    await expect(app.trpc().users.register.mutate({ user: { username: 'gRace', password: 'password2' } })).rejects.toMatchObject({
+      data: { httpStatus: 422, errors: [expect.objectContaining({ code: 'invalid' }), expect.objectContaining({ code: 'taken' })] },
+    });
+    // Capitals alone, of a free name: invalid only.
+    const free = await app.request('POST', '/api/users', { body: { user: { username: 'Heidi', password: 'password2' } } });
+    expect(free.body.errors.map((e: { code: string }) => e.code)).toEqual(['invalid']);
+  });
+
   it('8 parallel registrations of one username: one 201, seven 422 taken, one user with one token', async () => {
     const answers = await Promise.all(
       Array.from({ length: 8 }, (_, i) => app.request('POST', '/api/users', { body: { user: { username: 'racer', password: `password${i}` } } })),
@@ -71,7 +88,8 @@ describe('register', () => {
   });
 
   it.each([
-    ['Alice', 'invalid'],
+    // Capitals of a name nobody has ('alice' is taken above: then also taken, tested below).
+    ['Zoe', 'invalid'],
     ['al ice', 'invalid'],
     ['', 'invalid'],
     ['a'.repeat(51), 'too_long'],
