@@ -35,9 +35,9 @@ export function pageOf(page: number, size: number): Page {
  * `query` is the request's other parameters, as `name=value&` each (src/core/list-query.ts
  * `linkQuery`): they are kept, and only `page` changes.
  */
-export function pageLinks(baseUrl: string, path: string, page: number, size: number, total: number, query = ''): PageLinks {
+export function pageLinks(baseUrl: string, path: string, page: number, size: number, total: number, query = (n: number) => `page=${n}`): PageLinks {
   const last = Math.max(1, Math.ceil(total / size));
-  const at = (n: number) => `${baseUrl}${path}?${query}page=${n}`;
+  const at = (n: number) => `${baseUrl}${path}?${query(n)}`;
   const links: PageLinks = { first: at(1), last: at(last) };
   if (page > 1) links.prev = at(page - 1);
   if (page < last) links.next = at(page + 1);

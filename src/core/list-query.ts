@@ -137,17 +137,33 @@ function decodedName(member: string): string {
 }
 
 /**
- * The query of a list's links before `page`, which is all that changes from link to link
- * (API-CONTRACT.md §12: links keep every parameter of the request): the parameters of `names`
- * the input gave, in that order and written alike on both doors; then, on REST, every other
- * member of the request's query, as it was sent and in its order (parameters the list does
- * not know: ignored, but kept).
+ * The query of a list's link to page `n` (API-CONTRACT.md §12: links keep every parameter of
+ * the request and change only `page`): the parameters in the order the request gave them (its
+ * query on REST, its input's members on /trpc), `page` given the link's number where it stood
+ * (appended when it was not sent), the parameters of `names` written alike on both doors. On
+ * REST every other member of the query is kept as it was sent (a parameter the list does not
+ * know: ignored, but kept); /trpc has no query, and its unknown members are not parameters.
+ * What the input holds and the request did not send comes in the order of `names`, before an
+ * appended `page`.
  */
-export function linkQuery(ctx: { query?: string }, input: Readonly<Record<string, unknown>>, names: readonly string[]): string {
-  const known = names.filter((name) => name !== 'page' && input[name] !== undefined).map((name) => `${name}=${written(input[name])}&`);
-  const others = (ctx.query ?? '')
-    .split('&')
-    .filter((member) => member !== '' && decodedName(member) !== 'page' && !names.includes(decodedName(member)))
-    .map((member) => `${member.replace(UNFIT_IN_QUERY, (c) => encodeURIComponent(c))}&`);
-  return [...known, ...others].join('');
+export async function linkQuery(ctx: { query?: string; call?: { rawInput: () => Promise<unknown> } }, input: Readonly<Record<string, unknown>>, names: readonly string[]): Promise<(n: number) => string> {
+  const raw = ctx.query === undefined ? await ctx.call?.rawInput().catch(() => undefined) : undefined;
+  const sent = ctx.query !== undefined
+    ? ctx.query.split('&').filter((member) => member !== '')
+    : Object.keys(raw !== null && typeof raw === 'object' ? raw : {}).filter((name) => name === 'page' || names.includes(name));
+  const members: Array<string | null> = [];
+  const seen = new Set<string>();
+  for (const member of sent) {
+    const name = ctx.query !== undefined ? decodedName(member) : member;
+    if (seen.has(name)) continue;
+    if (name === 'page') members.push(null);
+    else if (!names.includes(name)) members.push(member.replace(UNFIT_IN_QUERY, (c) => encodeURIComponent(c)));
+    else if (input[name] !== undefined) members.push(`${name}=${written(input[name])}`);
+    else continue;
+    if (name === 'page' || names.includes(name)) seen.add(name);
+  }
+  const given = names.filter((name) => name !== 'page' && !seen.has(name) && input[name] !== undefined).map((name) => `${name}=${written(input[name])}`);
+  const page = members.indexOf(null);
+  const all = page < 0 ? [...members, ...given, null] : [...members.slice(0, page), ...given, ...members.slice(page)];
+  return (n) => all.map((member) => member ?? `page=${n}`).join('&');
 }

@@ -31,9 +31,9 @@ export function projectSelection(query: Query): ProjectSelection {
 
 export async function listProjects(ctx: AuthedContext, input: Query): Promise<z.infer<typeof ProjectListDocument>> {
   const { page, size, offset } = pageOf(input.page, input.page_size ?? PROJECT_PAGE_SIZE);
-  const query = linkQuery(ctx, input, PARAMETERS);
+  const query = await linkQuery(ctx, input, PARAMETERS);
   const links = (total: number) => pageLinks(ctx.baseUrl, PROJECTS_PATH, page, size, total, query);
-  const etag = listEtag(['projects', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query]);
+  const etag = listEtag(['projects', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query(0)]);
   if (notModified(ctx, etag)) return { data: [], links: links(0), meta: STABILITY_META };
   const { projects, total } = await readProjectPage(ctx.em, ctx.user.id, size, offset, projectSelection(input), sortOf(input.sort, 'id'));
   return { data: projects.map(presentProjectFields), links: links(total), meta: STABILITY_META };

@@ -76,10 +76,10 @@ export async function listTasks(ctx: AuthedContext, input: Query): Promise<z.inf
   const { page, size, offset } = pageOf(input.page, input.page_size ?? TASK_PAGE_SIZE);
   const today = userDay(ctx.clock.now(), ctx.user.timeZone);
   const selection = taskSelection(input, today);
-  const query = linkQuery(ctx, input, PARAMETERS);
+  const query = await linkQuery(ctx, input, PARAMETERS);
   const links = (total: number) => pageLinks(ctx.baseUrl, TASKS_PATH, page, size, total, query);
   const etag = listEtag([
-    'tasks', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query,
+    'tasks', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query(0),
     selection.finishedSince.toISOString(), selection.plannedFrom?.toISOString() ?? '', selection.plannedUntil?.toISOString() ?? '',
   ]);
   if (notModified(ctx, etag)) return { data: [], links: links(0), meta: STABILITY_META };

@@ -125,7 +125,7 @@ export async function listTokens(ctx: AuthedContext, input: z.infer<typeof Token
   const total = rows[0]
     ? Number(rows[0].total)
     : Number((await ctx.em.execute<Array<{ n: string }>>('select count(*)::text as n from access_tokens where user_id = ? and expires_at > ?', [ctx.user.id, now]))[0]!.n);
-  return { data: rows.map((row) => presentToken(row, ctx.tokenHash)), links: pageLinks(ctx.baseUrl, TOKENS_PATH, page.page, page.size, total, linkQuery(ctx, input, [])) };
+  return { data: rows.map((row) => presentToken(row, ctx.tokenHash)), links: pageLinks(ctx.baseUrl, TOKENS_PATH, page.page, page.size, total, await linkQuery(ctx, input, [])) };
 }
 
 async function findToken(ctx: AuthedContext, id: number): Promise<TokenRow> {

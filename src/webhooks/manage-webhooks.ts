@@ -144,6 +144,6 @@ export async function deliveries(ctx: AuthedContext, input: z.infer<typeof Deliv
   const { rows, total } = await listDeliveries(ctx.em, ctx.user.id, input.id, page.offset, page.size);
   return {
     data: rows.map(presentDelivery),
-    links: pageLinks(ctx.baseUrl, `/api/webhooks/${input.id}/deliveries`, page.page, page.size, total, linkQuery(ctx, input, [])),
+    links: pageLinks(ctx.baseUrl, `/api/webhooks/${input.id}/deliveries`, page.page, page.size, total, await linkQuery(ctx, input, [])),
   };
 }

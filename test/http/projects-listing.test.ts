@@ -161,6 +161,27 @@ describe('page links and far pages', () => {
     expect(forwarded.body.links).toEqual({ first: pageUrl(1), last: pageUrl(1) });
   });
 
+  // §12: links keep every parameter of the request and change only page (its value, in its place).
+  it('keeps the parameters in the order sent, page where it stood, on REST and in the input\'s order on tRPC', async () => {
+    const user = await app.register();
+    for (const name of ['a1', 'a2', 'a3']) await createProject(user.token, name);
+    const base = `${app.baseUrl}${PROJECTS}`;
+    const first = await listProjects(user.token, '?page=2&page_size=1&zzz=1&state=newed&sort=-name');
+    expect(first.body.links).toEqual({
+      first: `${base}?page=1&page_size=1&zzz=1&state=newed&sort=-name`,
+      last: `${base}?page=3&page_size=1&zzz=1&state=newed&sort=-name`,
+      prev: `${base}?page=1&page_size=1&zzz=1&state=newed&sort=-name`,
+      next: `${base}?page=3&page_size=1&zzz=1&state=newed&sort=-name`,
+    });
+    const middle = await listProjects(user.token, '?sort=-name&page=2&page_size=1');
+    expect(middle.body.links.next).toBe(`${base}?sort=-name&page=3&page_size=1`);
+    const unsent = await listProjects(user.token, '?sort=-name&page_size=1');
+    expect(unsent.body.links.next).toBe(`${base}?sort=-name&page_size=1&page=2`);
+    const api = app.trpc(user.token);
+    expect((await api.projects.list.query({ page: 2, page_size: 1, state: ['newed'], sort: '-name' })).links.next).toBe(`${base}?page=3&page_size=1&state=newed&sort=-name`);
+    expect((await api.projects.list.query({ sort: '-name', page_size: 1 })).links.next).toBe(`${base}?sort=-name&page_size=1&page=2`);
+  });
+
   it('treats any integer page >= 1 as valid (API-CONTRACT §2, §7): page=2147483648 is an empty page', async () => {
     const user = await app.register();
     await createProject(user.token, 'one');
