@@ -32,8 +32,8 @@ export function pageOf(page: number, size: number): Page {
 
 /**
  * Links of API-CONTRACT.md §7 and §12: last is at least 1; a page beyond it still gets them.
- * `query` is the request's other parameters, as `name=value&` each (src/core/list-query.ts
- * `linkQuery`): they are kept, and only `page` changes.
+ * `query` writes the query of the link to page `n`: the request's parameters kept, only `page`
+ * changed (src/core/list-query.ts `linkQuery`).
  */
 export function pageLinks(baseUrl: string, path: string, page: number, size: number, total: number, query = (n: number) => `page=${n}`): PageLinks {
   const last = Math.max(1, Math.ceil(total / size));

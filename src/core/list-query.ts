@@ -143,8 +143,8 @@ function decodedName(member: string): string {
  * (appended when it was not sent), the parameters of `names` written alike on both doors. On
  * REST every other member of the query is kept as it was sent (a parameter the list does not
  * know: ignored, but kept); /trpc has no query, and its unknown members are not parameters.
- * What the input holds and the request did not send comes in the order of `names`, before an
- * appended `page`.
+ * What the input holds and the request did not send (no parameter has a default today) comes in
+ * the order of `names`, before `page`.
  */
 export async function linkQuery(ctx: { query?: string; call?: { rawInput: () => Promise<unknown> } }, input: Readonly<Record<string, unknown>>, names: readonly string[]): Promise<(n: number) => string> {
   const raw = ctx.query === undefined ? await ctx.call?.rawInput().catch(() => undefined) : undefined;

@@ -5,6 +5,7 @@
  * REST door under /api, and the error envelope for everything that falls through.
  */
 import { isIP } from 'node:net';
+import querystring from 'node:querystring';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import cors from 'cors';
 import helmet from 'helmet';
@@ -106,6 +107,9 @@ export function createApp(deps: AppDependencies): express.Express {
   app.disable('x-powered-by');
   app.set('trust proxy', deps.trustProxy);
   app.set('etag', false);
+  // Every member of the query is read (Express's parser stops at 1,000, so a repeated or bad
+  // parameter after a thousand empty members went unseen); the request line bounds their number.
+  app.set('query parser', (query: string) => querystring.parse(query, '&', '=', { maxKeys: 0 }));
 
   const database = deps.database ?? databaseRoleWatch(orm);
   app.locals.database = database;
