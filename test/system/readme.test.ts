@@ -100,7 +100,7 @@ describe('README', () => {
     expect(stdout).toContain(' -> 304');
     expect(stdout).toContain('"timeZone":"Europe/Paris"');
     // The filtered list: the project's one task not abandoned, with links that keep the query.
-    expect(stdout).toContain(`"links":{"first":"${app.baseUrl}/api/users/me/tasks?page_size=100&state=newed,started,planned&project_id=1&sort=-order&page=1"`);
+    expect(stdout).toContain(`"links":{"first":"${app.baseUrl}/api/users/me/tasks?project_id=1&state=newed,started,planned&sort=-order&page_size=100&page=1"`);
     const login = await app.request('POST', '/api/users/authorizations', { body: { username: 'alice', password: 'correct horse' } });
     const token = login.body.meta.token;
     const project = await app.request('GET', '/api/projects/1', { token });
