@@ -444,7 +444,7 @@ describe('retries and limits', () => {
       await deleting.query('select 1 from users where id = $1 for update', [id]);
       // Authenticated, then waiting for the lock the deletion holds (as POST /api/users/me/deletion holds it).
       const pending = batch(token, [{ op: 'tasks.create', input: { task: { label: 'orphan' } } }]);
-      await eventually(async () => (await db.query('select count(*)::int as n from pg_locks where not granted')).rows[0].n > 0, { message: 'the batch waits for the user\'s lock' });
+      await eventually(async () => (await db.query('select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()')).rows[0].n > 0, { message: 'the batch waits for the user\'s lock' });
       await deleting.query('delete from usernames where user_id = $1', [id]);
       await deleting.query('delete from users where id = $1', [id]);
       await deleting.query('commit');
