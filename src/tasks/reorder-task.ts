@@ -36,7 +36,8 @@ export function reorderTaskOperation(): WriteOperation {
   v_answer json;
 begin
   ${READ_TASK}
-  v_to := least((p_input->'task'->>'order')::bigint, p_next_order - 1);
+  -- numeric: an order beyond bigint's range is clamped too.
+  v_to := least((p_input->'task'->>'order')::numeric, p_next_order - 1);
   if v_to = v_task."order" then
     return json_build_object('answer', json_build_object('data', json_build_array(${orderItem('v_task')}), 'meta', ${STABILITY_META_SQL}),
                              'etag', null, 'events', '[]'::json);

@@ -1,7 +1,7 @@
 /** Wire shapes of tasks: inputs as SPEC.md §4 names them, outputs as SPEC.md 2.2. */
 import { z } from 'zod';
 import { PageLinks, StabilityMeta, ref } from '../core/envelope.js';
-import { inputObject, integer, pageParam, pathId, recordId, stateField, text, timestamp } from '../core/fields.js';
+import { inputObject, integer, pageParam, strict, pathId, recordId, stateField, text, timestamp } from '../core/fields.js';
 import { dayParam, listParam, pageSizeParam, searchParam, secondsParam, sortParam } from '../core/list-query.js';
 import { TASK_STATES } from './task.lifecycle.js';
 
@@ -65,7 +65,9 @@ export const ChangeTaskStateInput = inputObject({
 export const ReorderTaskInput = inputObject({
   id: pathId,
   task: z.object({
-    order: integer(1, Number.MAX_SAFE_INTEGER).meta({
+    // Any integer from 1 (API-CONTRACT.md §5), beyond 2^53 too: above the highest order, it is clamped.
+    order: strict(z.number().min(1).multipleOf(1)).meta({
+      type: 'integer',
       description: 'New position, from 1; a value above the highest order is clamped to it.',
     }),
   }),

@@ -53,6 +53,14 @@ describe('PUT /api/tasks/:id/order', () => {
     expect(await listedOrders(user.token)).toEqual([[t(3), 1], [t(4), 2], [t(5), 3], [t(2), 4], [t(1), 5]]);
   });
 
+  it.each([[2 ** 53], [1e20], [1e300]])('clamps %j, an integer beyond 2^53 (and beyond 64 bits), to the highest on both doors', async (order) => {
+    const rest = await putOrder(user.token, t(1), order);
+    expect(rest.status, rest.text).toBe(200);
+    expect(rest.body).toEqual(orderDoc([[t(2), 1], [t(3), 2], [t(4), 3], [t(5), 4], [t(1), 5]]));
+    const moved = await app.trpc(user.token).tasks.reorder.mutate({ id: t(2), task: { order } });
+    expect(moved).toEqual(orderDoc([[t(3), 1], [t(4), 2], [t(5), 3], [t(1), 4], [t(2), 5]]));
+  });
+
   it('returns just the task when it does not move (same order, or clamped to its own)', async () => {
     const same = await putOrder(user.token, t(3), 3);
     expect(same.status, same.text).toBe(200);

@@ -59,7 +59,8 @@ begin
         'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
-  v_to := least((p_input->'task'->>'order')::bigint, p_next_order - 1);
+  -- numeric: an order beyond bigint's range is clamped too.
+  v_to := least((p_input->'task'->>'order')::numeric, p_next_order - 1);
   if v_to = v_task."order" then
     return
       json_build_object(
