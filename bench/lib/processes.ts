@@ -119,11 +119,14 @@ export function startBuiltService(
 }
 
 /** A floor (`bench/floors/<file>`, Node's own type stripping, production), connecting as its own role. */
-export function startFloor(session: Session, options: { name: string; role: string; file: string; roleUrl: (role: string) => string }): Promise<Target> {
+export function startFloor(
+  session: Session,
+  options: { name: string; role: string; file: string; roleUrl: (role: string) => string; nodeFlags?: string[] },
+): Promise<Target> {
   return startTarget(session, {
     name: options.name,
     role: options.role,
-    args: [`bench/floors/${options.file}`],
+    args: [...(options.nodeFlags ?? []), `bench/floors/${options.file}`],
     env: { NODE_ENV: 'production', DATABASE_URL: options.roleUrl(options.role) },
   });
 }

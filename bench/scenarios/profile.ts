@@ -22,6 +22,10 @@
  *    the lock near its start and commits at its end: alone (nothing to wait for), its duration
  *    is the time it holds the lock, an upper bound (the key's check comes before the lock).
  *    Logging costs the database time, so this run's throughput is not reported.
+ * 7. With get task: the fewest floor (bench/floors/fewest-floor.ts) profiled under the same reads,
+ *    and each process's busy CPU per request split into its socket writes and the rest: both
+ *    send the same two statements and one response, so the writes cost them alike, and the rest
+ *    is what the service's layers (Express, tRPC, MikroORM, its own code) add.
  *
  * Env: PROFILE_SECONDS (10), BENCH_CONNECTIONS (32), PROFILE_OUT (also write the Markdown there),
  *      PROFILE_ONLY (comma-separated beginnings of the scenarios' names: only those), PROFILE_KEEP
@@ -31,12 +35,13 @@ import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { aggregate, type CpuProfile } from '../lib/cpu-profile.js';
+import type { ChildProcess } from 'node:child_process';
+import { aggregate, type Aggregate, type CpuProfile } from '../lib/cpu-profile.js';
 import { createRoles, openDatabase, startDatabase, STATEMENT_STATS } from '../lib/database.js';
 import { log, num, sleep, utcMinute } from '../lib/env.js';
-import { runLoad, type Script } from '../lib/load.js';
+import { runLoad, type LoadResult, type Script } from '../lib/load.js';
 import { resetStatementStats, statementStats, totals } from '../lib/pg-stats.js';
-import { buildService, startBuiltService, stopChild } from '../lib/processes.js';
+import { buildService, startBuiltService, startFloor, stopChild } from '../lib/processes.js';
 import { writeResult } from '../lib/report.js';
 import { createTask, flipTaskStates, readStates } from '../lib/scripts.js';
 import { seedMainUser, taskIdsByOrder } from '../lib/seed.js';
@@ -84,6 +89,7 @@ runScenario('profile', async (session) => {
   const getTask: Script = () => () => ({ method: 'GET', path: `/api/tasks/${planned[0]}`, token: main.token });
   const scenarios = ([['change task state', changeState], ['create task', create], ['get task', getTask]] as Array<[string, Script]>)
     .filter(([name]) => !ONLY || ONLY.some((prefix) => name.startsWith(prefix)));
+  const profiledLoads = new Map<string, { agg: Aggregate; load: LoadResult }>();
   for (const [name, script] of scenarios) {
     const profDir = path.join(session.dir, `prof-${name.replace(/\W+/g, '-')}`);
     await fs.mkdir(profDir);
@@ -116,18 +122,8 @@ runScenario('profile', async (session) => {
     const hold = lockHold(pgLog.join('\n'));
     pgLog = undefined;
 
-    // SIGINT: Node writes the profile on its way out.
-    await stopChild(child, 'SIGINT', 20_000);
-    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
-    if (!file) throw new Error(`no .cpuprofile written for ${name}`);
-    const profile = JSON.parse(readFileSync(path.join(profDir, file), 'utf8')) as CpuProfile;
-    if (process.env.PROFILE_KEEP) copyFileSync(path.join(profDir, file), path.join(process.env.PROFILE_KEEP, `${name.replace(/\W+/g, '-')}.cpuprofile`));
-    let agg = aggregate(profile, from, to);
-    let window = 'the samples taken during the load';
-    if (agg.kept < 100) {
-      agg = aggregate(profile, -Infinity, Infinity);
-      window = 'every sample of the process (the load window did not match the profile\'s clock)';
-    }
+    const { agg, window } = await stopAndAggregate(child, profDir, from, to, name);
+    profiledLoads.set(name, { agg, load });
     const busy = agg.total - (agg.buckets.get('(idle)') ?? 0);
     const pct = (ms: number) => ((ms / agg.total) * 100).toFixed(1);
     const pctBusy = (ms: number, bucket: string) => (bucket === '(idle)' ? '—' : ((ms / busy) * 100).toFixed(1));
@@ -170,6 +166,39 @@ runScenario('profile', async (session) => {
     );
     log(`profiled ${name}: ${load.rps.toFixed(0)} req/s, ${(calls / Math.max(1, requests)).toFixed(2)} statements/request, lock held ${hold.median.toFixed(1)} ms (median)`);
   }
+  // The same reads of the fewest floor: what of a request's CPU is the socket writes, which
+  // both make alike (two statements and a response), and what is the rest of each process.
+  const served = profiledLoads.get('get task');
+  if (served) {
+    const profDir = path.join(session.dir, 'prof-fewest-get-task');
+    await fs.mkdir(profDir);
+    const floor = await startFloor(session, { name: 'fewest floor (get task)', role: ROLE, file: 'fewest-floor.ts', roleUrl, nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profDir}`] });
+    await runLoad(floor.url, getTask, { connections: CONNECTIONS, seconds: 3 });
+    const from = Number(process.hrtime.bigint() / 1000n);
+    const load = await runLoad(floor.url, getTask, { connections: CONNECTIONS, seconds: SECONDS });
+    const to = Number(process.hrtime.bigint() / 1000n);
+    const { agg } = await stopAndAggregate(floor.child, profDir, from, to, 'fewest get task');
+    const rows = [
+      ['service', served],
+      ['fewest floor', { agg, load }],
+    ] as const;
+    report.push(
+      `#### get task, the service against the fewest floor (${CONNECTIONS} connections, ${SECONDS} s each)`,
+      '',
+      'Busy time of the thread per request (µs, profile samples that are not idle ÷ responses: its CPU, and the moments a backend it woke took its core): the socket writes (`writev`, `writeUtf8String`, `writeBuffer`: ' +
+        'with loopback TCP the kernel delivers the bytes inside the call) and the rest of the process (JavaScript, GC, Node\'s internals).',
+      '',
+      '| process | req/s | busy µs/request | socket writes µs | the rest µs | GC µs |',
+      '|---|---:|---:|---:|---:|---:|',
+      ...rows.map(([who, { agg: a, load: l }]) => {
+        const per = (ms: number) => ((ms * 1000) / Math.max(1, l.completed)).toFixed(0);
+        const writes = [...a.frames].filter(([f]) => SOCKET_WRITES.has(f)).reduce((sum, [, e]) => sum + e.ms, 0);
+        const gc = a.buckets.get('(garbage collector)') ?? 0;
+        return `| ${who} | ${l.rps.toFixed(0)} | ${per(a.busy)} | ${per(writes)} | ${per(a.busy - writes)} | ${per(gc)} |`;
+      }),
+      '',
+    );
+  }
   const head = [
     `### CPU profile, ${utcMinute(started)} UTC — \`npm run bench:profile\``,
     '',
@@ -180,6 +209,24 @@ runScenario('profile', async (session) => {
   log('\n' + text);
   writeResult(session, text, { file: process.env.PROFILE_OUT });
 });
+
+/** The frames in which Node hands bytes to a socket (frameName's form: native frames have no script). */
+const SOCKET_WRITES = new Set(['writev', 'writeUtf8String', 'writeBuffer', 'writeLatin1String']);
+
+/**
+ * Stops a process started with `--cpu-prof` (SIGINT: Node writes the profile on its way out) and
+ * aggregates the samples taken between `from` and `to`; copied to PROFILE_KEEP when set.
+ */
+async function stopAndAggregate(child: ChildProcess, profDir: string, from: number, to: number, name: string): Promise<{ agg: Aggregate; window: string }> {
+  await stopChild(child, 'SIGINT', 20_000);
+  const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`no .cpuprofile written for ${name}`);
+  const profile = JSON.parse(readFileSync(path.join(profDir, file), 'utf8')) as CpuProfile;
+  if (process.env.PROFILE_KEEP) copyFileSync(path.join(profDir, file), path.join(process.env.PROFILE_KEEP, `${name.replace(/\W+/g, '-')}.cpuprofile`));
+  const agg = aggregate(profile, from, to);
+  if (agg.kept >= 100) return { agg, window: 'the samples taken during the load' };
+  return { agg: aggregate(profile, -Infinity, Infinity), window: "every sample of the process (the load window did not match the profile's clock)" };
+}
 
 /**
  * From a PostgreSQL log with every statement's duration: the durations of the write calls
