@@ -44,6 +44,11 @@ export interface AppMeta extends OpenApiMeta {
 
 /** What a procedure may use; built without HTTP for tests (`createCaller`). */
 export interface Context {
+  /**
+   * The ORM's root entity manager, shared by every request: statements go through it; a unit of
+   * work runs in a fork (`ctx.em.fork()`, or `ctx.em.transactional(…)`, whose fork MikroORM merges
+   * nothing back into the root from). MikroORM refuses identity-map work on the root itself.
+   */
   em: SqlEntityManager;
   clock: Clock;
   /** The raw Authorization header. */

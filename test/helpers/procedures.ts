@@ -48,7 +48,8 @@ export function useProcedures(options: ProcedureOptions = {}) {
   /** The context a request with this Authorization header and these headers would get. */
   function contextFor(authorization?: string, headers: Record<string, string> = {}): Context {
     if (!orm) throw new Error('the procedures are only there while the tests run (beforeAll to afterAll)');
-    const em = orm.em.fork();
+    // The root entity manager, as a request's (src/http/app.ts).
+    const em = orm.em;
     return createContextInner({
       em,
       clock,

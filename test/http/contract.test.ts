@@ -824,6 +824,11 @@ describe('openapi.json describes what the service answers', { shuffle: false }, 
     }
     expect(missing).toEqual([]);
   });
+
+  it("left no entity in the ORM's root entity manager: every operation's unit of work ran in a fork", () => {
+    // Requests share the root (src/http/app.ts): an entity left in it would be seen by the next request.
+    expect([...app.orm.em.getUnitOfWork(false).getIdentityMap()].map((e) => e.constructor.name)).toEqual([]);
+  });
 });
 
 describe('429 rate_limited, as documented on every operation', () => {
