@@ -305,6 +305,11 @@ begin
       for v_k in 1..cardinality(v_types) loop
         continue when v_types[v_k] is null;
         v_seq := v_seq + 1;
+        -- A document longer than the payload (a project's of hundreds of tasks) is not copied into an event first.
+        if octet_length(v_data[v_k]::text) > ${PAYLOAD_BYTES} then
+          v_text := null;
+          exit;
+        end if;
         v_text := v_text || case when v_text = '' then '' else ',' end
           || json_build_object('id', v_seq::text, 'type', v_types[v_k], 'data', v_data[v_k], 'at', floor(extract(epoch from p_now))::bigint)::text;
         exit when octet_length(v_text) > ${PAYLOAD_BYTES} - 2;

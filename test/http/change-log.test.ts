@@ -210,6 +210,35 @@ describe('what each write appends', () => {
     }
   });
 
+  it('notifies a write whose one document is longer than the payload with its numbers only, and logs it whole', async () => {
+    const u = await app.register();
+    const project = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'Long' } })).data;
+    for (let batch = 0; batch < 3; batch++) {
+      const operations = Array.from({ length: 100 }, (_, i) => ({ op: 'tasks.create', input: { task: { label: `t${batch}.${i}`, project_id: project.id } } }));
+      await ok('POST', '/api/batch', u.token, { operations });
+    }
+    const listener = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
+    await listener.connect();
+    const payloads: string[] = [];
+    listener.on('notification', (n) => {
+      if (n.payload?.startsWith(`${u.id}:`)) payloads.push(n.payload);
+    });
+    try {
+      await listener.query(`listen ${EVENTS_CHANNEL}`);
+      const before = await newestId(u);
+      // Its project.updated lists 301 tasks: over 7,000 bytes alone.
+      await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'one more', project_id: project.id } });
+      const events = await eventsAfter(u, before);
+      expect(events.map((e) => e.type)).toEqual(['task.created', 'project.updated']);
+      expect(events[1].data.relationships.tasks.data).toHaveLength(301);
+      expect(JSON.stringify(events[1]).length).toBeGreaterThan(7_000);
+      await eventually(() => payloads.length >= 1, { message: 'the notification' });
+      expect(parseNotification(payloads[0])).toEqual({ userId: u.id, first: BigInt(events[0].id), last: BigInt(events[1].id), events: undefined });
+    } finally {
+      await listener.end();
+    }
+  });
+
   it('never shows another user\'s changes', async () => {
     const a = await app.register();
     const b = await app.register();

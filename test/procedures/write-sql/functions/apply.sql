@@ -77,13 +77,8 @@ begin
           for v_k, v_datum in
             select
               e.k,
-              json_build_object(
-                'type',
-                'project',
-                'id',
-                p.id,
-                'attributes',
-                json_build_object(
+              (
+                '{"type":"project","id":' || p.id || ',"attributes":' || json_build_object(
                   'name',
                   p.name,
                   'slug',
@@ -138,50 +133,31 @@ begin
                   )::float8::bigint,
                   'isInProgress',
                   p.state in ('started')
-                ),
-                'relationships',
-                json_build_object(
-                  'user',
-                  json_build_object(
-                    'data',
-                    json_build_object('type', 'user', 'id', p.user_id)
-                  ),
-                  'tasks',
-                  json_build_object(
-                    'data',
+                )::text || ',"relationships":{"user":{"data":{"type":"user","id":' || p.user_id || '}},"tasks":{"data":[' || (
+                  select
+                    case
+                      when cardinality(listed.ids) = 0 then ''
+                      else '{"type":"task","id":' || array_to_string(listed.ids, '},{"type":"task","id":') || '}'
+                    end
+                  from
                     (
                       select
-                        (
-                          '[' || coalesce(
-                            string_agg(
-                              '{"type":"task","id":' || task_id || '}',
-                              ','
-                              order by
-                                ordinality
-                            ),
-                            ''
-                          ) || ']'
-                        )::json
-                      from
-                        unnest(
-                          array(
-                            select
-                              t.id
-                            from
-                              tasks t
-                            where
-                              t.user_id = p_user
-                              and t.project_id = p.id
-                              and t.state <> 'abandoned'
-                            order by
-                              t."order",
-                              t.id
-                          )
-                        ) with ordinality as listed (task_id, ordinality)
-                    )
-                  )
-                )
-              )
+                        array(
+                          select
+                            t.id
+                          from
+                            tasks t
+                          where
+                            t.user_id = p_user
+                            and t.project_id = p.id
+                            and t.state <> 'abandoned'
+                          order by
+                            t."order",
+                            t.id
+                        ) as ids
+                    ) as listed
+                ) || ']}}}'
+              )::json
             from
               unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
               join projects p on p.user_id = p_user
@@ -332,13 +308,8 @@ begin
       for v_k, v_datum in
         select
           e.k,
-          json_build_object(
-            'type',
-            'project',
-            'id',
-            p.id,
-            'attributes',
-            json_build_object(
+          (
+            '{"type":"project","id":' || p.id || ',"attributes":' || json_build_object(
               'name',
               p.name,
               'slug',
@@ -393,50 +364,31 @@ begin
               )::float8::bigint,
               'isInProgress',
               p.state in ('started')
-            ),
-            'relationships',
-            json_build_object(
-              'user',
-              json_build_object(
-                'data',
-                json_build_object('type', 'user', 'id', p.user_id)
-              ),
-              'tasks',
-              json_build_object(
-                'data',
+            )::text || ',"relationships":{"user":{"data":{"type":"user","id":' || p.user_id || '}},"tasks":{"data":[' || (
+              select
+                case
+                  when cardinality(listed.ids) = 0 then ''
+                  else '{"type":"task","id":' || array_to_string(listed.ids, '},{"type":"task","id":') || '}'
+                end
+              from
                 (
                   select
-                    (
-                      '[' || coalesce(
-                        string_agg(
-                          '{"type":"task","id":' || task_id || '}',
-                          ','
-                          order by
-                            ordinality
-                        ),
-                        ''
-                      ) || ']'
-                    )::json
-                  from
-                    unnest(
-                      array(
-                        select
-                          t.id
-                        from
-                          tasks t
-                        where
-                          t.user_id = p_user
-                          and t.project_id = p.id
-                          and t.state <> 'abandoned'
-                        order by
-                          t."order",
-                          t.id
-                      )
-                    ) with ordinality as listed (task_id, ordinality)
-                )
-              )
-            )
-          )
+                    array(
+                      select
+                        t.id
+                      from
+                        tasks t
+                      where
+                        t.user_id = p_user
+                        and t.project_id = p.id
+                        and t.state <> 'abandoned'
+                      order by
+                        t."order",
+                        t.id
+                    ) as ids
+                ) as listed
+            ) || ']}}}'
+          )::json
         from
           unnest(v_types, v_data, v_ids) with ordinality as e (type, data, id, k)
           join projects p on p.user_id = p_user
@@ -518,6 +470,11 @@ begin
       for v_k in 1..cardinality(v_types) loop
         continue when v_types[v_k] is null;
         v_seq := v_seq + 1;
+        -- A document longer than the payload (a project's of hundreds of tasks) is not copied into an event first.
+        if octet_length(v_data[v_k]::text) > 7000 then
+          v_text := null;
+          exit;
+        end if;
         v_text :=
           v_text || case
             when v_text = '' then ''

@@ -257,13 +257,8 @@ begin
         'type',
         'project.updated',
         'data',
-        json_build_object(
-          'type',
-          'project',
-          'id',
-          v_project.id,
-          'attributes',
-          json_build_object(
+        (
+          '{"type":"project","id":' || v_project.id || ',"attributes":' || json_build_object(
             'name',
             v_project.name,
             'slug',
@@ -318,50 +313,31 @@ begin
             )::float8::bigint,
             'isInProgress',
             v_project.state in ('started')
-          ),
-          'relationships',
-          json_build_object(
-            'user',
-            json_build_object(
-              'data',
-              json_build_object('type', 'user', 'id', v_project.user_id)
-            ),
-            'tasks',
-            json_build_object(
-              'data',
+          )::text || ',"relationships":{"user":{"data":{"type":"user","id":' || v_project.user_id || '}},"tasks":{"data":[' || (
+            select
+              case
+                when cardinality(listed.ids) = 0 then ''
+                else '{"type":"task","id":' || array_to_string(listed.ids, '},{"type":"task","id":') || '}'
+              end
+            from
               (
                 select
-                  (
-                    '[' || coalesce(
-                      string_agg(
-                        '{"type":"task","id":' || task_id || '}',
-                        ','
-                        order by
-                          ordinality
-                      ),
-                      ''
-                    ) || ']'
-                  )::json
-                from
-                  unnest(
-                    array(
-                      select
-                        t.id
-                      from
-                        tasks t
-                      where
-                        t.user_id = p_user
-                        and t.project_id = v_project.id
-                        and t.state <> 'abandoned'
-                      order by
-                        t."order",
-                        t.id
-                    )
-                  ) with ordinality as listed (task_id, ordinality)
-              )
-            )
-          )
-        )
+                  array(
+                    select
+                      t.id
+                    from
+                      tasks t
+                    where
+                      t.user_id = p_user
+                      and t.project_id = v_project.id
+                      and t.state <> 'abandoned'
+                    order by
+                      t."order",
+                      t.id
+                  ) as ids
+              ) as listed
+          ) || ']}}}'
+        )::json
       )
     ];
   v_task_action :=
