@@ -139,6 +139,10 @@ export function ormConfig(settings: OrmSettings): Options {
     ...(settings.onStatement ? { loggerFactory: countingLogger(settings.onStatement) } : {}),
     // The schema is owned by the migrations; never let the ORM guess it at run time.
     ensureDatabase: false,
+    // Requests share the root entity manager (src/http/app.ts): identity-map work on it is
+    // refused, whatever MIKRO_ORM_ALLOW_GLOBAL_CONTEXT says, and a transaction's fork is never
+    // merged back into it.
+    allowGlobalContext: false,
     discovery: { checkDuplicateTableNames: true },
     pool: { min: 0, max: settings.poolSize ?? 10, idleTimeoutMillis: 30_000 },
     driverOptions: {

@@ -66,7 +66,8 @@ export const ReorderTaskInput = inputObject({
   id: pathId,
   task: z.object({
     // Any integer from 1 (API-CONTRACT.md §5), beyond 2^53 too: above the highest order, it is clamped.
-    order: strict(z.number().min(1).multipleOf(1)).meta({
+    // Number.isInteger, not multipleOf(1): zod's remainder allows 2.0000000000000004 through.
+    order: strict(z.number().min(1).refine(Number.isInteger)).meta({
       type: 'integer',
       description: 'New position, from 1; a value above the highest order is clamped to it.',
     }),

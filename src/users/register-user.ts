@@ -34,7 +34,7 @@ export async function registerUser(ctx: Context, input: z.infer<typeof RegisterI
   if (await isUsernameTaken(ctx.em, username)) throw taken();
   const passwordHash = await hashPassword(password, ctx.passwordHashCost);
   try {
-    return await ctx.em.transactional(async (em) => {
+    return await ctx.em.fork().transactional(async (em) => {
       const user = await insertUser(em, { username, passwordHash, timeZone, createdAt: ctx.clock.now() });
       const token = issueToken(em, ctx.clock.now(), user);
       await em.flush();

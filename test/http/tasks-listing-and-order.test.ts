@@ -70,7 +70,7 @@ describe('PUT /api/tasks/:id/order', () => {
     expect(await listedOrders(user.token)).toEqual(ids.map((id, i) => [id, i + 1]));
   });
 
-  it.each([[0], [-1], ['2'], [1.5], [null], [true], [[2]]])('refuses the order %j as invalid and changes nothing', async (order) => {
+  it.each([[0], [-1], ['2'], [1.5], [2.0000000000000004], [1000000000000000.5], [null], [true], [[2]]])('refuses the order %j as invalid and changes nothing', async (order) => {
     expectError(await putOrder(user.token, t(4), order), 422, 'invalid', { pointer: '/task/order' });
     expect(await listedOrders(user.token)).toEqual(ids.map((id, i) => [id, i + 1]));
   });
