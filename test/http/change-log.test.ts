@@ -51,6 +51,18 @@ async function ok(method: string, path: string, token: string, body?: unknown) {
   return res.body;
 }
 
+/** The payloads of the user's NOTIFYs from now on, as they arrive; `end` stops listening. */
+async function notificationsOf(user: User): Promise<{ payloads: string[]; end: () => Promise<void> }> {
+  const listener = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
+  await listener.connect();
+  const payloads: string[] = [];
+  listener.on('notification', (n) => {
+    if (n.payload?.startsWith(`${user.id}:`)) payloads.push(n.payload);
+  });
+  await listener.query(`listen ${EVENTS_CHANNEL}`);
+  return { payloads, end: () => listener.end() };
+}
+
 describe('what each write appends', () => {
   it('a task abandoned in a project, and a task moved between projects, give the projects\' documents as the change leaves them', async () => {
     const u = await app.register();
@@ -169,14 +181,8 @@ describe('what each write appends', () => {
 
   it('notifies with the events when they fit in the payload, else with their numbers only', async () => {
     const u = await app.register();
-    const listener = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
-    await listener.connect();
-    const payloads: string[] = [];
-    listener.on('notification', (n) => {
-      if (n.payload?.startsWith(`${u.id}:`)) payloads.push(n.payload);
-    });
+    const { payloads, end } = await notificationsOf(u);
     try {
-      await listener.query(`listen ${EVENTS_CHANNEL}`);
       const project = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'Many' } })).data;
       for (let i = 0; i < 40; i++) await ok('POST', '/api/users/me/tasks', u.token, { task: { label: `task ${i}`, project_id: project.id } });
       const before = await newestId(u);
@@ -206,7 +212,7 @@ describe('what each write appends', () => {
       expect(batched.map((e) => e.type)).toEqual(['task.created', 'task.created', 'task.created', 'project.updated']);
       expect(parseNotification(payloads.at(-1))).toEqual({ userId: u.id, first: BigInt(batched[0].id), last: BigInt(batched[3].id), events: batched });
     } finally {
-      await listener.end();
+      await end();
     }
   });
 
@@ -217,14 +223,8 @@ describe('what each write appends', () => {
       const operations = Array.from({ length: 100 }, (_, i) => ({ op: 'tasks.create', input: { task: { label: `t${batch}.${i}`, project_id: project.id } } }));
       await ok('POST', '/api/batch', u.token, { operations });
     }
-    const listener = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
-    await listener.connect();
-    const payloads: string[] = [];
-    listener.on('notification', (n) => {
-      if (n.payload?.startsWith(`${u.id}:`)) payloads.push(n.payload);
-    });
+    const { payloads, end } = await notificationsOf(u);
     try {
-      await listener.query(`listen ${EVENTS_CHANNEL}`);
       const before = await newestId(u);
       // Its project.updated lists 301 tasks: over 7,000 bytes alone.
       await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'one more', project_id: project.id } });
@@ -235,7 +235,7 @@ describe('what each write appends', () => {
       await eventually(() => payloads.length >= 1, { message: 'the notification' });
       expect(parseNotification(payloads[0])).toEqual({ userId: u.id, first: BigInt(events[0].id), last: BigInt(events[1].id), events: undefined });
     } finally {
-      await listener.end();
+      await end();
     }
   });
 
