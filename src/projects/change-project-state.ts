@@ -103,7 +103,7 @@ begin
     ${refuse('reached_max_started', '/project/state', text(`At most ${MAX_STARTED_PROJECTS} projects can be started at the same time.`))}
   end if;
   ${compileStatement(move, projectSql)} into v_project;
-  v_events := array[${projectEventSql('updated')}];
+  ${projectEventSql('updated')}
   v_task_action := ${byTransition((t) => t.tasks?.action && text(t.tasks.action), 'null')};
   v_task_states := ${byTransition((t) => (t.tasks ? `array[${t.tasks.states.map(text).join(', ')}]` : undefined), 'null')};
   if v_task_action is not null then

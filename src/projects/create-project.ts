@@ -30,7 +30,7 @@ begin
     ${refusalSql(TAKEN)}
   end if;
   ${compileStatement(insert, projectSql)} into v_project;
-  v_events := array[${projectEventSql('created')}];
+  ${projectEventSql('created')}
   ${RETURN_PROJECT}
 end`,
   };

@@ -13,9 +13,10 @@ import { projectDocumentSql } from './project.view.js';
 /** Statements over the user's projects, composed as values (src/db/sql-builder.ts), typed from the entity. */
 export const projectSql = compileOnly<InferKyselyDB<typeof ProjectSchema>>();
 
-/** Declares `v_project` (the project) and `v_ids` (its listed tasks). */
+/** Declares `v_project` (the project), `v_ids` (its listed tasks) and `v_document` (its document, once written). */
 export const PROJECT_VARIABLES = `v_project projects%rowtype;
-  v_ids bigint[];`;
+  v_ids bigint[];
+  v_document json;`;
 
 /** Reads the project of the input's id into `v_project` and its listed tasks into `v_ids`: 404, then If-Match. */
 export const READ_PROJECT = `select p.* into v_project from projects p where p.user_id = p_user and p.id = (p_input->>'id')::bigint;
@@ -25,10 +26,15 @@ export const READ_PROJECT = `select p.* into v_project from projects p where p.u
   v_ids := ${listedTaskIdsOf('v_project', 'p_user')};
   ${preconditionsSql(projectEtagSql('v_project', 'v_ids'))}`;
 
-/** The project's event (`project.<kind>`) as it is now (its tasks read again: a write may have moved them). */
-export const projectEventSql = (kind: 'created' | 'updated') =>
-  `json_build_object('type', 'project.${kind}', 'data', ${projectDocumentSql('v_project', listedTaskIdsOf('v_project', 'p_user'))})`;
+/**
+ * Sets `v_events` to the project's event (`project.<kind>`) as it is now: its listed tasks read
+ * again into `v_ids` (a write may have moved them), its document written once into `v_document`,
+ * which the answer reuses (read back out of the event, a project of thousands of tasks would be
+ * parsed again).
+ */
+export const projectEventSql = (kind: 'created' | 'updated') => `v_ids := ${listedTaskIdsOf('v_project', 'p_user')};
+  v_document := ${projectDocumentSql('v_project', 'v_ids')};
+  v_events := array[json_build_object('type', 'project.${kind}', 'data', v_document)];`;
 
-/** Returns the answer whose document is `v_events[1]`'s, with the project's ETag. */
-export const RETURN_PROJECT = `v_ids := ${listedTaskIdsOf('v_project', 'p_user')};
-  return json_build_object('answer', ${answerSql("v_events[1]->'data'")}, 'etag', ${projectEtagSql('v_project', 'v_ids')}, 'events', array_to_json(v_events));`;
+/** Returns the answer, the project's event's document, with the ETag of that document's project and tasks. */
+export const RETURN_PROJECT = `return json_build_object('answer', ${answerSql('v_document')}, 'etag', ${projectEtagSql('v_project', 'v_ids')}, 'events', array_to_json(v_events));`;

@@ -57,7 +57,7 @@ begin
   end if;
   ${refusalsSql('v_errors')}
   ${compileStatement(update, projectSql)} into v_project;
-  v_events := array[${projectEventSql('updated')}];
+  ${projectEventSql('updated')}
   ${RETURN_PROJECT}
 end`,
   };

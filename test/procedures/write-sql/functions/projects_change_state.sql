@@ -12,6 +12,7 @@ create function w.projects_change_state (
 declare
   v_project projects%rowtype;
   v_ids bigint[];
+  v_document json;
   v_to text := p_input->'project'->>'state';
   v_transition text;
   v_member text;
@@ -251,95 +252,91 @@ begin
     and "id" = v_project.id
   returning
     * into v_project;
-  v_events :=
-    array[
-      json_build_object(
-        'type',
-        'project.updated',
-        'data',
-        (
-          '{"type":"project","id":' || v_project.id || ',"attributes":' || json_build_object(
-            'name',
-            v_project.name,
-            'slug',
-            v_project.slug,
-            'description',
-            v_project.description,
-            'state',
-            v_project.state,
-            'startedAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    v_project.started_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'dueAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    v_project.due_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'pausedAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    v_project.paused_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'finishedAt',
-            coalesce(
-              floor(
-                extract(
-                  epoch
-                  from
-                    v_project.finished_at
-                )
-              ),
-              0
-            )::float8::bigint,
-            'isInProgress',
-            v_project.state in ('started')
-          )::text || ',"relationships":{"user":{"data":{"type":"user","id":' || v_project.user_id || '}},"tasks":{"data":[' || (
+  v_ids :=
+    array(
+      select
+        t.id
+      from
+        tasks t
+      where
+        t.user_id = p_user
+        and t.project_id = v_project.id
+        and t.state <> 'abandoned'
+      order by
+        t."order",
+        t.id
+    );
+  v_document :=
+    (
+      '{"type":"project","id":' || v_project.id || ',"attributes":' || json_build_object(
+        'name',
+        v_project.name,
+        'slug',
+        v_project.slug,
+        'description',
+        v_project.description,
+        'state',
+        v_project.state,
+        'startedAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_project.started_at
+            )
+          ),
+          0
+        )::float8::bigint,
+        'dueAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_project.due_at
+            )
+          ),
+          0
+        )::float8::bigint,
+        'pausedAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_project.paused_at
+            )
+          ),
+          0
+        )::float8::bigint,
+        'finishedAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_project.finished_at
+            )
+          ),
+          0
+        )::float8::bigint,
+        'isInProgress',
+        v_project.state in ('started')
+      )::text || ',"relationships":{"user":{"data":{"type":"user","id":' || v_project.user_id || '}},"tasks":{"data":[' || (
+        select
+          case
+            when cardinality(listed.ids) = 0 then ''
+            else '{"type":"task","id":' || array_to_string(listed.ids, '},{"type":"task","id":') || '}'
+          end
+        from
+          (
             select
-              case
-                when cardinality(listed.ids) = 0 then ''
-                else '{"type":"task","id":' || array_to_string(listed.ids, '},{"type":"task","id":') || '}'
-              end
-            from
-              (
-                select
-                  array(
-                    select
-                      t.id
-                    from
-                      tasks t
-                    where
-                      t.user_id = p_user
-                      and t.project_id = v_project.id
-                      and t.state <> 'abandoned'
-                    order by
-                      t."order",
-                      t.id
-                  ) as ids
-              ) as listed
-          ) || ']}}}'
-        )::json
-      )
-    ];
+              v_ids as ids
+          ) as listed
+      ) || ']}}}'
+    )::json;
+  v_events := array[json_build_object('type', 'project.updated', 'data', v_document)];
   v_task_action :=
     case v_transition
       when 'start' then 'start'
@@ -495,26 +492,12 @@ begin
     from
       moved;
   end if;
-  v_ids :=
-    array(
-      select
-        t.id
-      from
-        tasks t
-      where
-        t.user_id = p_user
-        and t.project_id = v_project.id
-        and t.state <> 'abandoned'
-      order by
-        t."order",
-        t.id
-    );
   return
     json_build_object(
       'answer',
       json_build_object(
         'data',
-        v_events[1] -> 'data',
+        v_document,
         'meta',
         json_build_object(
           'stability',

@@ -12,6 +12,7 @@ create function w.projects_delete (
 declare
   v_project projects%rowtype;
   v_ids bigint[];
+  v_document json;
   v_events json[];
   v_open int;
 begin
