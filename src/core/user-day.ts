@@ -44,33 +44,30 @@ function formatterOf(zone: string): Intl.DateTimeFormat {
 /** An IANA zone name as a name (`Area/Location`, `UTC`, `EST5EDT`), not an offset such as `+01:00`. */
 export const ZONE_NAME = /^[A-Za-z][A-Za-z0-9_+\-]*(?:\/[A-Za-z0-9_+\-]+){0,3}$/;
 
-/** The tz database's names that ICU knows, by lower case: each in its tz spelling. */
-let knownZones: Map<string, string> | undefined;
-
-function zonesByLowerCase(): Map<string, string> {
-  knownZones ??= new Map(
-    TZ_NAMES.filter((name) => {
-      try {
-        new Intl.DateTimeFormat('en-US', { timeZone: name });
-        return true;
-      } catch {
-        return false;
-      }
-    }).map((name) => [name.toLowerCase(), name]),
-  );
-  return knownZones;
+/** The tz database's names by lower case: each in its tz spelling. */
+let namesByLowerCase: Map<string, string> | undefined;
+/** Whether ICU knows `zone`: its formatter is made (and kept) when first asked for; all of them at once cost a process half a second. */
+function icuKnows(zone: string): boolean {
+  try {
+    formatterOf(zone);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
  * The zone as stored and shown, when `name` is a name of the tz database (in any case:
  * `europe/paris` is `Europe/Paris`; `Asia/Kolkata` stays so, though ICU calls it
- * `Asia/Calcutta`); undefined otherwise: offsets, unknown names, and ICU's own ids that are
- * not tz names (`BST`, `IST`). So a zone has one spelling, and this process knows at most as
- * many zones as the tz database has.
+ * `Asia/Calcutta`) that ICU knows; undefined otherwise: offsets, unknown names, and ICU's own
+ * ids that are not tz names (`BST`, `IST`). So a zone has one spelling, and this process knows
+ * at most as many zones as the tz database has.
  */
 export function timeZoneOf(name: string): string | undefined {
   if (name.length > 64 || !ZONE_NAME.test(name)) return undefined;
-  return zonesByLowerCase().get(name.toLowerCase());
+  namesByLowerCase ??= new Map(TZ_NAMES.map((tzName) => [tzName.toLowerCase(), tzName]));
+  const zone = namesByLowerCase.get(name.toLowerCase());
+  return zone !== undefined && icuKnows(zone) ? zone : undefined;
 }
 
 /** The local date of `instant` in `zone`. */
