@@ -177,6 +177,7 @@ export class EventHub implements LiveEvents {
   /** Leases of closed streams not yet deleted, and the deletion under way. */
   #toRelease: Lease[] = [];
   #releasing: Promise<void> | undefined;
+  #inRelease: Lease[] = [];
   /** Listeners of every notification in this process (webhook delivery), besides the streams. */
   readonly #watchers = new Set<(heard: Heard) => void>();
 
@@ -213,6 +214,12 @@ export class EventHub implements LiveEvents {
     let taken: boolean;
     try {
       taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
+      // A stream of this token closed here a moment ago may still hold its lease (its deletion
+      // is batched): once that deletion is done, its slot is counted free.
+      if (!taken && this.#releasePending(tokenHash)) {
+        await this.#flushReleases();
+        taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
+      }
     } catch (error) {
       throw limitUnchecked(error);
     }
@@ -289,6 +296,11 @@ export class EventHub implements LiveEvents {
     this.#releaseLease(subscription.lease);
   }
 
+  /** Whether a closed stream of the token still has its lease to be deleted, or being deleted. */
+  #releasePending(tokenHash: string): boolean {
+    return this.#toRelease.some((lease) => lease.tokenHash === tokenHash) || this.#inRelease.some((lease) => lease.tokenHash === tokenHash);
+  }
+
   /** Deletes a closed stream's lease soon, together with those of streams closed meanwhile. */
   #releaseLease(lease: Lease): void {
     this.#toRelease.push(lease);
@@ -299,6 +311,7 @@ export class EventHub implements LiveEvents {
     if (this.#releasing) return this.#releasing.then(() => this.#flushReleases());
     const batch = this.#toRelease.splice(0);
     if (batch.length === 0 || !this.#leases) return Promise.resolve();
+    this.#inRelease = batch;
     this.#releasing = this.#leases
       .release(batch)
       .catch((error: unknown) => {
@@ -307,6 +320,7 @@ export class EventHub implements LiveEvents {
       })
       .finally(() => {
         this.#releasing = undefined;
+        this.#inRelease = [];
         if (this.#toRelease.length > 0 && !this.#stopped) setImmediate(() => void this.#flushReleases());
       });
     return this.#releasing;

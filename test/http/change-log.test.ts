@@ -386,6 +386,28 @@ describe('the REST event stream', () => {
     expect(again.status, 'a closed stream was never released').toBe(200);
   });
 
+  it('counts the slot of a stream closed a moment ago free once its lease is deleted, not 429 while the deletion runs', async () => {
+    const u = await app.register();
+    const mine = await Promise.all(Array.from({ length: MAX_STREAMS_PER_TOKEN }, () => open(u.token)));
+    expect(mine.map((s) => s.status)).toEqual(mine.map(() => 200));
+    // Another session holds the token's leases: the deletion of a closed one waits for it.
+    const holder = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select id from event_stream_leases where user_id = $1 for update', [u.id]);
+      mine[0]!.close();
+      await eventually(() => app.events.streamsOf(u.token) < MAX_STREAMS_PER_TOKEN, { message: 'the hub released the closed stream', timeout: 10_000 });
+      const again = open(u.token);
+      // While the closed stream's lease is being deleted, the new stream waits for that, not refused.
+      expect(await Promise.race([again.then((s) => s.status), new Promise((resolve) => setTimeout(resolve, 1_000, 'waiting'))])).toBe('waiting');
+      await holder.query('commit');
+      expect((await again).status).toBe(200);
+    } finally {
+      await holder.end();
+    }
+  });
+
   it('ends the stream of a revoked token within one idle tick, with an error event', async () => {
     const u = await app.register();
     const s = await open(u.token);
