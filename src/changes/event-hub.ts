@@ -160,6 +160,8 @@ export interface EventHubOptions {
 const STREAMS_RETRY_AFTER = 5;
 /** How long a graceful stop waits for the leases of its streams to be deleted. */
 const RELEASE_ON_STOP_MS = 5_000;
+/** How long an open waits for the deletion of a lease its token's closed stream held (the take's own lock waits 2 s). */
+const RELEASE_WAIT_MS = 2_000;
 
 export class EventHub implements LiveEvents {
   readonly idleMs: number;
@@ -213,14 +215,18 @@ export class EventHub implements LiveEvents {
     const subscription = new Subscription(userId, tokenHash, (s) => this.#release(s));
     let taken: boolean;
     try {
-      taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
       // A stream of this token closed here a moment ago may still hold its lease (its deletion
-      // is batched): once that deletion is done, its slot is counted free.
-      if (!taken && this.#releasePending(tokenHash)) {
-        await this.#flushReleases();
+      // is batched, and may commit while the count runs): once that deletion is done, at most
+      // RELEASE_WAIT_MS later, its slot is counted free.
+      const pendingBefore = this.#releasePending(tokenHash);
+      taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
+      if (!taken && (pendingBefore || this.#releasePending(tokenHash))) {
+        await Promise.race([this.#flushReleases(), new Promise((resolve) => setTimeout(resolve, RELEASE_WAIT_MS).unref())]);
+        if (this.#stopped) throw stopping();
         taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
       }
     } catch (error) {
+      if (this.#stopped) throw stopping();
       throw limitUnchecked(error);
     }
     if (!taken) {
@@ -308,7 +314,8 @@ export class EventHub implements LiveEvents {
   }
 
   #flushReleases(): Promise<void> {
-    if (this.#releasing) return this.#releasing.then(() => this.#flushReleases());
+    // The deletion under way holds every lease queued before the one before it ended: waiting for it is enough.
+    if (this.#releasing) return this.#releasing.then(() => this.#releasing ?? this.#flushReleases());
     const batch = this.#toRelease.splice(0);
     if (batch.length === 0 || !this.#leases) return Promise.resolve();
     this.#inRelease = batch;

@@ -400,7 +400,7 @@ describe('the REST event stream', () => {
       await eventually(() => app.events.streamsOf(u.token) < MAX_STREAMS_PER_TOKEN, { message: 'the hub released the closed stream', timeout: 10_000 });
       const again = open(u.token);
       // While the closed stream's lease is being deleted, the new stream waits for that, not refused.
-      expect(await Promise.race([again.then((s) => s.status), new Promise((resolve) => setTimeout(resolve, 1_000, 'waiting'))])).toBe('waiting');
+      expect(await Promise.race([again.then((s) => s.status), new Promise((resolve) => setTimeout(resolve, 500, 'waiting'))])).toBe('waiting');
       await holder.query('commit');
       expect((await again).status).toBe(200);
     } finally {
