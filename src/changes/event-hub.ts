@@ -221,12 +221,14 @@ export class EventHub implements LiveEvents {
       const pendingBefore = this.#releasePending(tokenHash);
       taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
       if (!taken && (pendingBefore || this.#releasePending(tokenHash))) {
-        await Promise.race([this.#flushReleases(), new Promise((resolve) => setTimeout(resolve, RELEASE_WAIT_MS).unref())]);
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([this.#flushReleases(), new Promise((resolve) => (timer = setTimeout(resolve, RELEASE_WAIT_MS)))]);
+        clearTimeout(timer);
+        // Nothing is taken yet: a hub that stopped meanwhile answers as it does to any open.
         if (this.#stopped) throw stopping();
         taken = await leases.take(subscription.lease, MAX_STREAMS_PER_TOKEN, this.leaseMs);
       }
     } catch (error) {
-      if (this.#stopped) throw stopping();
       throw limitUnchecked(error);
     }
     if (!taken) {
@@ -314,8 +316,7 @@ export class EventHub implements LiveEvents {
   }
 
   #flushReleases(): Promise<void> {
-    // The deletion under way holds every lease queued before the one before it ended: waiting for it is enough.
-    if (this.#releasing) return this.#releasing.then(() => this.#releasing ?? this.#flushReleases());
+    if (this.#releasing) return this.#releasing.then(() => this.#flushReleases());
     const batch = this.#toRelease.splice(0);
     if (batch.length === 0 || !this.#leases) return Promise.resolve();
     this.#inRelease = batch;
