@@ -1,28 +1,16 @@
 /**
- * Prepared statements for the statements every request sends outside a transaction: the
- * token's lookup, the lists and single reads, a write's call and its NOTIFY (composed with
- * Kysely: src/db/sql-builder.ts `run`). The ORM sends each statement as text with its
- * values written in, which PostgreSQL parses and plans every time; for these statements that
- * was most of their cost (the token's lookup: 0.11–0.18 ms of planning for 0.02 ms of
- * execution). Prepared once
- * per connection under a name derived from their text, they are only bound and run.
+ * Prepared statements for what requests send outside a transaction (the token's lookup, reads, a
+ * write's call and its NOTIFY): the ORM sends text with values written in, which PostgreSQL plans
+ * every time (the token's lookup: 0.11–0.18 ms of planning for 0.02 ms of execution). Prepared
+ * once per connection under a name from their text, they are only bound and run. Inside a
+ * transaction a statement goes through the ORM; either way it is logged, counted and its errors
+ * converted as the ORM's. A statement here has `?` only as placeholders (none in comments, `$$`
+ * bodies, strings or operators).
  *
- * A statement is written once, with `?` for its values as everywhere else. Inside a
- * transaction (whose connection only the ORM knows) it goes through the ORM as before. Either
- * way it is logged and counted as the ORM's statements are, and its errors are the ORM's.
- *
- * So that a text means the same both ways, a statement given here has `?` only as
- * placeholders: none in comments, `$$` bodies or escaped strings, no `??` or `?|` operators.
- * A prepared statement outlives a migration on its connection: one that changes the type of
- * a column such a statement returns needs the service restarted (it migrates on start).
- *
- * Behind a transaction-mode pooler, a statement prepared on one server connection is missing
- * from the next (26000) or already there (42P05): PgBouncer carries protocol-level prepared
- * statements only from 1.21 (`max_prepared_statements`). So a pool may go without them
- * (`usePreparedStatements(pool, false)`: DATABASE_PREPARED_STATEMENTS, off by default behind
- * a pooler), and its statements then go through the ORM as in a transaction. With them on, a
- * connection that answers 26000 or 42P05 is closed, never reused, and the statement (which
- * did not run: both come before execution) is sent again through the ORM.
+ * Behind a transaction-mode pooler a prepared statement may be missing (26000) or already there
+ * (42P05): a pool may go without them (`usePreparedStatements(pool, false)`,
+ * DATABASE_PREPARED_STATEMENTS), and with them on, a connection that answers either is closed and
+ * the statement, which did not run, is sent again through the ORM.
  */
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
@@ -42,10 +30,7 @@ const cache = new Map<string, Prepared>();
 /** Pools whose statements are not prepared (behind a pooler). */
 const unprepared = new WeakSet<object>();
 
-/**
- * Whether the statements sent through `pool` outside transactions are prepared (the default;
- * off behind a pooler unless asked for, see above).
- */
+/** Whether the statements sent through `pool` outside transactions are prepared (the default). */
 export function usePreparedStatements(pool: object, on: boolean): void {
   if (on) unprepared.delete(pool);
   else unprepared.add(pool);
@@ -121,11 +106,7 @@ export async function executePrepared<T extends object>(em: SqlEntityManager, st
   }
 }
 
-/**
- * The server connection does not hold the statements `pg` prepared on this client (26000), or
- * holds one of that name already (42P05): a pooler hands out server connections per
- * transaction. Neither ran the statement.
- */
+/** A pooler's server connection lacks the statement (26000) or has one of its name (42P05); neither ran it. */
 function preparedElsewhere(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   return code === '26000' || code === '42P05';

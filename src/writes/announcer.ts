@@ -1,15 +1,9 @@
 /**
- * Announces committed writes to every process on the database: the NOTIFY on the change log's
- * channel that wakes event streams and webhook deliverers (src/changes/event-hub.ts). A write
- * hands its payload over after its commit, gives back the user's turn and answers; whatever
- * has been handed over meanwhile goes in one statement, on a connection of the pool. So a write
- * holds neither the user's lock nor a turn nor its answer for its NOTIFY (a write costs the
- * round trips of the fewest floor: the token's lookup and its call), and under load many
- * writes share one statement.
- *
- * A payload that cannot be sent (the database gone, or more than MAX_WAITING waiting) is
- * dropped: listeners read the log from their cursors, and their safety-net rounds (a stream's
- * idle tick, a deliverer's poll) make up a wake-up that never came.
+ * Announces committed writes to every process on the database: the NOTIFY that wakes event
+ * streams and webhook deliverers (src/changes/event-hub.ts). A write hands its payload over after
+ * its commit and answers; what has been handed over meanwhile goes in one statement. A payload
+ * that cannot be sent is dropped: listeners read the log from their cursors, and their
+ * safety-net rounds make up a wake-up that never came (docs/design/writes.md).
  */
 import { AsyncResource } from 'node:async_hooks';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
@@ -17,11 +11,8 @@ import type { Announcements } from '../core/context.js';
 import { run, sql } from '../db/sql-builder.js';
 
 /**
- * The change log's channel, on which every process listens. A payload is
- * `<user id>:<first seq>:<last seq>[:<the events as JSON>]`, made by the write in its
- * transaction (`apply`, src/writes/write-functions.ts), which appends the events themselves;
- * read by src/changes/event.store.ts `parseNotification`. The table is the truth listeners
- * read; the NOTIFY only wakes them.
+ * The change log's channel. A payload is `<user id>:<first seq>:<last seq>[:<the events as JSON>]`,
+ * made by `apply` and read by src/changes/event.store.ts `parseNotification`.
  */
 export const EVENTS_CHANNEL = 'user_events';
 
@@ -34,19 +25,13 @@ export class Announcer implements Announcements {
   #waiting: Array<{ payload: string; sent: () => void }> = [];
   #sending: Promise<void> | undefined;
 
-  /**
-   * Starts a round of sending in the context the announcer was made in, not in the request
-   * that happens to hand over first: its statement is no request's (metrics, logs).
-   */
+  /** Sends in the context the announcer was made in: the statement is no request's (metrics, logs). */
   readonly #start = AsyncResource.bind(() => this.#send());
 
   /** `em` gives an entity manager whose pool the statements use. */
   constructor(private readonly em: () => SqlEntityManager) {}
 
-  /**
-   * Hands over a committed write's payload; it is sent with whatever else is waiting. Resolves
-   * when its statement is done, or the payload dropped; never rejects.
-   */
+  /** Hands over a committed write's payload; resolves when it is sent or dropped, never rejects. */
   announce(payload: string): Promise<void> {
     if (this.#waiting.length >= MAX_WAITING) return Promise.resolve();
     const sent = new Promise<void>((resolve) => this.#waiting.push({ payload, sent: resolve }));

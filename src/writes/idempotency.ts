@@ -1,16 +1,9 @@
 /**
  * Idempotency keys (API-CONTRACT.md §11), after Stripe's semantics and Brandur Leach's
  * "Implementing Stripe-like Idempotency Keys in Postgres": the outcome of a keyed write is
- * stored by the write's own transaction, so a crash keeps both or neither. Here: the key as a
- * request sends it (checked, with the request's fingerprint), the advisory lock that claims it,
- * the check of a record found under it, and the pruning of expired records. The steps inside
- * the write's transaction are SQL, the same for every write (src/writes/write-functions.ts
- * `key_open`, `key_keep`): the key claimed first, never waited for (a running request with it is
- * 409 request_in_progress); the user's lock; the key's record, replayed when the fingerprint is
- * the request's and 422 idempotency_key_reused when not; the outcome stored with the work.
- *
- * Records older than 24 hours are ignored (an expired key runs again, and its record is
- * replaced) and pruned by the service in the background, a batch at a time.
+ * stored by the write's own transaction (src/writes/write-functions.ts `key_open`, `key_keep`),
+ * so a crash keeps both or neither. Here: the key as sent, its fingerprint and advisory lock, the
+ * check of a record found, and the pruning of records past their 24 hours (which are ignored).
  */
 import { createHash } from 'node:crypto';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
@@ -32,14 +25,10 @@ export interface StoredOutcome {
 }
 
 /**
- * JSON with sorted members, for any value a door can hand over (superjson gives tRPC
- * inputs Dates, BigInts, Maps and Sets, even in members the schema then drops). Linear in the
- * input and bounded like everything that walks request data:
- * - an object met again (superjson's referential equalities make any number of paths lead to
- *   one object, 2^n paths for n bytes of metadata) is written as a reference to its first
- *   meeting, `{"$ref":k}`, not walked again; a cycle is such a reference too;
- * - the doors refuse text nested deeper than MAX_JSON_DEPTH, and a value deeper than that
- *   (however it got here) is refused the same way rather than walked until the stack runs out.
+ * JSON with sorted members, for any value a door can hand over (superjson brings Dates, BigInts,
+ * Maps and Sets). Linear in the input: an object met again (a cycle, or superjson's referential
+ * equalities: 2^n paths for n bytes) is written as `{"$ref":k}`, not walked again; deeper than
+ * MAX_JSON_DEPTH is refused as the doors refuse such text.
  */
 function canonical(value: unknown, depth = 0, met = new Map<object, number>()): string {
   if (typeof value === 'bigint') return `{"$bigint":"${value}"}`;
@@ -49,8 +38,7 @@ function canonical(value: unknown, depth = 0, met = new Map<object, number>()): 
   if (first !== undefined) return `{"$ref":${first}}`;
   met.set(value, met.size);
   if (value instanceof Date) return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
-  // `depth` containers hold this one; it counts as deep as the JSON it came from (superjson
-  // sends a Set as an array and a Map as an array of pairs).
+  // As deep as the JSON it came from (superjson sends a Set as an array, a Map as an array of pairs).
   if (depth >= MAX_JSON_DEPTH) throw DomainError.of('invalid_json', { detail: TOO_DEEP_DETAIL });
   const inner = (v: unknown) => canonical(v, depth + 1, met);
   if (value instanceof Map) {
@@ -59,8 +47,7 @@ function canonical(value: unknown, depth = 0, met = new Map<object, number>()): 
   }
   if (value instanceof Set) return `{"$set":[${[...value.values()].map(inner).join(',')}]}`;
   if (Array.isArray(value)) return `[${value.map(inner).join(',')}]`;
-  // A member that is undefined is no member, as in JSON: superjson's `undefined` sends the
-  // same input as leaving the member out (API-CONTRACT.md §11: the same input, either door).
+  // A member that is undefined is no member, as in JSON (the same input on either door).
   const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined).sort();
   return `{${keys.map((k) => `${JSON.stringify(k)}:${inner((value as Record<string, unknown>)[k])}`).join(',')}}`;
 }
@@ -129,10 +116,8 @@ const PRUNE_EVERY_MS = 60_000;
 let prunedAt = Number.NEGATIVE_INFINITY;
 
 /**
- * Starts a prune at most once a minute (by the service's clock) per process, from a write
- * that has already committed, without waiting for it: no request waits for a prune, and a
- * service that takes no writes has nothing new to prune. Every process prunes; two batches
- * racing at worst delete nothing the second time.
+ * Starts a prune at most once a minute per process (by the service's clock), after a keyed write
+ * committed, not waited for. Two processes racing at worst delete nothing the second time.
  */
 export function pruneNowAndThen(em: SqlEntityManager, now: Date): void {
   if (now.getTime() - prunedAt < PRUNE_EVERY_MS && now.getTime() >= prunedAt) return;
@@ -141,9 +126,8 @@ export function pruneNowAndThen(em: SqlEntityManager, now: Date): void {
 }
 
 /**
- * Drops records past their 24 hours, up to `batch`; never on a request's path. The users who
- * have such records are found by a read over every user (on a sharded database, every node);
- * each user's are then deleted by a statement that goes to that user's node alone.
+ * Drops up to `batch` records past their 24 hours: the users who have some are found first (on
+ * a sharded database, every node), then each user's deleted by a statement of that user's node.
  */
 export async function pruneIdempotencyKeys(em: SqlEntityManager, now: Date, batch = 5_000): Promise<number> {
   const before = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS);

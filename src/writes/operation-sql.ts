@@ -13,9 +13,8 @@ export const notFoundSql = (resource: Resource): string =>
 
 /**
  * The preconditions of a write (API-CONTRACT.md §11, RFC 9110 §13.2.2) against `etag`, the
- * resource's current tag as a SQL expression, checked after the resource is found, before
- * any rule: If-Match is 412 unless `*` or one of its strong tags is it; then If-None-Match is
- * 412 when `*` (the resource exists) or one of its tags is it (a write is never 304).
+ * resource's tag as SQL, after it is found and before any rule: If-Match 412 unless `*` or one of
+ * its tags; If-None-Match 412 when `*` or one of its tags (a write is never 304).
  */
 export const preconditionsSql = (etag: string): string =>
   `if p_if_match is not null and not ('*' = any(p_if_match) or ${etag} = any(p_if_match)) then
@@ -32,10 +31,8 @@ export const STABILITY_META_SQL = `json_build_object(${Object.entries(STABILITY_
 export const answerSql = (document: string): string => `json_build_object('data', ${document}, 'meta', ${STABILITY_META_SQL})`;
 
 /**
- * The `project.updated` event of a project whose task list a task's operation changed (its
- * create, move, abandon, reorder), as a reference: `apply` writes the project's document once
- * for it (src/writes/write-functions.ts), and in a batch once for all the operations that
- * changed that project, with its final document (API-CONTRACT.md §15).
+ * The `project.updated` event of a project whose task list a task's operation changed, by
+ * reference: `apply` writes the project's document once for all of them (API-CONTRACT.md §15).
  */
 export const projectUpdatedSql = (id: string): string => `json_build_object('type', 'project.updated', 'project', ${id})`;
 

@@ -1,9 +1,7 @@
 /**
- * Every write of a user takes the user's row lock first (src/writes/write-functions.ts
- * `key_open`: one lock order, so writes of one user never deadlock each other), with a lock
- * timeout of 5 s set in the same function: an overrun is 503 with Retry-After, not a pool held
- * hostage. A deadlock or serialization failure with anything outside this scheme runs the
- * write again (bounded, logged at warn).
+ * Every write of a user takes the user's row lock first (`key_open`: one lock order, so one user's
+ * writes never deadlock each other), with a lock timeout of 5 s: an overrun is 503 with
+ * Retry-After. A deadlock or serialization failure with anything else runs the write again.
  */
 import type { Logger } from '../core/logger.js';
 import { sqlStateOf } from '../core/failures.js';

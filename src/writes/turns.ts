@@ -1,11 +1,8 @@
 /**
  * Turns: at most half the pool's connections, and at most WRITERS_PER_USER, are held by one
- * user's writes in this process at once; the others wait in memory, first come first served
- * (up to QUEUED_PER_USER of them, else 503 at once), so one user's burst cannot fill the pool
- * while its requests wait for that user's lock. Fewer turns bound one user's throughput (its
- * writes serialise on its lock in PostgreSQL, where the next waiter starts the moment the lock
- * is free, while a turn passes on only when this process next runs): two gave one user's state
- * changes 0.39 to 0.54 of the fewest floor, five 0.61 (bench/README.md, "Writes as fast as reads").
+ * user's writes in this process; the others wait in memory, first come first served (up to
+ * QUEUED_PER_USER, else 503), so one user's burst cannot fill the pool waiting for its lock.
+ * Fewer turns bound one user's throughput: two gave 0.39–0.54 of the fewest floor, five 0.61.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { DomainError } from '../core/errors.js';

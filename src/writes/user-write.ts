@@ -1,18 +1,9 @@
 /**
- * A write of the user that runs in TypeScript (src/writes/write.ts is the one path of the
- * projects' and tasks' writes and of a batch of them, each one call of a write function): the
- * writes of webhooks, tokens, stream tickets and the user's settings (`plainWrite`). It takes
- * the same steps as `apply`, with the same SQL (src/writes/write-functions.ts `key_open` and
- * `key_keep`):
- *
- * 1. `IdempotencyKey.of`: the request's Idempotency-Key, checked, with its fingerprint
- *    (src/writes/idempotency.ts); `turnOf`, a turn among the user's writes in this process
- *    (src/writes/turns.ts).
- * 2. One transaction: `key_open` claims the key (409 while another request holds it), takes the
- *    user's lock and reads the key's record (a replay ends here); the work runs, and its
- *    outcome is kept under the key (`key_keep`): its answer, or a refusal it decided, after
- *    the work is rolled back to the savepoint before it.
- * 3. The answer, or the replay of a stored one.
+ * The writes of the user that run in TypeScript (`plainWrite`: webhooks, tokens, stream tickets,
+ * settings; projects and tasks go through src/writes/write.ts). The same steps as `apply`, with
+ * the same SQL (`key_open`, `key_keep`): the key checked and a turn taken; in one transaction the
+ * key claimed, the user's lock, a replay or the work, and its outcome kept under the key (a
+ * refusal it decided after the work is rolled back to the savepoint before it).
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { AuthedContext } from '../core/context.js';
@@ -25,19 +16,12 @@ import { refusalError } from './write.js';
 
 type Outcome<T> = { kind: 'ran'; value: T } | { kind: 'failed'; error: DomainError } | { kind: 'replay'; record: StoredOutcome };
 
-/**
- * Kept under a key: what the work decided. Not a refusal before it ran, nor a failure of the
- * moment (429, 5xx), which a retry with the same key must run again.
- */
+/** Kept under a key: what the work decided; not a refusal before it ran, nor a 429 or 5xx (a retry runs again). */
 function decidedByWork(error: unknown): error is DomainError {
   return error instanceof DomainError && !error.beforeRun && error.status < 500 && error.status !== 429;
 }
 
-/**
- * A write of the user that is not of projects and tasks (a webhook's, a token's): it appends no events,
- * and otherwise takes the steps of every write (above); `work` runs under the user's lock, with
- * the transaction's entity manager.
- */
+/** A write that appends no events; `work` runs under the user's lock, with the transaction's entity manager. */
 export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityManager) => Promise<T>): Promise<T> {
   const key = await IdempotencyKey.of(ctx);
   const release = await turnOf(ctx);
@@ -59,8 +43,7 @@ export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityMana
           return { kind: 'ran', value };
         } catch (error) {
           if (!decidedByWork(error)) throw error;
-          // What the work did is undone; its refusal is kept (a top-level meta, such as 410
-          // cursor_expired's last_event_id, is part of its answer).
+          // The work undone, its refusal kept (with a top-level meta such as cursor_expired's last_event_id).
           await em.execute('rollback to savepoint work');
           await keep(error.status, error.meta === undefined ? { errors: error.errors } : { errors: error.errors, meta: error.meta });
           return { kind: 'failed', error };
@@ -68,17 +51,14 @@ export async function plainWrite<T>(ctx: AuthedContext, work: (em: SqlEntityMana
       }),
     );
     if (key) pruneNowAndThen(ctx.em, ctx.clock.now());
-    return deliver(ctx, outcome);
+    if (outcome.kind === 'failed') throw outcome.error;
+    return outcome.kind === 'replay' ? replayed<T>(ctx, outcome.record) : outcome.value;
   } finally {
     release();
   }
 }
 
-/**
- * The first step of a write in its transaction (`key_open`): the key claimed, the user's lock,
- * and the key's record if there is one; a refusal (409 for a key in use, 401 for a user gone)
- * is thrown.
- */
+/** `key_open`: the key claimed, the user's lock, the key's record if any; its refusal thrown. */
 async function openWrite(ctx: AuthedContext, em: SqlEntityManager, key: IdempotencyKey | undefined, now: Date): Promise<StoredOutcome | undefined> {
   const since = key ? new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS) : null;
   const [row] = await em.execute<Array<{ opened: { refusal?: Refusal; replay?: StoredOutcome } }>>(
@@ -87,15 +67,4 @@ async function openWrite(ctx: AuthedContext, em: SqlEntityManager, key: Idempote
   );
   if (row!.opened.refusal) throw refusalError(row!.opened.refusal);
   return row!.opened.replay;
-}
-
-function deliver<T>(ctx: AuthedContext, outcome: Outcome<T>): T {
-  switch (outcome.kind) {
-    case 'ran':
-      return outcome.value;
-    case 'failed':
-      throw outcome.error;
-    case 'replay':
-      return replayed<T>(ctx, outcome.record);
-  }
 }

@@ -1,13 +1,9 @@
 /**
- * The write functions (docs/design/writes.md): every write of a user's projects and tasks is
- * one call of `apply`, a PL/pgSQL function that takes the user's lock, runs the operations'
- * functions in order, appends their events, keeps the Idempotency-Key's record and answers,
- * all in one statement's transaction. Each operation's function is made by its feature from
- * its rule tables (`WriteOperation`); this file makes `apply` around them and installs the set.
- *
- * The set is installed under a schema named by the hash of its text (`w_<hash>`), once, under
- * the migration lock: a service of another version finds its own schema, so two versions can
- * run against one database during a deploy, and nothing is replaced under a running one.
+ * The write functions (docs/design/writes.md): every write of a user's projects and tasks is one
+ * call of `apply`, which takes the user's lock, runs the operations' functions (each made by its
+ * feature from its rule tables), appends their events and keeps the Idempotency-Key's record.
+ * The set lives in a schema named by the hash of its text (`w_<hash>`): two versions of the
+ * service can run against one database during a deploy.
  */
 import { createHash } from 'node:crypto';
 
@@ -15,18 +11,13 @@ import { createHash } from 'node:crypto';
 export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[], p_if_none_match text[], p_next_order bigint';
 
 /**
- * One write operation (a procedure of §8 that writes), as its function: `body` is the PL/pgSQL
- * from `declare` (or `begin`) to `end`, over OPERATION_ARGUMENTS: `p_day` the user's day in
- * their time zone (`{"next": <the first instant of tomorrow>, "end": <the last of today>}`,
- * src/core/user-day.ts, as the rules of "today" read it), `p_input` the procedure's
- * input as zod parsed it, `p_if_match` the strong tags of If-Match (`{*}` for `*`, null when
- * absent), `p_if_none_match` the tags of If-None-Match, weak ones as their strong form (the
- * weak comparison; `{*}`, null), `p_next_order` the order the user's next task takes (the
- * counter on the user's row as the operations before have moved it). It returns json `{"answer": <the procedure's output>, "etag": <text or null>,
- * "events": [{"type", "data"}, …], "open": <the change of the user's open tasks>, "orders": <the
- * orders it took from p_next_order>}` (the last two when any) and raises a refusal (`refusalSql`)
- * when a rule says no. The user's counters are moved by `apply`, in the one update of the
- * user's row that numbers the events.
+ * One write operation (a procedure of §8 that writes) as its function: `body` is the PL/pgSQL
+ * from `declare` (or `begin`) to `end`, over OPERATION_ARGUMENTS: `p_day` the user's day
+ * (`{"next", "end"}`, src/core/user-day.ts), `p_input` the input as zod parsed it, `p_if_match`
+ * If-Match's strong tags and `p_if_none_match` If-None-Match's tags as strong ones (`{*}` for `*`,
+ * null when absent), `p_next_order` the order the user's next task takes. It returns json
+ * `{"answer", "etag", "events": [{"type", "data"}, …], "open", "orders"}` (`open`: the change of
+ * the user's open tasks; `orders`: how many orders it took), or raises a refusal (`refusalSql`).
  */
 export interface WriteOperation {
   /** The procedure's path (`tasks.changeState`). */
@@ -44,34 +35,26 @@ const PAYLOAD_BYTES = 7_000;
 /** The SQLSTATE of a refusal raised by an operation; its message is the refusal as JSON. */
 export const REFUSAL_STATE = 'PX000';
 
-/** What a refusal says: a code of the catalogue (src/core/errors.ts) and where; or several (`errors`), reported together. */
+/** What a refusal says: a code of the catalogue (src/core/errors.ts) and where; or several (`errors`). */
 export interface Refusal {
   errors?: Refusal[];
   code?: string;
-  /** Where one code answers with several statuses (`record_not_found` on a body member is 422). */
+  /** Where one code has several statuses (`record_not_found` on a body member is 422). */
   status?: number;
   pointer?: string;
   parameter?: string;
   detail?: string;
-  /** A rule of the input (`RefusalSql.validation`): nothing is kept under the key. */
+  /** A rule of the input that needs the database (a name taken): kept under no key (API-CONTRACT.md §11). */
   validation?: boolean;
 }
 
-/**
- * The statement that raises a refusal. Each member is a SQL expression of text (a quoted
- * constant or an expression over the function's variables).
- */
+/** The statement that raises a refusal; each member is a SQL expression of text. */
 export function refusalSql(refusal: RefusalSql): string {
   return `raise exception using errcode = '${REFUSAL_STATE}', message = ${refusalJsonSql(refusal)}::text;`;
 }
 
 export interface RefusalSql {
   code: string;
-  /**
-   * A rule of the input that needs the database (a name taken, a project that is not the
-   * user's): the request is refused as one whose input is invalid, and its key keeps nothing
-   * (API-CONTRACT.md §11: a validation 422 stores nothing).
-   */
   validation?: true;
   status?: number;
   pointer?: string;
@@ -99,7 +82,6 @@ export interface WriteFunctions {
   schema: string;
   /** Every statement that creates the set, in order. */
   statements: string[];
-  /** The function that takes the user's id (`create_distributed_function` on Citus). */
   apply: string;
   /** The first step of every write of a user, and the keeping of its key's outcome (`keyFunctionsSql`). */
   keyOpen: string;
@@ -108,41 +90,26 @@ export interface WriteFunctions {
 
 /**
  * `apply(p_user, p_now, p_day, p_ops, p_key, p_key_lock, p_fingerprint, p_key_since, p_batch)`:
- * - `p_ops`: `[{"op", "input", "if_match", "if_none_match", "status", "ref", "refs"}]`, the operations in order
- *   (a single request is one); `status` is its success status, for the batch's answer and the
- *   key's record. In a batch, `ref` names the resource the operation creates, and `refs`
- *   (`[{"at": [member, …], "ref"}]`) the ids of its input that stand for a resource an earlier
- *   operation created: each is set to that resource's id before the operation runs. An
- *   operation `{"op": "stop"}` ends the batch there with the refusal `{"stop": true}`, kept
- *   under no key: the batch's next operation was refused before it ran (its input).
- * - A batch's `project.updated` events of one project are folded into its last (API-CONTRACT.md
- *   §15): a client applying the log in order ends in the same state, and 100 creates in a
- *   project append one copy of its task list, not 100 copies growing by one.
- * - A `project.updated` event an operation names by its project (`{"type", "project"}`,
- *   `projectUpdatedSql`) gets the project's document here, written once after the operations
- *   (and before one that deletes a project: `deletesProject`), with `projectDocument`, in one statement for all of them.
- * - `p_key`…`p_key_since`: the Idempotency-Key, the 64-bit lock of its user and key, the
- *   request's fingerprint, and the instant before which a record is expired; all null without one.
- * - `p_batch`: the answer is the batch's (`{"data": [{"status", "body"}, …]}`), else the one
- *   operation's.
+ * - `p_ops`: `[{"op", "input", "if_match", "if_none_match", "status", "ref", "refs"}]` in order;
+ *   `status` is the success status. In a batch, `ref` names the resource the operation creates
+ *   and `refs` (`[{"at": [member, …], "ref"}]`) the ids of its input set to an earlier one's id;
+ *   `{"op": "stop"}` ends the batch with the refusal `{"stop": true}` (the next input was refused).
+ * - A batch's `project.updated` events of one project are folded into its last (API-CONTRACT.md §15).
+ *   One named by its project (`projectUpdatedSql`) gets the project's document here, for all of
+ *   them in one statement, after the operations (and before one that `deletesProject`).
+ * - `p_key`…`p_key_since`: the Idempotency-Key, its 64-bit lock, the request's fingerprint and
+ *   the instant before which a record is expired; all null without a key.
+ * - `p_batch`: the answer is the batch's (`{"data": [{"status", "body"}, …]}`).
  *
- * Returns json, one of: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
- * `{"refusal": {…}, "index": n}`, the refusal of the operation at `index` (nothing kept but
- * the key's record of it), or `{"refusal": {…}}` without one, the write's own before any
- * operation ran (its key in use, its user gone: no operation of a batch is at fault);
- * `{"body", "etag", "notify"}`, `notify` the payload of the NOTIFY that wakes the listeners of
- * the user's change log once the write committed (none when it appended no event):
- * `<user>:<first>:<last>`, the numbers of its events, then `:` and the events as the log serves
- * them (`[{"id", "type", "data", "at"}, …]`, src/changes/event.store.ts reads either) when
- * they fit in PAYLOAD_BYTES; the service sends it after the commit (src/writes/announcer.ts).
+ * Returns json: `{"replay": {"fingerprint", "status", "body", "etag"}}`; `{"refusal", "index"}`
+ * (the operation at `index` refused; without `index`, the write's own: key in use, user gone); or
+ * `{"body", "etag", "notify"}`, `notify` the NOTIFY's payload (src/writes/announcer.ts):
+ * `<user>:<first>:<last>`, then `:` and the events as the log serves them when they fit in PAYLOAD_BYTES.
  */
 function applySql(schema: string, operations: readonly WriteOperation[], projectDocument: (p: string) => string): string {
-  // The project documents the events name (`projectUpdatedSql`, src/writes/operation-sql.ts), as
-  // the projects are now: in one statement (a reorder names dozens of projects; a statement
-  // each cost about 0.1 ms apiece under the lock).
+  // The documents of the projects the events name, all in one statement (a reorder names dozens).
   const documents = (indent: string) =>
     [
-      // Only when an event names a project: a statement costs a write more than this test.
       'if cardinality(array_remove(v_ids, null)) > 0 then',
       `  for v_k, v_datum in select e.k, ${projectDocument('p')}`,
       '      from unnest(v_types, v_data, v_ids) with ordinality as e(type, data, id, k)',
@@ -153,9 +120,8 @@ function applySql(schema: string, operations: readonly WriteOperation[], project
       'end if;',
     ].join(`\n${indent}`);
   const deleting = operations.filter((o) => o.deletesProject).map((o) => text(o.op));
-  // A precondition's tags as text[], by a query only when there are any: the dispatch below stays
-  // an expression, which PL/pgSQL evaluates without the planner (with these queries in it, it was
-  // planned again at every call: a custom plan, cheaper than the generic one with every branch's).
+  // A precondition's tags by a query only when there are any: the dispatch below stays an
+  // expression, which PL/pgSQL evaluates without re-planning it at every call.
   const tags = (member: string) => `v_${member} := null;
       if json_typeof(v_op->'${member}') = 'array' then
         v_${member} := array(select json_array_elements_text(v_op->'${member}'));
@@ -203,18 +169,12 @@ declare
   v_project text;
   v_projects jsonb := '{}';
 begin
-  -- The key is claimed by the transaction, outside the block below: a refusal undoes the block,
-  -- and the claim holds until the refusal is kept and committed (key_open claims it again, in
-  -- the block: an advisory lock held twice is released once).
+  -- The key is claimed outside the block too, so that it holds while a refusal is kept (a lock held twice is released once).
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
-  -- The user's row is locked and its counters updated in this one block (a subtransaction): a
-  -- row locked by the transaction and then updated by a subtransaction of it gets a MultiXact
-  -- for its xmax, which every later reader of the row resolves: with the lock taken before the
-  -- block, 8 connections of one user wrote at half the rate.
+  -- The user's row locked and updated in one (sub)transaction: no MultiXact (docs/design/writes.md).
   begin
-    -- The key, the user's lock and the key's record, as every write of the user takes them.
     v_opened := ${schema}.key_open(p_user, p_key, p_key_lock, p_key_since);
     if v_opened->'refusal' is not null then
       return json_build_object('refusal', v_opened->'refusal');
@@ -244,8 +204,7 @@ begin
       if v_result is null then
         raise exception 'unknown operation %', v_op->>'op';
       end if;
-      -- The result's members read in one pass (each -> would parse the whole text again), the
-      -- events in another; arrays set by subscript, in place (|| would copy them every time).
+      -- Members read in one pass (each -> parses the text again); arrays set in place (|| copies).
       select r.answer, r.etag, r.events, r.open, r.orders into v_answer, v_etag, v_events, v_opened_by, v_orders
         from json_to_record(v_result) as r(answer json, etag text, events json, open int, orders int);
       v_open := v_open + coalesce(v_opened_by, 0);
@@ -272,8 +231,7 @@ begin
       v_index := v_index + 1;
     end loop;
     ${documents('    ')}
-    -- The events, numbered after the user's newest (the dropped ones left out), the user's open
-    -- tasks and next order, in one update of the user's row.
+    -- The events numbered after the user's newest, and the counters, in one update of the user's row.
     v_last := (v_opened->>'last')::bigint;
     v_count := cardinality(array_remove(v_types, null));
     if v_count > 0 or v_open <> 0 or v_next_order <> v_first_order then
@@ -286,8 +244,7 @@ begin
         from unnest(v_types, v_data) with ordinality as e(type, data, n)
        where e.type is not null;
     end if;
-    -- Queries only where they are needed: each statement of a function costs more than an
-    -- expression (which PL/pgSQL evaluates without the executor), and all of it runs under the lock.
+    -- Queries only where needed: a statement costs more than an expression, under the lock.
     if p_batch then
       v_body := json_build_object('data', (select coalesce(json_agg(json_build_object('status', v_statuses[a.n], 'body', a.answer) order by a.n), '[]'::json)
                                              from unnest(v_answers) with ordinality as a(answer, n)));
@@ -297,15 +254,13 @@ begin
     if p_key is not null then
       perform ${schema}.key_keep(p_user, p_key, p_fingerprint, case when p_batch then 200 else v_statuses[1] end, v_body, case when p_batch then null else v_etag end, p_now);
     end if;
-    -- The NOTIFY's payload, its events written out only until they no longer fit (a reorder's
-    -- dozens of documents are not written only to be dropped).
+    -- The NOTIFY's payload, its events written out only while they fit.
     if v_count > 0 then
       v_notify := p_user || ':' || (v_last - v_count + 1) || ':' || v_last;
       v_seq := v_last - v_count;
       for v_k in 1..cardinality(v_types) loop
         continue when v_types[v_k] is null;
         v_seq := v_seq + 1;
-        -- A document longer than the payload (a project's of hundreds of tasks) is not copied into an event first.
         if octet_length(v_data[v_k]::text) > ${PAYLOAD_BYTES} then
           v_text := null;
           exit;
@@ -320,9 +275,7 @@ begin
     end if;
     return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'notify', v_notify);
   exception when sqlstate '${REFUSAL_STATE}' then
-    -- Everything the block did is undone; a refusal of work that ran is kept under the key
-    -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim; one of the
-    -- input (marked validation, alone or among several) is not.
+    -- The block undone; a refusal of work that ran is kept under the key, one of the input is not (§11).
     v_refusal := sqlerrm::json;
     if p_key is not null and v_refusal->>'stop' is null and v_refusal->>'validation' is null
        and not exists (select 1 from json_array_elements(coalesce(v_refusal->'errors', '[]')) as e where e->>'validation' is not null) then
@@ -335,19 +288,11 @@ $$`;
 }
 
 /**
- * What every write of a user does first, and how it keeps its Idempotency-Key's outcome
- * (API-CONTRACT.md §11): the writes of projects and tasks (`apply`) and those that run in
- * TypeScript (src/writes/user-write.ts `plainWrite`) call the same two functions.
- *
- * `key_open(p_user, p_key, p_key_lock, p_key_since)`, first in the write's transaction:
- * - the key, never waited for (`p_key_lock`, its 64-bit advisory lock): a request with the
- *   same key running is `{"refusal": {"code": "request_in_progress"}}` at once;
- * - the user's lock, taken first by every write of the user and held until the commit; no
- *   user (deleted since its token was read: a deletion holds this lock while it runs, and a
- *   write that waited for it finds no row) is refused as its token now is, `unauthorized`;
- * - the key's record younger than `p_key_since`: `{"replay": {"fingerprint", "status", "body", "etag"}}`;
- * - else `{"last": <the user's newest event number>, "next_order": <the order of its next task>}`.
- * `key_keep(…)` stores an outcome under the key; an expired record of it is replaced.
+ * The first step of every write of a user and the keeping of its key's outcome (API-CONTRACT.md
+ * §11), for `apply` and for src/writes/user-write.ts `plainWrite` alike. `key_open`: the key's
+ * advisory lock, never waited for (held: `request_in_progress`); the user's lock (no row: the
+ * user was deleted meanwhile, `unauthorized`); the key's record younger than `p_key_since`
+ * (`{"replay"}`); else `{"last", "next_order"}` from the user's row. `key_keep` stores an outcome.
  */
 function keyFunctionsSql(schema: string): string[] {
   return [
@@ -399,7 +344,7 @@ end
 $$`;
 }
 
-/** The whole set for these operations: its schema, the statements that create it, and `apply`. */
+/** The whole set for these operations. */
 export function writeFunctions(operations: readonly WriteOperation[], projectDocument: (p: string) => string): WriteFunctions {
   const body = (schema: string) => [
     jsonPutSql(schema),
@@ -414,9 +359,8 @@ export function writeFunctions(operations: readonly WriteOperation[], projectDoc
 
 /**
  * Installs the set unless its schema exists, through `run` (a connection holding the migration
- * lock, in a transaction: the schema and its functions appear together). On Citus, `apply` is
- * then distributed by the user's id, co-located with `users`, so a call is delegated whole to
- * the user's node (designed for; not run in CI, which has no Citus).
+ * lock, in a transaction). On Citus, `apply` is distributed by the user's id, co-located with
+ * `users`, so a call is delegated whole to the user's node (designed for; CI has no Citus).
  */
 export async function installWriteFunctions(run: (sql: string) => Promise<Array<Record<string, unknown>>>, functions: WriteFunctions): Promise<boolean> {
   const found = await run(`select 1 from pg_namespace where nspname = '${functions.schema}'`);

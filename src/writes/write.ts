@@ -1,10 +1,8 @@
 /**
  * The write path's TypeScript side (docs/design/writes.md): `write(ctx, op, input)` checks the
- * request's Idempotency-Key, waits for the user's turn in this process, makes the one call of
- * `apply` (src/writes/write-functions.ts) that does the whole write in the database, and turns
- * its answer into the procedure's: the output and its ETag, a replay, or a refusal. The NOTIFY
- * of the write's events is handed to the announcer after the commit (src/writes/announcer.ts),
- * outside the user's lock and turn, and the write answers without waiting for it.
+ * Idempotency-Key, waits for the user's turn in this process, makes the one call of `apply`
+ * (src/writes/write-functions.ts) and turns its answer into the procedure's: output and ETag, a
+ * replay, or a refusal. The NOTIFY is handed to the announcer after the commit, not waited for.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { run, sql } from '../db/sql-builder.js';
@@ -15,7 +13,7 @@ import { DomainError, type ErrorCode } from '../core/errors.js';
 import { IdempotencyKey, keyLock, pruneNowAndThen, replayed, IDEMPOTENCY_KEY_TTL_MS } from './idempotency.js';
 import { retried } from './owner-lock.js';
 import { turnOf } from './turns.js';
-import { REFUSAL_STATE, type Refusal } from './write-functions.js';
+import type { Refusal } from './write-functions.js';
 
 /** One operation of a call of `apply` (its members: src/writes/write-functions.ts). */
 export interface Operation {
@@ -42,21 +40,14 @@ interface Applied {
   notify?: string | null;
 }
 
-/**
- * A batch's operation, read by its procedure (input parsed, checked and shaped by exactly the
- * code of its request alone) and handed to the batch instead of run: thrown by `write` when
- * the context is a batch's step (src/batch/apply-batch.ts).
- */
+/** A batch's operation, read by its procedure and handed to the batch instead of run (src/batch/apply-batch.ts). */
 export class BatchStep extends Error {
   constructor(readonly operation: Operation) {
     super('a batch step');
   }
 }
 
-/**
- * How a batch answers a refusal: of its operation at `index`, or `stop`: the operation at
- * `index` was refused before it ran.
- */
+/** How a batch answers a refusal of its operation at `index` (`stop`: refused before it ran). */
 export type RefusalAt = (refusal: DomainError | 'stop', index: number) => unknown;
 
 /** Runs one write operation of the user (a procedure's call): `op` is the procedure's path. */
@@ -72,11 +63,7 @@ export async function write<T>(ctx: AuthedContext, op: string, input: unknown): 
   return applyWrite<T>(ctx, [operation]);
 }
 
-/**
- * Runs a write of the user's operations (one, or a batch's: `refusalAt` says how a batch
- * answers a refusal) as one call of `apply`: the request's Idempotency-Key, the user's turn,
- * the call; the NOTIFY of its events handed over after the commit, outside the turn; the answer.
- */
+/** Runs the user's operations (one, or a batch's with its `refusalAt`) as one call of `apply`. */
 export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[], refusalAt?: RefusalAt): Promise<T> {
   const key = await IdempotencyKey.of(ctx);
   const release = await turnOf(ctx);
@@ -84,7 +71,6 @@ export async function applyWrite<T>(ctx: AuthedContext, operations: Operation[],
   try {
     const now = ctx.clock.now();
     applied = await retried(ctx.log, () => callApply(ctx, ctx.em, operations, key, now, refusalAt !== undefined));
-    // Wakes the listeners of the user's change log, outside the user's lock and turn, with other writes' NOTIFYs.
     if (applied.notify) void ctx.announcer.announce(applied.notify);
     if (key) pruneNowAndThen(ctx.em, now);
   } finally {
@@ -132,27 +118,13 @@ export function refusalError(refusal: Refusal): DomainError {
   return DomainError.of(refusal.code as ErrorCode, { status: refusal.status, pointer: refusal.pointer, parameter: refusal.parameter, detail: refusal.detail });
 }
 
-/** The refusal an operation's function raised, if this error is one. */
-export function refusalOf(error: unknown): Refusal | undefined {
-  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
-    const { code, message } = e as { code?: unknown; message?: unknown };
-    if (code === REFUSAL_STATE && typeof message === 'string') return JSON.parse(message.slice(message.indexOf('{'))) as Refusal;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
 /**
- * The input as JSON for the database. Values a schema let through unread (members a state
- * change refuses by name, a state no move reaches) may be anything superjson brings: a BigInt
- * is written as its digits, and an object met a second time (a cycle) as null. PostgreSQL's
- * text holds no NUL and no lone surrogate: in such a text they become U+FFFD (the schemas
- * refuse them in every text that is stored, so only what a refusal quotes can hold one).
+ * The input as JSON for the database. Values a schema let through unread may be anything
+ * superjson brings: a BigInt is written as its digits, an object met again (a cycle, or one
+ * shared along 2^40 paths) as null, a NUL or lone surrogate (which PostgreSQL's text cannot
+ * hold; only what a refusal quotes can carry one) as U+FFFD.
  */
 function jsonText(value: unknown): string {
-  // Not JSON.stringify alone, even where it would write the same text: an object that superjson
-  // shares along many paths (its referential equalities: 2^40 paths in a few KB of request) would
-  // be written out along each of them. Here it is written once, and null where it is met again.
   const met = new WeakSet<object>();
   const clean = (text: string) => text.toWellFormed().replaceAll('\0', '\uFFFD');
   return JSON.stringify(value, (_key, v: unknown) => {

@@ -13,6 +13,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { toErrorResponse } from '../../src/core/failures.js';
 import { createContextInner, type Context } from '../../src/core/context.js';
 import { Announcer } from '../../src/writes/announcer.js';
+import { REFUSAL_STATE, type Refusal } from '../../src/writes/write-functions.js';
 import { openOrm } from '../../src/app/orm.js';
 import { writes } from '../../src/app/write-functions.js';
 import { createCaller } from '../../src/app/router.js';
@@ -102,4 +103,14 @@ export async function procedureError(call: Promise<unknown>) {
 export async function expectProcedureError(call: Promise<unknown>, status: number, code: string, source?: Source) {
   const response = await procedureError(call);
   expect({ status: response.status, errors: response.errors }).toEqual({ status, errors: [errorShape(status, code, source)] });
+}
+
+/** The refusal a write function raised (src/writes/write-functions.ts `refusalSql`), if this error is one. */
+export function refusalOf(error: unknown): Refusal | undefined {
+  for (let e: unknown = error, depth = 0; e && depth < 8; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (code === REFUSAL_STATE && typeof message === 'string') return JSON.parse(message.slice(message.indexOf('{'))) as Refusal;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
 }

@@ -15,8 +15,7 @@ import type { DomainError } from '../../src/core/errors.js';
 import { PROJECT_STATES, type ProjectState } from '../../src/projects/project.lifecycle.js';
 import { Project, type ProjectStateRequest } from '../../src/projects/project.entity.js';
 import { TASK_STATES, applyTaskAction, taskAction, type TaskDates, type TaskState } from '../../src/tasks/task.lifecycle.js';
-import { refusalOf } from '../../src/writes/write.js';
-import { useProcedures } from '../helpers/procedures.js';
+import { refusalOf, useProcedures } from '../helpers/procedures.js';
 
 // The database only (no HTTP): users to own the rows, and the ORM to send the SQL.
 const app = useProcedures();

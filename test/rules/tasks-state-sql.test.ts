@@ -19,8 +19,7 @@ import {
 import { writeFunctionSet, writeOperations } from '../../src/app/write-functions.js';
 import type { DomainError } from '../../src/core/errors.js';
 import { Task } from '../../src/tasks/task.entity.js';
-import { refusalOf } from '../../src/writes/write.js';
-import { useProcedures } from '../helpers/procedures.js';
+import { refusalOf, useProcedures } from '../helpers/procedures.js';
 
 // The database only (no HTTP): a user to own the rows, and the ORM to send the SQL.
 const app = useProcedures();

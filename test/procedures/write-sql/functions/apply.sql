@@ -48,18 +48,12 @@ declare
   v_project text;
   v_projects jsonb := '{}';
 begin
-  -- The key is claimed by the transaction, outside the block below: a refusal undoes the block,
-  -- and the claim holds until the refusal is kept and committed (key_open claims it again, in
-  -- the block: an advisory lock held twice is released once).
+  -- The key is claimed outside the block too, so that it holds while a refusal is kept (a lock held twice is released once).
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
     return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
   end if;
-  -- The user's row is locked and its counters updated in this one block (a subtransaction): a
-  -- row locked by the transaction and then updated by a subtransaction of it gets a MultiXact
-  -- for its xmax, which every later reader of the row resolves: with the lock taken before the
-  -- block, 8 connections of one user wrote at half the rate.
+  -- The user's row locked and updated in one (sub)transaction: no MultiXact (docs/design/writes.md).
   begin
-    -- The key, the user's lock and the key's record, as every write of the user takes them.
     v_opened := w.key_open(p_user, p_key, p_key_lock, p_key_since);
     if v_opened->'refusal' is not null then
       return json_build_object('refusal', v_opened->'refusal');
@@ -270,8 +264,7 @@ begin
       if v_result is null then
         raise exception 'unknown operation %', v_op->>'op';
       end if;
-      -- The result's members read in one pass (each -> would parse the whole text again), the
-      -- events in another; arrays set by subscript, in place (|| would copy them every time).
+      -- Members read in one pass (each -> parses the text again); arrays set in place (|| copies).
       select r.answer, r.etag, r.events, r.open, r.orders into v_answer, v_etag, v_events, v_opened_by, v_orders
         from json_to_record(v_result) as r(answer json, etag text, events json, open int, orders int);
       v_open := v_open + coalesce(v_opened_by, 0);
@@ -400,8 +393,7 @@ begin
         v_data[v_k] := v_datum;
       end loop;
     end if;
-    -- The events, numbered after the user's newest (the dropped ones left out), the user's open
-    -- tasks and next order, in one update of the user's row.
+    -- The events numbered after the user's newest, and the counters, in one update of the user's row.
     v_last := (v_opened->>'last')::bigint;
     v_count := cardinality(array_remove(v_types, null));
     if v_count > 0 or v_open <> 0 or v_next_order <> v_first_order then
@@ -421,8 +413,7 @@ begin
         from unnest(v_types, v_data) with ordinality as e(type, data, n)
        where e.type is not null;
     end if;
-    -- Queries only where they are needed: each statement of a function costs more than an
-    -- expression (which PL/pgSQL evaluates without the executor), and all of it runs under the lock.
+    -- Queries only where needed: a statement costs more than an expression, under the lock.
     if p_batch then
       v_body :=
         json_build_object(
@@ -462,15 +453,13 @@ begin
           p_now
         );
     end if;
-    -- The NOTIFY's payload, its events written out only until they no longer fit (a reorder's
-    -- dozens of documents are not written only to be dropped).
+    -- The NOTIFY's payload, its events written out only while they fit.
     if v_count > 0 then
       v_notify := p_user || ':' || (v_last - v_count + 1) || ':' || v_last;
       v_seq := v_last - v_count;
       for v_k in 1..cardinality(v_types) loop
         continue when v_types[v_k] is null;
         v_seq := v_seq + 1;
-        -- A document longer than the payload (a project's of hundreds of tasks) is not copied into an event first.
         if octet_length(v_data[v_k]::text) > 7000 then
           v_text := null;
           exit;
@@ -503,9 +492,7 @@ begin
     end if;
     return json_build_object('body', v_body, 'etag', case when p_batch then null else v_etag end, 'notify', v_notify);
   exception when sqlstate 'PX000' then
-    -- Everything the block did is undone; a refusal of work that ran is kept under the key
-    -- (API-CONTRACT.md §11), by the transaction, which still holds the key's claim; one of the
-    -- input (marked validation, alone or among several) is not.
+    -- The block undone; a refusal of work that ran is kept under the key, one of the input is not (§11).
     v_refusal := sqlerrm::json;
     if
       p_key is not null
