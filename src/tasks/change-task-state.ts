@@ -1,28 +1,16 @@
 /**
- * PUT /api/tasks/{id}/state (SPEC.md 3.2, 4.8; API-CONTRACT.md §4): the operation's function.
- * Under the user's lock (docs/design/writes.md): the task (404), If-Match (412), the action the
- * requested state selects from the task's state (TASK_ACTIONS: `invalid_transition` when
- * none), any member besides `state` (`cannot_be_set`), then the table's effects in one UPDATE,
- * the change of the user's open tasks when it opens or closes (`open`, moved by `apply`), its
- * event, and, when the task is abandoned, its project's event (the project lists only the tasks
- * that are not abandoned).
+ * PUT /api/tasks/{id}/state (SPEC.md 3.2, 4.8; API-CONTRACT.md §4), its write function (docs/design/writes.md):
+ * the task (404), If-Match (412), the action TASK_ACTIONS selects (`invalid_transition`), no member but `state`
+ * (`cannot_be_set`), one UPDATE, the change of open tasks (`open`), its event, its project's when abandoned.
  */
 import { taskEtagSql } from '../core/conditional.js';
-import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { answerSql, pointerSegmentSql, projectUpdatedSql } from '../writes/operation-sql.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
 import { openSql, requestedActionSql, taskEffectsSql } from './task.lifecycle.js';
-import { READ_TASK, taskSql } from './task.sql.js';
+import { READ_TASK, updateTaskSql } from './task.sql.js';
 import { taskDocumentSql } from './task.view.js';
 
 export function changeTaskStateOperation(): WriteOperation {
-  const effects = taskEffectsSql('v_action', 'p_now');
-  const update = taskSql
-    .updateTable('tasks')
-    .set(Object.fromEntries(Object.entries({ ...effects, version: 'version + 1' }).map(([column, value]) => [column, sql.raw(value)])))
-    .where('user_id', '=', v<number>('p_user'))
-    .where('id', '=', v<number>('v_task.id'))
-    .returningAll();
   return {
     op: 'tasks.changeState',
     fn: 'tasks_change_state',
@@ -45,7 +33,7 @@ begin
     ${refusalSql({ code: 'cannot_be_set', pointer: `'/task/' || ${pointerSegmentSql('v_member')}`, detail: `v_member || ' cannot be set when changing the state.'` })}
   end if;
   v_from := v_task.state;
-  ${compileStatement(update, taskSql)} into v_task;
+  ${updateTaskSql({ ...taskEffectsSql('v_action', 'p_now'), version: 'version + 1' })} into v_task;
   v_events := array[json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')})];
   if v_task.state = 'abandoned' and v_task.project_id is not null then
     v_events := v_events || array(

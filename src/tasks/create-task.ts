@@ -1,10 +1,7 @@
 /**
- * POST /api/users/me/tasks (SPEC.md 4.5, API-CONTRACT.md §5): the operation's function. Under
- * the user's lock (docs/design/writes.md): the project `project_id` names, if any (422
- * `record_not_found` on it when the user has none), the action NEW_TASK_RULES gives (plan,
- * start, or none), the task inserted blank with that action's effects at the end of the user's
- * order (`p_next_order`; it takes one order and, when open, one open task: `apply` moves the
- * counters on the user's row), its event, and its project's, whose list now ends with it.
+ * POST /api/users/me/tasks (SPEC.md 4.5, API-CONTRACT.md §5), its write function (docs/design/writes.md): the
+ * project `project_id` names (422), the action NEW_TASK_RULES gives, the task inserted blank with its effects at
+ * the end of the order (`p_next_order`; it takes one order and maybe one open task), its event, its project's.
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { compileStatement, sql } from '../db/sql-builder.js';

@@ -1,7 +1,4 @@
-/**
- * GET /api/tasks/{id}: one of the user's tasks. One row read either way; a matching
- * If-None-Match saves building and sending the body.
- */
+/** GET /api/tasks/{id}: one of the user's tasks; one row read either way, a matching If-None-Match saves the body. */
 import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
 import { notModified, taskEtag } from '../core/conditional.js';

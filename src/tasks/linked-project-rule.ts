@@ -1,12 +1,8 @@
 /**
- * The rule of `task.project_id` on create and update (API-CONTRACT.md §2: 422
- * `record_not_found` on `/task/project_id` for a project that is not the user's), for an
- * input the schema refused for another member: every validation error of a request is
- * reported (§2), and the write function that holds this rule (`readLinkedProjectSql`,
- * src/tasks/task.sql.ts) does not run then. A value the schema refuses is reported by the
- * schema alone. Not in a batch's operation: what it reads is the state the batch has reached
- * when the operation runs (a project an earlier operation creates or deletes), which does not
- * exist before the batch runs; the write function checks it then (docs/batches.md).
+ * The rule of `task.project_id` (422 `record_not_found`) for an input the schema refused for another
+ * member: every validation error is reported (API-CONTRACT.md §2), and the write function that holds the
+ * rule (`readLinkedProjectSql`) does not run then. Not in a batch: an earlier operation may create or
+ * delete the project, so the write function checks it when the operation runs (docs/batches.md).
  */
 import type { AuthedContext } from '../core/context.js';
 import { apiError, type ApiError } from '../core/errors.js';

@@ -1,18 +1,8 @@
 /**
- * GET /api/users/me/tasks (SPEC.md 4.6, API-CONTRACT.md §12): a page of the user's listed
- * tasks, narrowed by the query's filters, in the query's sort (by order by default).
- *
- * Every "day" here is the user's (src/core/user-day.ts): the 14-day window of finished tasks
- * starts at the first instant of the user's day 14 days ago, and `planned_on` is that day in
- * the user's zone.
- *
- * The page's ETag is known before the page is read: the user's newest change-log number
- * (read with the token, no statement of its own) names every write of the user; the window's
- * start and the day `planned_on` names move it when the user's day turns (or the user's
- * zone changes); the query and the host of the links are in it too. A matching If-None-Match
- * answers 304 without reading the page. The number was read before the page, so a write that
- * lands in between makes the tag older than the page, never newer: at worst one more full
- * answer, never a stale 304.
+ * GET /api/users/me/tasks (SPEC.md 4.6, API-CONTRACT.md §12): a page of the user's listed tasks, as
+ * the query filters and sorts them; every "day" is the user's (src/core/user-day.ts). The ETag
+ * (src/core/conditional.ts) is known before the page is read: a matching If-None-Match answers 304 unread.
+ * Its change-log number is read before the page, so a write in between never makes a stale 304.
  */
 import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
@@ -29,8 +19,10 @@ import { presentTaskFields } from './task.view.js';
 export const TASKS_PATH = '/api/users/me/tasks';
 /** Finished tasks stay listed for this many of the user's days. */
 export const FINISHED_LISTED_DAYS = 14;
-/** The query's parameters, in the order links repeat them. */
-const PARAMETERS = ['page_size', 'state', 'project_id', 'q', 'planned_after', 'planned_before', 'planned_on', 'sort'] as const;
+/** The query's parameters but `page`, in the order links repeat them. */
+export const TASK_LIST_PARAMETERS = [
+  'page_size', 'state', 'project_id', 'q', 'planned_after', 'planned_before', 'planned_on', 'sort',
+] as const;
 
 type Query = z.infer<typeof ListTasksInput>;
 
@@ -38,10 +30,7 @@ const EPOCH = new Date(0);
 /** The first instant after every timestamp the service holds (timestamps are at most MAX_TIMESTAMP). */
 const AFTER_ALL = fromSeconds(MAX_TIMESTAMP + 1);
 
-/**
- * The instants `planned_on` names: its day's first instant and the next day's. A day before
- * 1970 names nothing a task can hold (an empty range); a bound past the last timestamp is none.
- */
+/** The instants `planned_on` names: [its first instant, the next day's). Before 1970: none; past the last timestamp: no bound. */
 function plannedOn(value: string, today: UserDay): { from: Date; until?: Date } {
   const date = value === 'today' ? today.date : value === 'tomorrow' ? addDays(today.date, 1) : parseLocalDate(value)!;
   if (date.year < 1969) return { from: EPOCH, until: EPOCH };
@@ -76,7 +65,7 @@ export async function listTasks(ctx: AuthedContext, input: Query): Promise<z.inf
   const { page, size, offset } = pageOf(input.page, input.page_size ?? TASK_PAGE_SIZE);
   const today = userDay(ctx.clock.now(), ctx.user.timeZone);
   const selection = taskSelection(input, today);
-  const query = await linkQuery(ctx, input, PARAMETERS);
+  const query = await linkQuery(ctx, input, TASK_LIST_PARAMETERS);
   const links = (total: number) => pageLinks(ctx.baseUrl, TASKS_PATH, page, size, total, query);
   const etag = listEtag([
     'tasks', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query(0),

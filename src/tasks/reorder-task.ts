@@ -1,11 +1,7 @@
 /**
- * PUT /api/tasks/{id}/order (SPEC.md 4.9, API-CONTRACT.md §5): the operation's function. Under
- * the user's lock (docs/design/writes.md): the task (404), If-Match (412), the new order
- * clamped to the user's highest (below `p_next_order`, the counter on the user's row as the
- * operations before it left it), then one UPDATE shifting the
- * tasks in between by one place. Events: each moved task by order, and after the first moved
- * task of a project, that project (it lists its tasks by order). Answers with every task whose
- * order changed, by order (just the task when it did not move).
+ * PUT /api/tasks/{id}/order (SPEC.md 4.9, API-CONTRACT.md §5), its write function (docs/design/writes.md): the
+ * task (404), If-Match (412), the order clamped to the highest, one UPDATE shifting the tasks in between. Events:
+ * each moved task by order, each project after its first moved task. Answers every task whose order changed.
  */
 import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { STABILITY_META_SQL, projectUpdatedSql } from '../writes/operation-sql.js';
@@ -17,6 +13,7 @@ import { taskDocumentSql } from './task.view.js';
 const orderItem = (t: string) => `json_build_object('type', 'task', 'id', ${t}.id, 'attributes', json_build_object('order', ${t}."order"))`;
 
 export function reorderTaskOperation(): WriteOperation {
+  const between = (order: string) => `${order} between least(v_task."order", v_to) and greatest(v_task."order", v_to)`;
   const shift = taskSql
     .updateTable('tasks')
     .set({
@@ -24,8 +21,8 @@ export function reorderTaskOperation(): WriteOperation {
       version: sql.raw('version + 1'),
     })
     .where('user_id', '=', v<number>('p_user'))
-    .where(sql.raw<boolean>('"order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)'));
-  const moved = `tasks t where t.user_id = p_user and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)`;
+    .where(sql.raw<boolean>(between('"order"')));
+  const moved = `tasks t where t.user_id = p_user and ${between('t."order"')}`;
   return {
     op: 'tasks.reorder',
     fn: 'tasks_reorder',

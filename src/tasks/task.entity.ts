@@ -1,10 +1,10 @@
 /**
  * A task of one user: its state (whose rules are all in task.lifecycle.ts), its place among
- * the user's tasks (assigned and shifted in SQL by task.store.ts) and its link to a project.
+ * the user's tasks (assigned by create-task.ts, shifted by reorder-task.ts) and its project.
  */
 import { defineEntity, p } from '@mikro-orm/postgresql';
 import { DomainError, pointerOf } from '../core/errors.js';
-import { TASK_STATES, applyTaskAction, findTaskAction, projectSyncAction, type TaskAction, type TaskState } from './task.lifecycle.js';
+import { TASK_STATES, applyTaskAction, findTaskAction, projectSyncAction, type TaskAction } from './task.lifecycle.js';
 
 export const TaskSchema = defineEntity({
   name: 'Task',
@@ -28,33 +28,15 @@ export const TaskSchema = defineEntity({
   },
 });
 
-/** Members of `task` in a state-change request; anything but `state` is `cannot_be_set`. */
-export interface TaskStateRequest {
-  state: string;
-  [other: string]: unknown;
-}
-
-/**
- * The action a state-change request takes from `from` (SPEC.md 3.2), or why it is refused:
- * `invalid_transition` first, then `cannot_be_set` for any member other than `state`.
- */
-export function requestedTaskAction(from: TaskState, request: TaskStateRequest): TaskAction {
-  const action = findTaskAction(from, request.state);
-  if (!action) {
-    throw DomainError.validation('invalid_transition', '/task/state', `A ${from} task cannot become ${request.state}.`);
-  }
-  for (const member of Object.keys(request)) {
-    if (member !== 'state') {
+export class Task extends TaskSchema.class {
+  /** Applies a state-change request (SPEC.md 3.2): `invalid_transition` first, then `cannot_be_set` for any other member. */
+  changeState(request: { state: string; [other: string]: unknown }, now: Date): TaskAction {
+    const action = findTaskAction(this.state, request.state);
+    if (!action) throw DomainError.validation('invalid_transition', '/task/state', `A ${this.state} task cannot become ${request.state}.`);
+    const member = Object.keys(request).find((m) => m !== 'state');
+    if (member !== undefined) {
       throw DomainError.validation('cannot_be_set', pointerOf(['task', member]), `${member} cannot be set when changing the state.`);
     }
-  }
-  return action;
-}
-
-export class Task extends TaskSchema.class {
-  /** Applies a state-change request (`requestedTaskAction`). */
-  changeState(request: TaskStateRequest, now: Date): TaskAction {
-    const action = requestedTaskAction(this.state, request);
     applyTaskAction(this, action, now);
     return action;
   }

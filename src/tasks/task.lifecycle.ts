@@ -2,19 +2,11 @@
  * Everything that can happen to a task's state, in one place (SPEC.md 3.2, 4.5;
  * API-CONTRACT.md §4–§6). Touch this file to change a task rule; nothing else decides one.
  *
- * - TASK_ACTIONS: the state machine as a table. Each action names the states it leaves,
- *   the state it reaches and its effects on the task's dates and plannedCount, as data.
- * - The five ways a task changes state all apply an action of that table:
- *   1. a requested change (PUT /tasks/:id/state): `findTaskAction`, or in SQL
- *      `requestedActionSql`;
- *   2. creation (SPEC.md 4.5): `newTaskFields` applies start or plan to a blank newed task;
- *   3. joining or leaving a project (PATCH /tasks/:id): `projectSyncAction`;
- *   4. the project starting, restarting or pausing: its transition names a task action
- *      (project.lifecycle.ts), applied in SQL to all its tasks at once;
- *   5. the project being deleted: `PROJECT_DELETED`, also in SQL.
- * - `applyTaskAction` runs an action on an object, `taskEffectsSql` on rows (a write
- *   function's UPDATE): both read the same effects, so they cannot disagree
- *   (test/rules/tasks-state-sql.test.ts runs them and compares).
+ * TASK_ACTIONS is the state machine as a table. The five ways a task changes state all apply one of
+ * its actions: a requested change (`findTaskAction`, `requestedActionSql`), creation (`NEW_TASK_RULES`),
+ * joining or leaving a project (`PROJECT_SYNC_RULES`), its project starting, restarting or pausing
+ * (project.lifecycle.ts), its project deleted (`PROJECT_DELETED`). `applyTaskAction` runs an action on
+ * an object, `taskEffectsSql` on rows, from the same effects (test/rules/tasks-state-sql.test.ts).
  */
 export const TASK_STATES = ['newed', 'started', 'planned', 'finished', 'abandoned'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
@@ -53,20 +45,12 @@ export const TASK_ACTIONS: readonly TaskAction[] = [
   { action: 'abandon', from: ['newed', 'started', 'planned'], to: 'abandoned', dates: { abandonedAt: 'now' } },
 ];
 
-/**
- * The states that close a task: it leaves the user's open tasks (`users.open_tasks`, moved by
- * the write that changes a task's state, under the user's lock; the list counts its page from it).
- */
+/** The states that close a task: it leaves the user's open tasks (`users.open_tasks`, docs/design/writes.md 'The lock'). */
 export const CLOSED_TASK_STATES: readonly TaskState[] = ['finished', 'abandoned'];
 
 /** Whether a task in state `state` (a SQL expression) is open, as 1 or 0. */
 export function openSql(state: string): string {
   return `(${state} not in (${CLOSED_TASK_STATES.map((s) => `'${s}'`).join(', ')}))::int`;
-}
-
-/** The state `action` (a SQL expression naming an action of TASK_ACTIONS, or null) leads to; `otherwise` when none. */
-export function stateAfterSql(action: string, otherwise: string): string {
-  return `case ${action} ${TASK_ACTIONS.map((a) => `when '${a.action}' then '${a.to}'`).join(' ')} else ${otherwise} end`;
 }
 
 export function taskAction(name: TaskActionName): TaskAction {
@@ -90,10 +74,8 @@ export function applyTaskAction(task: TaskDates, action: TaskAction, now: Date):
 }
 
 /**
- * SPEC.md 4.5 and API-CONTRACT.md §5, as a table: a task is born newed with nothing set, then
- * takes the action of the first row whose condition holds (none: it stays newed). With
- * `planned_at` it is planned, its plannedAt the given one; under a project that is not started
- * it stays newed; else it starts. Read by `newTaskFields` and by the create's write function.
+ * SPEC.md 4.5 and API-CONTRACT.md §5: a task is born newed with nothing set, then takes the action
+ * of the first row whose condition holds (null: it stays newed); a given `planned_at` is its plannedAt.
  */
 export const NEW_TASK_RULES: ReadonlyArray<{ when: NewTaskCondition; action: TaskActionName | null }> = [
   { when: 'plannedAtGiven', action: 'plan' },
@@ -115,23 +97,15 @@ const NEW_TASK_CONDITIONS: Record<NewTaskCondition, (facts: NewTaskFacts) => boo
   always: () => true,
 };
 
-/** The action a new task takes (`NEW_TASK_RULES`), or null when it stays newed. */
-export function newTaskAction(facts: NewTaskFacts): TaskActionName | null {
-  return NEW_TASK_RULES.find((rule) => NEW_TASK_CONDITIONS[rule.when](facts))!.action;
-}
-
 export function newTaskFields(input: NewTaskFacts, now: Date): TaskDates {
   const task: TaskDates = { state: 'newed', plannedCount: 0, startedAt: null, plannedAt: null, finishedAt: null, abandonedAt: null };
-  const action = newTaskAction(input);
+  const action = NEW_TASK_RULES.find((rule) => NEW_TASK_CONDITIONS[rule.when](input))!.action;
   if (action) applyTaskAction(task, taskAction(action), now);
   if (input.plannedAt) task.plannedAt = input.plannedAt;
   return task;
 }
 
-/**
- * `newTaskAction` in SQL: `plannedAt` an expression of the given plannedAt (null when not
- * given), `projectStarted` one that is null without a project, else whether it is started.
- */
+/** NEW_TASK_RULES in SQL: `plannedAt` the given one (or null), `projectStarted` null without a project, else a boolean. */
 export function newTaskActionSql(plannedAt: string, projectStarted: string): string {
   const conditions: Record<NewTaskCondition, string> = {
     plannedAtGiven: `${plannedAt} is not null`,
@@ -141,12 +115,7 @@ export function newTaskActionSql(plannedAt: string, projectStarted: string): str
   return `case ${NEW_TASK_RULES.map((rule) => `when ${conditions[rule.when]} then ${rule.action === null ? 'null' : `'${rule.action}'`}`).join(' ')} end`;
 }
 
-/**
- * API-CONTRACT.md §5, as a table: a task that joins a project (or leaves every project)
- * follows it. A newed task starts when the project is started or there is none ("running"); a
- * started task is cancelled back to newed when the new project is not started. Other states
- * are unchanged.
- */
+/** API-CONTRACT.md §5: a task that joins a project (or leaves every project) follows it; "running": started, or none. */
 export const PROJECT_SYNC_RULES: ReadonlyArray<{ from: TaskState; projectRunning: boolean; action: TaskActionName }> = [
   { from: 'newed', projectRunning: true, action: 'start' },
   { from: 'started', projectRunning: false, action: 'cancel' },
@@ -174,24 +143,17 @@ export const PROJECT_DELETED: ProjectTaskEffect = { action: 'abandon', states: t
 
 const DATE_EFFECT_TEXT: Record<DateEffect, string> = { now: '= now', nowIfUnset: '= now if unset', unset: 'unset' };
 
-/** One action's effects, as openapi.json says them: `plannedAt = now, plannedCount + 1`. */
-export function describeTaskEffects(action: TaskAction): string {
-  const effects = (Object.entries(action.dates) as Array<[TaskDate, DateEffect]>).map(([date, effect]) => `${date} ${DATE_EFFECT_TEXT[effect]}`);
-  if (action.counts) effects.push('plannedCount + 1');
-  return effects.join(', ');
-}
-
-/** TASK_ACTIONS as the lines of the task state change's description in openapi.json. */
+/** TASK_ACTIONS as the lines of the task state change's description in openapi.json (`plannedAt = now, plannedCount + 1`). */
 export function describeTaskActions(): string[] {
-  return TASK_ACTIONS.map((a) => `- ${a.action}: ${a.from.join('/')} → ${a.to} (${describeTaskEffects(a)})`);
+  return TASK_ACTIONS.map((a) => {
+    const dates = Object.entries(a.dates) as Array<[TaskDate, DateEffect]>;
+    const effects = dates.map(([date, effect]) => `${date} ${DATE_EFFECT_TEXT[effect]}`);
+    if (a.counts) effects.push('plannedCount + 1');
+    return `- ${a.action}: ${a.from.join('/')} → ${a.to} (${effects.join(', ')})`;
+  });
 }
 
-/**
- * The effects of TASK_ACTIONS in SQL, for a write function's UPDATE of `tasks`: each column a
- * `case` over `action` (an expression naming the action the row takes, null for none), each
- * branch the table's effect, `now` the instant. Columns no action touches are absent; a row
- * whose action is null keeps every value.
- */
+/** TASK_ACTIONS' effects as SQL by column, for an UPDATE of `tasks`: a `case` over `action` (null keeps every value). */
 export function taskEffectsSql(action: string, now: string): Record<string, string> {
   const set: Record<string, string> = {};
   for (const [date, column] of Object.entries(TASK_DATE_COLUMNS) as Array<[TaskDate, string]>) {
@@ -204,7 +166,7 @@ export function taskEffectsSql(action: string, now: string): Record<string, stri
   }
   const counting = TASK_ACTIONS.filter((a) => a.counts).map((a) => `'${a.action}'`);
   set.planned_count = `case when ${action} in (${counting.join(', ')}) then planned_count + 1 else planned_count end`;
-  set.state = stateAfterSql(action, 'state');
+  set.state = `case ${action} ${TASK_ACTIONS.map((a) => `when '${a.action}' then '${a.to}'`).join(' ')} else state end`;
   return set;
 }
 

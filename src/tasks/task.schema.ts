@@ -23,9 +23,8 @@ export const LISTED_TASK_STATES = ['newed', 'started', 'planned', 'finished'] as
 export const TASK_SORTS = ['order', 'id', 'label', 'startedAt', 'plannedAt', 'finishedAt'] as const;
 
 /**
- * The task list's query (API-CONTRACT.md §12): each member a REST query parameter, in the
- * order links repeat them. No input at all is page 1 of every listed task, on /trpc as on
- * REST without a query.
+ * The task list's query (API-CONTRACT.md §12): each member a REST query parameter, in the order links
+ * repeat them. No input at all is page 1 of every listed task.
  */
 export const ListTasksInput = z
   .object({

@@ -1,11 +1,9 @@
 /**
- * The task rules that statements repeat, each written once as a named SQL fragment over a
- * `tasks` row aliased by the caller. The stores, the projects' statements and the one-statement
- * writes build on these; a rule changed here changes in every statement
- * (test/procedures/write-sql/ shows each write's statements whole).
+ * The task rules that statements repeat, each written once as a SQL fragment over a `tasks` row
+ * aliased by the caller: a rule changed here changes in every statement (test/procedures/write-sql/).
  */
 import type { InferKyselyDB } from '@mikro-orm/postgresql';
-import { compileOnly } from '../db/sql-builder.js';
+import { compileOnly, compileStatement, sql, v } from '../db/sql-builder.js';
 import { secondsOf } from '../db/sql-fragments.js';
 import { taskEtagSql } from '../core/conditional.js';
 import { preconditionsSql, notFoundSql } from '../writes/operation-sql.js';
@@ -14,9 +12,8 @@ import type { TaskSchema } from './task.entity.js';
 import { openSql } from './task.lifecycle.js';
 
 /**
- * The counters on the user's row that follow their tasks (the order of the next task, the open
- * tasks), counted again from the rows, for the user `user` names (a SQL parameter): for tasks
- * written by plain SQL (a seed), never by the service's writes, which move them themselves.
+ * The user's counters that follow their tasks (next order, open tasks) counted again from the rows, for
+ * tasks written by plain SQL (a seed); the service's writes move them themselves. `user`: a SQL parameter.
  */
 export function recountUserCountersSql(user: string): string {
   return `update users u set next_task_order = coalesce((select max(t."order") + 1 from tasks t where t.user_id = u.id), 1),
@@ -27,17 +24,13 @@ export function recountUserCountersSql(user: string): string {
 /** Listed: a task its project's document lists, and the user's list shows (unless finished long ago). */
 export const LISTED = (t: string) => `${t}.state <> 'abandoned'`;
 
-/** The user's order of tasks (SPEC.md 4.6), ties by id. */
-export const BY_ORDER = (t: string) => `${t}."order", ${t}.id`;
-
 /**
- * The ids of the tasks project `p` lists, by order: the `tasks` of its document, as an array.
- * `user` is the user's id as SQL: a placeholder (`?`) in a read, `p_user` in a write function.
- * Named, not joined on `p.user_id`: on a database split by user (Citus) every reference to a
- * user table names the user, or the statement asks every node (src/db/data-layout.ts).
+ * The ids of the tasks project `p` lists, by the user's order (SPEC.md 4.6), ties by id: the `tasks` of
+ * its document. `user` is the user's id as SQL (`?` in a read, `p_user` in a write function), named, not
+ * joined on `p.user_id`: on Citus every reference to a user table names the user (src/db/data-layout.ts).
  */
 export const listedTaskIdsOf = (p: string, user: string) =>
-  `array(select t.id from tasks t where t.user_id = ${user} and t.project_id = ${p}.id and ${LISTED('t')} order by ${BY_ORDER('t')})`;
+  `array(select t.id from tasks t where t.user_id = ${user} and t.project_id = ${p}.id and ${LISTED('t')} order by t."order", t.id)`;
 
 /** A task's columns as presented (`TaskFields`), timestamps in seconds. */
 export const TASK_COLUMNS = (t: string) =>
@@ -50,6 +43,13 @@ export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.ver
 
 /** Statements over the user's tasks, composed as values (src/db/sql-builder.ts), typed from the entity. */
 export const taskSql = compileOnly<InferKyselyDB<typeof TaskSchema>>();
+
+/** In a write function: the UPDATE of the task read into `v_task`, each column of `set` to its SQL, returning the row. */
+export function updateTaskSql(set: Record<string, string>): string {
+  const columns = Object.fromEntries(Object.entries(set).map(([column, value]) => [column, sql.raw(value)]));
+  const update = taskSql.updateTable('tasks').set(columns).where('user_id', '=', v<number>('p_user'));
+  return compileStatement(update.where('id', '=', v<number>('v_task.id')).returningAll(), taskSql);
+}
 
 /** In a write function: reads the task of the input's id into `v_task` (declared `tasks%rowtype`): 404, then If-Match. */
 export const READ_TASK = `select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;

@@ -1,54 +1,13 @@
 /**
- * Presents tasks as SPEC.md 2.2 resources: from fields in TypeScript (`presentTaskFields`), and
- * from a row in SQL (`taskDocumentSql`: the change log's event and the answer of a write made
- * in one statement). The two are the same shape, member for member and in the same order;
- * change them together (test/rules/tasks-document.test.ts compares them on every state).
+ * Presents tasks as SPEC.md 2.2 resources, in TypeScript (`presentTaskFields`) and in SQL (`taskDocumentSql`,
+ * for events and write answers): the same shape, member for member and in the same order; change them
+ * together (test/rules/tasks-document.test.ts compares them on every state).
  */
-import { toSeconds } from '../core/clock.js';
 import { secondsOf } from '../db/sql-fragments.js';
-import type { Task } from './task.entity.js';
-import type { TaskState } from './task.lifecycle.js';
 import type { TaskResource } from './task.schema.js';
 
-/** What a task resource shows, timestamps in whole seconds (0 when unset). */
-export interface TaskFields {
-  id: number;
-  userId: number;
-  projectId: number | null;
-  label: string;
-  order: number;
-  plannedCount: number;
-  state: TaskState;
-  startedAt: number;
-  plannedAt: number;
-  finishedAt: number;
-  abandonedAt: number;
-}
-
-/** A task's columns with its dates as Dates: the entity, or a row just inserted. */
-export type TaskRecord = Pick<Task, 'id' | 'userId' | 'label' | 'order' | 'plannedCount' | 'state'> & {
-  projectId?: number | null;
-  startedAt?: Date | null;
-  plannedAt?: Date | null;
-  finishedAt?: Date | null;
-  abandonedAt?: Date | null;
-};
-
-export function fieldsOf(task: TaskRecord): TaskFields {
-  return {
-    id: task.id,
-    userId: task.userId,
-    projectId: task.projectId ?? null,
-    label: task.label,
-    order: task.order,
-    plannedCount: task.plannedCount,
-    state: task.state,
-    startedAt: toSeconds(task.startedAt),
-    plannedAt: toSeconds(task.plannedAt),
-    finishedAt: toSeconds(task.finishedAt),
-    abandonedAt: toSeconds(task.abandonedAt),
-  };
-}
+/** What a task resource shows (its attributes, timestamps in whole seconds, 0 when unset), flat. */
+export type TaskFields = { id: number; userId: number; projectId: number | null } & TaskResource['attributes'];
 
 export function presentTaskFields(task: TaskFields): TaskResource {
   return {

@@ -1,14 +1,13 @@
 /**
- * Tasks of the current user (SPEC.md 4.5–4.9, API-CONTRACT.md §5): a table of procedures.
- * Each row names its REST route and documentation, its input and output schemas, and the use
- * case that serves it (one file each, beside this one); no logic lives here.
+ * Tasks of the current user (SPEC.md 4.5–4.9, API-CONTRACT.md §5): a table of procedures, each with its REST
+ * route and documentation, its schemas, and the use case that serves it (a file beside this one); no logic.
  */
 import { authedProcedure, keepDroppedMembers, routesUnder } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { write } from '../writes/write.js';
 import { getTask } from './get-task.js';
 import { linkedProjectInputRules } from './linked-project-rule.js';
-import { FINISHED_LISTED_DAYS, TASKS_PATH, listTasks } from './list-tasks.js';
+import { FINISHED_LISTED_DAYS, TASKS_PATH, TASK_LIST_PARAMETERS, listTasks } from './list-tasks.js';
 import { describeTaskActions } from './task.lifecycle.js';
 import {
   ChangeTaskStateInput, CreateTaskInput, ListTasksInput, ReorderTaskInput, TASK_PAGE_SIZE, TaskDocument, TaskIdInput, TaskListDocument,
@@ -39,9 +38,7 @@ export const tasksRouter = router({
       `The current user's tasks, by order unless \`sort\` says otherwise, ${TASK_PAGE_SIZE} a page unless \`page_size\` says otherwise. Abandoned tasks and tasks finished before the user's day ${FINISHED_LISTED_DAYS} days ago (in the user's time zone) are never listed: the filters only narrow that.`,
       'Filters combine (all must hold); a comma list keeps an item that matches one of its values. `links` keep every parameter and change only `page`; `last` counts the filtered tasks. A page beyond the last has an empty `data`. A bad value of any parameter is 400 `invalid` on that parameter, every bad parameter reported.',
     ].join('\n\n'),
-  }, {
-    queryParameters: ['page', 'page_size', 'state', 'project_id', 'q', 'planned_after', 'planned_before', 'planned_on', 'sort'],
-  })
+  }, { queryParameters: ['page', ...TASK_LIST_PARAMETERS] })
     .input(ListTasksInput)
     .output(TaskListDocument)
     .query(({ ctx, input }) => listTasks(ctx, input)),
