@@ -1,12 +1,7 @@
 /**
- * A batch of writes (API-CONTRACT.md §15): one procedure, `batch.apply`, at POST /api/batch.
- * The use case is apply-batch.ts; the shapes are batch.schema.ts.
- *
- * A plain record of procedures, not a `router()`: tRPC's `router()` refuses `apply` as a key
- * (a function's own member, which its callers' proxies would take for `Function.apply`), but
- * the contract names the procedure so. The app's router takes the record as it is; tRPC's
- * client calls it as `batch.apply.mutate(input)`, and a server-side caller (whose proxy
- * reads a call of `.apply` as Function.apply) as `caller.batch.apply.apply(null, [input])`.
+ * A batch of writes (API-CONTRACT.md §15): `batch.apply`, at POST /api/batch. A plain record, not a `router()`,
+ * which refuses `apply` as a key (its proxies take it for `Function.apply`): the client calls
+ * `batch.apply.mutate(input)`, a server-side caller `caller.batch.apply.apply(null, [input])`.
  */
 import { authedProcedure, routesUnder } from '../core/procedures.js';
 import { t, toTRPCError } from '../core/trpc.js';
@@ -15,9 +10,8 @@ import { applyBatch, missingScope } from './apply-batch.js';
 import { BatchAnswer, BatchInput, MAX_OPERATIONS, conditionalHeader, tooManyOperations } from './batch.schema.js';
 
 /**
- * Refused before its input is parsed, and so before anything runs or is kept under its
- * Idempotency-Key: an operation whose scope the token lacks (API-CONTRACT.md §16), a batch sent with If-Match or If-None-Match (each operation carries its
- * own `if_match`), then a list over the limit (batch.schema.ts).
+ * Refused before the input is parsed, so before anything runs or is kept: an operation whose scope
+ * the token lacks (§16), then a conditional header, then a list over the limit.
  */
 const boundedBatch = t.middleware(async ({ ctx, getRawInput, next }) => {
   const raw = await getRawInput();

@@ -1,20 +1,19 @@
 /**
- * Wire shapes of a batch (API-CONTRACT.md §15): up to 100 write operations of the current
- * user, each a write procedure of §8 with that procedure's input, `{"ref": name}` standing for
- * the id of a resource an earlier operation created. The batch's own shape (how many
- * operations, which procedures, which refs) is checked here, all of it before anything runs;
- * each operation's input is checked by its own procedure when its turn comes.
+ * Wire shapes of a batch (API-CONTRACT.md §15). The batch's own shape (how many operations, which
+ * procedures, which refs) is checked here, before anything runs; each operation's input by its procedure.
  */
 import { z } from 'zod';
 import { inputObject, text } from '../core/fields.js';
-import { DomainError, type ErrorCode } from '../core/errors.js';
+import { DomainError } from '../core/errors.js';
 import type { Resource } from '../core/resource.js';
 import { ProjectDocument } from '../projects/project.schema.js';
 import { TaskDocument, TaskOrderDocument } from '../tasks/task.schema.js';
 
 export const MAX_OPERATIONS = 100;
 
-/** The write procedures a batch runs, and what each creates (its `ref` names that) or where its input takes ids. */
+/** A write procedure a batch runs: what it creates (its `ref` names that), where its input takes ids. */
+type OperationSpec = { creates?: Resource; ids: ReadonlyArray<{ at: readonly string[]; of: Resource }> };
+
 export const BATCH_OPERATIONS = {
   'projects.create': { creates: 'project', ids: [] },
   'projects.update': { ids: [{ at: ['id'], of: 'project' }] },
@@ -24,7 +23,7 @@ export const BATCH_OPERATIONS = {
   'tasks.update': { ids: [{ at: ['id'], of: 'task' }, { at: ['task', 'project_id'], of: 'project' }] },
   'tasks.changeState': { ids: [{ at: ['id'], of: 'task' }] },
   'tasks.reorder': { ids: [{ at: ['id'], of: 'task' }] },
-} as const satisfies Record<string, { creates?: Resource; ids: ReadonlyArray<{ at: readonly string[]; of: Resource }> }>;
+} as const satisfies Record<string, OperationSpec>;
 
 export type BatchOperationName = keyof typeof BATCH_OPERATIONS;
 const OPERATION_NAMES = Object.keys(BATCH_OPERATIONS) as [BatchOperationName, ...BatchOperationName[]];
@@ -49,71 +48,49 @@ const Operation = z.object({
   if_match: z.string().optional().meta({ description: 'This operation\'s If-Match.' }),
 });
 
-type Issue = { code: ErrorCode; message: string; path: PropertyKey[] };
+export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** The value at `path` of an operation's input, if there is one. */
-function valueAt(input: unknown, path: readonly string[]): unknown {
-  let value = input;
-  for (const key of path) {
-    if (!isRecord(value) || !Object.hasOwn(value, key)) return undefined;
-    value = value[key];
-  }
-  return value;
-}
+/** The value at `path` of an input as sent, if there is one. */
+export const valueAt = (input: unknown, path: readonly string[]): unknown =>
+  path.reduce<unknown>((value, key) => (isRecord(value) && Object.hasOwn(value, key) ? value[key] : undefined), input);
 
 /**
- * The batch's shape, on whatever was sent (its members may be of the wrong type too: those are
- * reported by the member schemas beside these): 1 to 100 operations; a `ref` only on a create
- * and unique; and every `{"ref": name}` in an id of an input naming an earlier create of that
- * kind of resource. Pointers to an input's members leave out `/input`, as the operation's own
- * errors do (`/operations/1/task/project_id`).
+ * The batch's shape, on whatever was sent (wrong types are the member schemas'): at least one
+ * operation; a `ref` only on a create, and unique; every `{"ref": name}` id naming an earlier create
+ * of that kind. Pointers leave out `/input`, as the operation's own errors do (`/operations/1/task/project_id`).
  */
-function shapeIssues(operations: unknown): Issue[] {
-  if (!Array.isArray(operations)) return [];
-  const issues: Issue[] = [];
-  if (operations.length === 0) issues.push({ code: 'invalid', message: 'A batch holds at least one operation.', path: ['operations'] });
+function checkShape(operations: unknown, invalid: (message: string, path: PropertyKey[]) => void): void {
+  if (!Array.isArray(operations)) return;
+  if (operations.length === 0) invalid('A batch holds at least one operation.', ['operations']);
   const created = new Map<string, Resource>();
   operations.forEach((operation, index) => {
     if (!isRecord(operation) || typeof operation.op !== 'string' || !Object.hasOwn(BATCH_OPERATIONS, operation.op)) return;
-    const spec: { creates?: Resource; ids: ReadonlyArray<{ at: readonly string[]; of: Resource }> } = BATCH_OPERATIONS[operation.op as BatchOperationName];
+    const spec: OperationSpec = BATCH_OPERATIONS[operation.op as BatchOperationName];
     for (const { at, of } of spec.ids) {
       const value = valueAt(operation.input, at);
       if (!isRecord(value)) continue;
       const name = value.ref;
       const path = ['operations', index, ...at];
-      if (typeof name !== 'string') issues.push({ code: 'invalid', message: 'An id is a positive integer or {"ref": name}.', path });
-      else if (!created.has(name)) issues.push({ code: 'invalid', message: `No earlier operation of this batch has ref ${JSON.stringify(name)}.`, path });
-      else if (created.get(name) !== of) issues.push({ code: 'invalid', message: `ref ${JSON.stringify(name)} names a ${created.get(name)}, not a ${of}.`, path });
+      if (typeof name !== 'string') invalid('An id is a positive integer or {"ref": name}.', path);
+      else if (!created.has(name)) invalid(`No earlier operation of this batch has ref ${JSON.stringify(name)}.`, path);
+      else if (created.get(name) !== of) invalid(`ref ${JSON.stringify(name)} names a ${created.get(name)}, not a ${of}.`, path);
     }
     if (typeof operation.ref !== 'string') return;
     const path = ['operations', index, 'ref'];
-    if (!spec.creates) issues.push({ code: 'invalid', message: 'Only an operation that creates (projects.create, tasks.create) takes a ref.', path });
-    else if (created.has(operation.ref)) issues.push({ code: 'invalid', message: 'This ref is taken by an earlier operation of the batch.', path });
+    if (!spec.creates) invalid('Only an operation that creates (projects.create, tasks.create) takes a ref.', path);
+    else if (created.has(operation.ref)) invalid('This ref is taken by an earlier operation of the batch.', path);
     else created.set(operation.ref, spec.creates);
   });
-  return issues;
 }
 
-/**
- * A batch's request headers name no version: If-Match and If-None-Match are `400 invalid` on
- * the header (API-CONTRACT.md §15), on both doors; preconditions go in each operation's `if_match`.
- */
+/** If-Match and If-None-Match on a batch are `400 invalid` on the header, on both doors (API-CONTRACT.md §15). */
 export function conditionalHeader(header: (name: string) => string | undefined): DomainError | undefined {
   const name = (['If-Match', 'If-None-Match'] as const).find((n) => header(n) !== undefined);
-  if (name === undefined) return undefined;
-  return DomainError.of('invalid', {
-    status: 400,
-    header: name,
-    detail: `${name} does not apply to a batch: give each operation its own if_match.`,
-  });
+  const detail = `${name} does not apply to a batch: give each operation its own if_match.`;
+  return name === undefined ? undefined : DomainError.of('invalid', { status: 400, header: name, detail });
 }
 
-/**
- * A list longer than MAX_OPERATIONS is refused on its length alone, before its members are
- * read: 100 KiB of zeros are 50,000 operations, each of which would have its own error.
- */
+/** Over MAX_OPERATIONS is refused on the length alone: 100 KiB of zeros are 50,000 operations, each with its errors. */
 export function tooManyOperations(raw: unknown): DomainError | undefined {
   const operations = isRecord(raw) ? raw.operations : undefined;
   if (!Array.isArray(operations) || operations.length <= MAX_OPERATIONS) return undefined;
@@ -124,9 +101,8 @@ export const BatchInput = inputObject({
   operations: z.array(Operation).meta({ minItems: 1, maxItems: MAX_OPERATIONS }),
 }).check(
   z.superRefine((value, ctx) => {
-    for (const { code, message, path } of shapeIssues(isRecord(value) ? value.operations : undefined)) {
-      ctx.addIssue({ code: 'custom', message, path, params: { code } });
-    }
+    const invalid = (message: string, path: PropertyKey[]) => ctx.addIssue({ code: 'custom', message, path, params: { code: 'invalid' } });
+    checkShape(isRecord(value) ? value.operations : undefined, invalid);
   }, { when: () => true }),
 );
 export type BatchInput = z.infer<typeof BatchInput>;

@@ -1,11 +1,7 @@
 /**
- * PUT /api/projects/{id}/state (SPEC.md 3.1, 4.4; API-CONTRACT.md §4): the operation's
- * function, made from PROJECT_TRANSITIONS. Under the user's lock (docs/design/writes.md): the
- * project (404), If-Match (412), then the rules in the contract's order, stopping at the
- * first: the transition the requested state selects (`invalid_transition`), any other member
- * (`cannot_be_set`), the dates each transition requires or forbids, the dates' bounds (the
- * user's day: `p_day`), the started limit. Then the transition's effects on the project's dates
- * and on its tasks (an action of TASK_ACTIONS), the project's event and its tasks'.
+ * PUT /api/projects/{id}/state (SPEC.md 3.1, 4.4; API-CONTRACT.md §4): the operation's function, made from
+ * PROJECT_TRANSITIONS. The project (404), If-Match (412), the rules in Project.changeState's order, stopping
+ * at the first (the user's day is `p_day`); then the transition's effects on the project and its tasks.
  */
 import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { taskEffectsSql } from '../tasks/task.lifecycle.js';
@@ -13,12 +9,13 @@ import { taskSql } from '../tasks/task.sql.js';
 import { taskDocumentSql } from '../tasks/task.view.js';
 import { pointerSegmentSql } from '../writes/operation-sql.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';
-import { MAX_STARTED_PROJECTS, PROJECT_TRANSITIONS, projectDateEffectSql, type ProjectDateEffect, type ProjectDates, type ProjectTransition } from './project.lifecycle.js';
-import { PROJECT_VARIABLES, READ_PROJECT, RETURN_PROJECT, projectEventSql, projectSql } from './project.write-sql.js';
+import { MAX_STARTED_PROJECTS, PROJECT_TRANSITIONS, projectDateEffectSql, type ProjectDates, type ProjectTransition } from './project.lifecycle.js';
+import { PROJECT_VARIABLES, READ_PROJECT, RETURN_PROJECT, projectEventSql, projectSql, rawColumns } from './project.write-sql.js';
 
-const DATE_COLUMNS: Record<keyof ProjectDates, string> = { startedAt: 'started_at', dueAt: 'due_at', pausedAt: 'paused_at', finishedAt: 'finished_at' };
-/** The request's date each `given…` effect reads. */
-const GIVEN: Record<keyof ProjectDates, string> = { startedAt: 'null', dueAt: 'v_due', pausedAt: 'null', finishedAt: 'v_finished' };
+/** Each date's column, and the request's date its `given…` effect reads. */
+const DATES: Record<keyof ProjectDates, [column: string, given: string]> = {
+  startedAt: ['started_at', 'null'], dueAt: ['due_at', 'v_due'], pausedAt: ['paused_at', 'null'], finishedAt: ['finished_at', 'v_finished'],
+};
 
 /** The actions (as a SQL list) of the transitions `holds` keeps. */
 const actions = (holds: (t: ProjectTransition) => boolean) => PROJECT_TRANSITIONS.filter(holds).map((t) => text(t.action)).join(', ') || 'null';
@@ -33,25 +30,20 @@ function byTransition(of: (t: ProjectTransition) => string | undefined, otherwis
 }
 
 export function changeProjectStateOperation(): WriteOperation {
-  const dates = Object.fromEntries(
-    (Object.entries(DATE_COLUMNS) as Array<[keyof ProjectDates, string]>).map(([date, column]) => [
-      column,
-      sql.raw(byTransition((t) => {
-        const effect: ProjectDateEffect | undefined = t.dates[date];
-        return effect && projectDateEffectSql(effect, { given: GIVEN[date], now: 'p_now', current: column });
-      }, column)),
-    ]),
-  );
+  const dates = Object.fromEntries((Object.keys(DATES) as Array<keyof ProjectDates>).map((date) => {
+    const [column, given] = DATES[date];
+    const effect = (t: ProjectTransition) => t.dates[date] && projectDateEffectSql(t.dates[date], { given, now: 'p_now', current: column });
+    return [column, byTransition(effect, column)];
+  }));
   const move = projectSql
     .updateTable('projects')
-    .set({ ...dates, state: sql.raw(byTransition((t) => text(t.to), 'state')), version: sql.raw('version + 1') })
+    .set(rawColumns({ ...dates, state: byTransition((t) => text(t.to), 'state'), version: 'version + 1' }))
     .where('user_id', '=', v<number>('p_user'))
     .where('id', '=', v<number>('v_project.id'))
     .returningAll();
-  const effects = taskEffectsSql('v_task_action', 'p_now');
   const tasks = taskSql
     .updateTable('tasks')
-    .set({ ...Object.fromEntries(Object.entries(effects).map(([column, value]) => [column, sql.raw(value)])), version: sql.raw('version + 1') })
+    .set(rawColumns({ ...taskEffectsSql('v_task_action', 'p_now'), version: 'version + 1' }))
     .where('user_id', '=', v<number>('p_user'))
     .where('project_id', '=', v<number>('v_project.id'))
     .where(sql.raw<boolean>('state = any(v_task_states)'))

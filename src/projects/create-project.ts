@@ -1,8 +1,6 @@
 /**
- * POST /api/users/me/projects (SPEC.md 4.1, API-CONTRACT.md §6): the operation's function.
- * Under the user's lock (docs/design/writes.md): the name taken by another of the user's
- * projects in any case (its slug, the lower-cased name) is `taken`; else a newed project and
- * its event. The format and length of the name are the input schema's.
+ * POST /api/users/me/projects (SPEC.md 4.1, API-CONTRACT.md §6): the operation's function. A name
+ * another project of the user has in any case (its slug, lower-cased) is `taken`; its format is the schema's.
  */
 import { compileStatement, sql } from '../db/sql-builder.js';
 import { refusalSql, text, type WriteOperation } from '../writes/write-functions.js';

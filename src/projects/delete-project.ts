@@ -1,26 +1,21 @@
 /**
- * DELETE /api/projects/{id} (API-CONTRACT.md §6): the operation's function. Under the user's
- * lock (docs/design/writes.md): the project (404), If-Match (412), the user's open tasks less
- * those it closes, then its tasks released in one UPDATE (PROJECT_DELETED: those that can be
- * abandoned are, every one loses its project), the project deleted, and the events:
- * `project.deleted`, then each released task by order.
+ * DELETE /api/projects/{id} (API-CONTRACT.md §6): the operation's function. The project (404),
+ * If-Match (412), its tasks released in one UPDATE (PROJECT_DELETED), the project deleted; the
+ * events: `project.deleted`, then each released task by order.
  */
-import { compileStatement, sql, v } from '../db/sql-builder.js';
+import { compileStatement, v } from '../db/sql-builder.js';
 import { PROJECT_DELETED, openSql, taskAction, taskEffectsSql } from '../tasks/task.lifecycle.js';
 import { taskSql } from '../tasks/task.sql.js';
 import { taskDocumentSql } from '../tasks/task.view.js';
 import { text, type WriteOperation } from '../writes/write-functions.js';
-import { PROJECT_VARIABLES, READ_PROJECT, projectSql } from './project.write-sql.js';
+import { PROJECT_VARIABLES, READ_PROJECT, projectSql, rawColumns } from './project.write-sql.js';
 
 export function deleteProjectOperation(): WriteOperation {
-  const action = `case when state in (${PROJECT_DELETED.states.map(text).join(', ')}) then ${text(PROJECT_DELETED.action)} end`;
+  const states = PROJECT_DELETED.states.map(text).join(', ');
+  const action = `case when state in (${states}) then ${text(PROJECT_DELETED.action)} end`;
   const release = taskSql
     .updateTable('tasks')
-    .set({
-      ...Object.fromEntries(Object.entries(taskEffectsSql(action, 'p_now')).map(([column, value]) => [column, sql.raw(value)])),
-      project_id: sql.raw('null'),
-      version: sql.raw('version + 1'),
-    })
+    .set(rawColumns({ ...taskEffectsSql(action, 'p_now'), project_id: 'null', version: 'version + 1' }))
     .where('user_id', '=', v<number>('p_user'))
     .where('project_id', '=', v<number>('v_project.id'))
     .returningAll();
@@ -37,7 +32,7 @@ begin
   ${READ_PROJECT}
   -- The user's open tasks lose those the deletion closes (moved by apply with the events' number).
   select coalesce(sum(${openSql(`'${taskAction(PROJECT_DELETED.action).to}'`)} - ${openSql('t.state')}), 0) into v_open
-    from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state in (${PROJECT_DELETED.states.map(text).join(', ')});
+    from tasks t where t.user_id = p_user and t.project_id = v_project.id and t.state in (${states});
   with released as (${compileStatement(release, taskSql)})
   select array[json_build_object('type', 'project.deleted', 'data', json_build_object('type', 'project', 'id', v_project.id))]
          || coalesce(array_agg(json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('released')}) order by released."order", released.id), '{}')

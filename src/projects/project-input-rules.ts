@@ -1,12 +1,7 @@
 /**
- * The rules of a project's update that read the user's projects (API-CONTRACT.md §2, §4
- * "Project edits"), for an input the schema refused for another member: every validation
- * error of a request is reported, and the write function that holds these rules
- * (update-project.ts) does not run then. They are its rules in its order: the project (none:
- * nothing to add, the write would be 404), the name another project's (`taken`), a changed
- * `due_at` outside the started state or before the start (the entity's `changeDueAt`). A value
- * the schema refuses is reported by the schema alone. Not in a batch: its earlier operations
- * have not run yet, and may create, rename or change what these rules read.
+ * A project update's rules that read the user's projects (API-CONTRACT.md §2, §4 "Project edits"), for an
+ * input the schema refused, so every validation error is reported: update-project.ts's rules in its order,
+ * whose write then does not run. Not in a batch: its earlier operations, not run yet, may change what they read.
  */
 import type { AuthedContext } from '../core/context.js';
 import { DomainError, apiError, type ApiError } from '../core/errors.js';

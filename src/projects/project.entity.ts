@@ -7,21 +7,13 @@ import { fromSeconds, toSeconds } from '../core/clock.js';
 import { endOfDay, userDay } from '../core/user-day.js';
 import { DomainError, pointerOf } from '../core/errors.js';
 import {
-  MAX_STARTED_PROJECTS,
-  DUE_AT_EDITABLE_IN,
-  PROJECT_STATES,
-  applyProjectTransition,
-  findProjectTransition,
-  isInProgress,
-  type ProjectTransition,
+  DUE_AT_EDITABLE_IN, MAX_STARTED_PROJECTS, PROJECT_STATES, PROJECT_TRANSITIONS, applyProjectTransition, isInProgress, type ProjectTransition,
 } from './project.lifecycle.js';
 
 export const ProjectSchema = defineEntity({
   name: 'Project',
   tableName: 'projects',
-  // The table's key is (user_id, id) (src/db/data-layout.ts): the ORM's updates and deletes
-  // name the user. `id` is declared first: it is the key the insert generates, and MikroORM
-  // takes the first key property for the value an insert returns.
+  // Key (user_id, id) (src/db/data-layout.ts); `id` first: MikroORM takes the first key for the value an insert returns.
   properties: {
     id: p.integer().primary().autoincrement(),
     userId: p.integer().primary(),
@@ -47,35 +39,21 @@ export interface ProjectStateRequest {
   [other: string]: unknown;
 }
 
+/** `timeZone`: "today" is the owner's day in it; `startedProjects`: read under the owner's lock. */
 export interface ProjectStateContext {
   now: Date;
-  /** The owner's time zone: "today" is the owner's day in it (src/core/user-day.ts). */
   timeZone: string;
-  /** How many projects of the owner are started now (read under the owner's lock). */
   startedProjects: () => Promise<number>;
 }
 
 const STATE_REQUEST_MEMBERS = new Set(['state', 'due_at', 'finished_at']);
-
-export function slugOf(name: string): string {
-  return name.toLowerCase();
-}
 
 export class Project extends ProjectSchema.class {
   isInProgress(): boolean {
     return isInProgress(this.state);
   }
 
-  rename(name: string): void {
-    this.name = name;
-    this.slug = slugOf(name);
-  }
-
-  /**
-   * `due_at` may change only while the project is started, and not to before it started
-   * (API-CONTRACT.md §4, "Project edits"). The current value (0 when unset) is no change and
-   * is accepted in any state: edit forms send every field.
-   */
+  /** API-CONTRACT.md §4, "Project edits" (DUE_AT_EDITABLE_IN); the current value is no change: edit forms send every field. */
   changeDueAt(dueAt: number): void {
     if (dueAt === toSeconds(this.dueAt)) return;
     if (!DUE_AT_EDITABLE_IN.includes(this.state) || !this.startedAt) {
@@ -89,12 +67,11 @@ export class Project extends ProjectSchema.class {
   }
 
   /**
-   * Moves the project along SPEC.md 3.1, checking in the order of API-CONTRACT.md §2:
-   * invalid_transition, then must/cannot_be_set, then dates, then the started limit.
-   * Returns the transition taken, so the caller can apply its effect on tasks.
+   * Moves the project along SPEC.md 3.1, checking in the order of API-CONTRACT.md §2: invalid_transition,
+   * must/cannot_be_set, dates, the started limit. Returns the transition, whose effect on tasks is the caller's.
    */
   async changeState(request: ProjectStateRequest, ctx: ProjectStateContext): Promise<ProjectTransition> {
-    const transition = findProjectTransition(this.state, request.state);
+    const transition = PROJECT_TRANSITIONS.find((t) => t.from === this.state && t.to === request.state);
     if (!transition) {
       throw DomainError.validation('invalid_transition', '/project/state', `A ${this.state} project cannot become ${request.state}.`);
     }
@@ -103,25 +80,22 @@ export class Project extends ProjectSchema.class {
         throw DomainError.validation('cannot_be_set', pointerOf(['project', member]), `${member} cannot be set when changing the state.`);
       }
     }
-    const given = { dueAt: request.due_at !== undefined, finishedAt: request.finished_at !== undefined };
-    if (given.dueAt && transition.dueAt === 'forbidden') {
+    const dueAt = request.due_at === undefined ? undefined : fromSeconds(request.due_at);
+    const finishedAt = request.finished_at === undefined ? undefined : fromSeconds(request.finished_at);
+    if (dueAt && transition.dueAt === 'forbidden') {
       throw DomainError.validation('cannot_be_set', '/project/due_at', `due_at cannot be set on ${transition.action}.`);
     }
-    if (given.finishedAt && transition.finishedAt === 'forbidden') {
+    if (finishedAt && transition.finishedAt === 'forbidden') {
       throw DomainError.validation('cannot_be_set', '/project/finished_at', `finished_at cannot be set on ${transition.action}.`);
     }
-    if (!given.dueAt && transition.dueAt === 'required') {
+    if (!dueAt && transition.dueAt === 'required') {
       throw DomainError.validation('must_be_set', '/project/due_at', `due_at must be set on ${transition.action}.`);
     }
-
-    const { now } = ctx;
-    const today = userDay(now, ctx.timeZone);
-    const dueAt = request.due_at === undefined ? undefined : fromSeconds(request.due_at);
+    const today = userDay(ctx.now, ctx.timeZone);
     // After today: at or after the first instant of the owner's tomorrow.
     if (dueAt && dueAt < today.next) {
       throw DomainError.validation('cannot_be_before_started_at', '/project/due_at', 'due_at must be after today.');
     }
-    const finishedAt = request.finished_at === undefined ? undefined : fromSeconds(request.finished_at);
     if (finishedAt && this.startedAt && finishedAt < this.startedAt) {
       throw DomainError.validation('cannot_be_before_started_at', '/project/finished_at', 'finished_at cannot be before the project started.');
     }
@@ -132,7 +106,7 @@ export class Project extends ProjectSchema.class {
       throw DomainError.validation('reached_max_started', '/project/state', `At most ${MAX_STARTED_PROJECTS} projects can be started at the same time.`);
     }
 
-    applyProjectTransition(this, transition, { now, dueAt, finishedAt });
+    applyProjectTransition(this, transition, { now: ctx.now, dueAt, finishedAt });
     this.state = transition.to;
     return transition;
   }

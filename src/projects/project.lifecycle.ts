@@ -1,13 +1,6 @@
 /**
- * The project state machine of SPEC.md 3.1 and API-CONTRACT.md §4, as a table. Touch this
- * file to change a project rule. It holds:
- * - the states, and which of them a client may request;
- * - MAX_STARTED_PROJECTS (SPEC.md 3.1 rule 3), the one place that says 3; the count itself is
- *   read under the owner's lock taken first by every write (src/writes/user-write.ts);
- * - one row per action: where it starts and ends, which dates it requires, allows or forbids
- *   (SPEC.md 3.1 rules 1–2), whether it counts against the limit, its effect on the project's
- *   own dates, and its effect on the project's tasks (an action of task.lifecycle.ts).
- * The order in which the rules are checked is in Project.changeState (project.entity.ts).
+ * The project state machine of SPEC.md 3.1 and API-CONTRACT.md §4, as a table: touch this file to change
+ * a project rule (docs/design/writes.md, "Where each rule lives"). The order of the checks is Project.changeState's.
  */
 import { taskAction, type ProjectTaskEffect } from '../tasks/task.lifecycle.js';
 
@@ -22,36 +15,18 @@ export function isInProgress(state: ProjectState): boolean {
   return state === 'started';
 }
 
-/** At most this many projects of one user are `started` at once. */
+/** At most this many projects of one user are `started` at once: the one place that says 3. */
 export const MAX_STARTED_PROJECTS = 3;
 
-/**
- * API-CONTRACT.md §4, "Project edits": `due_at` may change only in these states, and not to
- * before the project started; its current value is no change, accepted in any state.
- */
+/** API-CONTRACT.md §4, "Project edits": `due_at` may change only in these states, and not to before the start. */
 export const DUE_AT_EDITABLE_IN: readonly ProjectState[] = ['started'];
 
 type DateRule = 'required' | 'optional' | 'forbidden';
 
 /** The dated attributes an action writes. */
-export interface ProjectDates {
-  startedAt?: Date | null;
-  dueAt?: Date | null;
-  pausedAt?: Date | null;
-  finishedAt?: Date | null;
-}
+export type ProjectDates = { [D in 'startedAt' | 'dueAt' | 'pausedAt' | 'finishedAt']?: Date | null };
 
-export interface ProjectActionInput {
-  now: Date;
-  dueAt: Date | undefined;
-  finishedAt: Date | undefined;
-}
-
-/**
- * What a transition does to one of the project's dates: `now`; `unset`; `given`, the request's
- * date; `givenOrKeep`, the request's date when given, else as it was; `givenOrNow`, the
- * request's date when given, else now.
- */
+/** What a transition does to one of the project's dates; `given…`: the request's date (when given, else kept / now). */
 export type ProjectDateEffect = 'now' | 'unset' | 'given' | 'givenOrKeep' | 'givenOrNow';
 
 /** Which request date a `given…` effect of each project date reads. */
@@ -65,10 +40,7 @@ export interface ProjectTransition {
   finishedAt: DateRule;
   /** The move makes the project `started`, so the limit applies. */
   countsAsStarted: boolean;
-  /**
-   * What the move does to the project's tasks (API-CONTRACT.md §4): start and restart start
-   * its newed tasks; pause cancels its started tasks back to newed (not its planned ones).
-   */
+  /** What the move does to the project's tasks (API-CONTRACT.md §4). */
   tasks: ProjectTaskEffect | null;
   /** The side effects of SPEC.md 3.1 on the project's own dates. */
   dates: { readonly [D in keyof ProjectDates]?: ProjectDateEffect };
@@ -93,12 +65,10 @@ export const PROJECT_TRANSITIONS: readonly ProjectTransition[] = [
   },
 ];
 
-export function findProjectTransition(from: ProjectState, to: string): ProjectTransition | undefined {
-  return PROJECT_TRANSITIONS.find((t) => t.from === from && t.to === to);
-}
-
 /** Applies a transition's date effects to a project (the entity). */
-export function applyProjectTransition(project: ProjectDates, transition: ProjectTransition, input: ProjectActionInput): void {
+export function applyProjectTransition(
+  project: ProjectDates, transition: ProjectTransition, input: { now: Date; dueAt: Date | undefined; finishedAt: Date | undefined },
+): void {
   for (const [date, effect] of Object.entries(transition.dates) as Array<[keyof ProjectDates, ProjectDateEffect]>) {
     const given = GIVEN_BY[date] ? input[GIVEN_BY[date]!] : undefined;
     if (effect === 'now') project[date] = input.now;
@@ -115,34 +85,31 @@ export function projectDateEffectSql(effect: ProjectDateEffect, { given, now, cu
 }
 
 const EFFECT_TEXT: Record<ProjectDateEffect, (given: string) => string> = {
-  now: () => 'now',
-  unset: () => 'unset',
-  given: (given) => given,
-  givenOrKeep: (given) => `${given} when given`,
-  givenOrNow: (given) => `${given}, else now`,
+  now: () => ' = now',
+  unset: () => ' unset',
+  given: (given) => ` = ${given}`,
+  givenOrKeep: (given) => ` = ${given} when given`,
+  givenOrNow: (given) => ` = ${given}, else now`,
 };
 
-/** What a transition does to the project's own dates, read from its row of the table. */
-function describeProjectEffects(transition: ProjectTransition): string[] {
-  return (Object.entries(transition.dates) as Array<[keyof ProjectDates, ProjectDateEffect]>).map(([date, effect]) => {
-    const given = GIVEN_BY[date] === 'dueAt' ? '`due_at`' : '`finished_at`';
-    return effect === 'unset' ? `${date} unset` : `${date} = ${EFFECT_TEXT[effect](given)}`;
-  });
-}
-
-const DATE_RULE_TEXT: Record<'dueAt' | 'finishedAt', Record<Exclude<DateRule, 'forbidden'>, string>> = {
-  dueAt: { required: '`due_at` required, after today', optional: '`due_at` optional, after today' },
-  finishedAt: { required: '`finished_at` required, between startedAt and today', optional: '`finished_at` optional, between startedAt and today' },
+/** A request's dates as the description names them, and their bounds. */
+const REQUEST_DATES = {
+  dueAt: { member: '`due_at`', bounds: 'after today' },
+  finishedAt: { member: '`finished_at`', bounds: 'between startedAt and today' },
 };
 
 /** PROJECT_TRANSITIONS as the lines of the project state change's description in openapi.json. */
 export function describeProjectTransitions(): string[] {
   return PROJECT_TRANSITIONS.map((t) => {
     const conditions = [
-      ...(['dueAt', 'finishedAt'] as const).flatMap((date) => (t[date] === 'forbidden' ? [] : [DATE_RULE_TEXT[date][t[date]]])),
+      ...(['dueAt', 'finishedAt'] as const).filter((date) => t[date] !== 'forbidden')
+        .map((date) => `${REQUEST_DATES[date].member} ${t[date]}, ${REQUEST_DATES[date].bounds}`),
       ...(t.countsAsStarted ? [`fewer than ${MAX_STARTED_PROJECTS} started projects`] : []),
     ];
-    const effects = describeProjectEffects(t);
+    const effects = (Object.entries(t.dates) as Array<[keyof ProjectDates, ProjectDateEffect]>).map(([date, effect]) => {
+      const given = GIVEN_BY[date];
+      return date + EFFECT_TEXT[effect](given ? REQUEST_DATES[given].member : '');
+    });
     if (t.tasks) effects.push(`its ${t.tasks.states.join('/')} tasks become ${taskAction(t.tasks.action).to} (${t.tasks.action})`);
     return `- ${t.action}: ${t.from} → ${t.to}${conditions.length ? `; ${conditions.join('; ')}` : ''}. ${effects.join(', ')}.`;
   });

@@ -8,28 +8,19 @@ import { PROJECT_STATES, REQUESTABLE_PROJECT_STATES } from './project.lifecycle.
 export const PROJECT_PAGE_SIZE = 25;
 
 export const projectName = text({
-  min: 1,
-  max: 100,
-  pattern: /^[A-Za-z0-9_\-]+$/,
+  min: 1, max: 100, pattern: /^[A-Za-z0-9_\-]+$/, what: 'Project name',
   patternDetail: 'Project name may contain only letters, digits, underscores and hyphens.',
-  what: 'Project name',
 });
 export const projectDescription = text({ max: 10_000, what: 'Description' });
 /** A project's `due_at` as an edit sends it. */
 export const dueAtField = timestamp();
 
-export const CreateProjectInput = inputObject({
-  project: z.object({ name: projectName }),
-});
+export const CreateProjectInput = inputObject({ project: z.object({ name: projectName }) });
 
 /** What the project list sorts by (API-CONTRACT.md §12). */
 export const PROJECT_SORTS = ['id', 'name', 'dueAt', 'startedAt'] as const;
 
-/**
- * The project list's query (API-CONTRACT.md §12): each member a REST query parameter, in the
- * order links repeat them. No input at all is page 1 of every project, on /trpc as on REST
- * without a query.
- */
+/** The project list's query (API-CONTRACT.md §12), one member a REST parameter; no input at all is page 1 of every project. */
 export const ListProjectsInput = z
   .object({
     page: pageParam,
@@ -90,8 +81,4 @@ export const ProjectResource = z.object({
 export type ProjectResource = z.infer<typeof ProjectResource>;
 
 export const ProjectDocument = z.object({ data: ProjectResource, meta: StabilityMeta });
-export const ProjectListDocument = z.object({
-  data: z.array(ProjectResource),
-  links: PageLinks,
-  meta: StabilityMeta,
-});
+export const ProjectListDocument = z.object({ data: z.array(ProjectResource), links: PageLinks, meta: StabilityMeta });

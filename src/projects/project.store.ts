@@ -3,20 +3,21 @@
  * order): a page of the list with its total, or projects by id, each in one statement.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { z } from 'zod';
+import { fromSeconds } from '../core/clock.js';
 import { Conditions, containsPattern, foldedText, idArray, pageLimit, secondsOf, textArray } from '../db/sql-fragments.js';
-import type { Sort } from '../core/list-query.js';
+import { sortOf, type Sort } from '../core/list-query.js';
 import { execute } from '../db/prepared.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
+import type { ListProjectsInput, PROJECT_SORTS } from './project.schema.js';
 import type { ProjectFields } from './project.view.js';
 
-interface ProjectRow {
+type StoredProject = ProjectFields & { version: number };
+
+/** A row of PROJECT_COLUMNS; `total`: the list's. */
+interface ProjectRow extends Pick<ProjectFields, 'id' | 'name' | 'slug' | 'description' | 'state'> {
   total?: number;
-  id: number;
   user_id: number;
-  name: string;
-  slug: string;
-  description: string;
-  state: ProjectFields['state'];
   started_at: number;
   due_at: number;
   paused_at: number;
@@ -32,38 +33,14 @@ const PROJECT_COLUMNS = (p: string) =>
    ${secondsOf(`${p}.paused_at`)} as paused_at, ${secondsOf(`${p}.finished_at`)} as finished_at,
    ${listedTaskIdsOf(p, '?')} as task_ids`;
 
-function fieldsOf(row: ProjectRow): ProjectFields & { version: number } {
-  return {
-    id: row.id,
-    userId: row.user_id,
-    name: row.name,
-    slug: row.slug,
-    description: row.description,
-    state: row.state,
-    startedAt: row.started_at,
-    dueAt: row.due_at,
-    pausedAt: row.paused_at,
-    finishedAt: row.finished_at,
-    taskIds: row.task_ids,
-    version: row.version,
-  };
+function fieldsOf({ user_id, started_at, due_at, paused_at, finished_at, task_ids, total: _, ...row }: ProjectRow): StoredProject {
+  return { ...row, userId: user_id, startedAt: started_at, dueAt: due_at, pausedAt: paused_at, finishedAt: finished_at, taskIds: task_ids };
 }
 
-/** What a project list keeps (API-CONTRACT.md §12); absent members keep everything. */
-export interface ProjectSelection {
-  states?: readonly string[];
-  /** A substring of the name, compared in Unicode lower case. */
-  q?: string;
-  /** dueAt >= dueFrom and < dueUntil. */
-  dueFrom?: Date;
-  dueUntil?: Date;
-}
-
-export type ProjectSortAttribute = 'id' | 'name' | 'dueAt' | 'startedAt';
+type ProjectSortAttribute = (typeof PROJECT_SORTS)[number];
 
 /** Each sort as an expression over a `projects` row: unset dates are 0 as presented, names in code point order. */
-const PROJECT_SORT_KEYS: Record<ProjectSortAttribute, (p: string) => string> = {
-  id: (p) => `${p}.id`,
+const PROJECT_SORT_KEYS: Record<Exclude<ProjectSortAttribute, 'id'>, (p: string) => string> = {
   name: (p) => `${p}.name collate "C"`,
   dueAt: (p) => `coalesce(${p}.due_at, 'epoch'::timestamptz)`,
   startedAt: (p) => `coalesce(${p}.started_at, 'epoch'::timestamptz)`,
@@ -74,30 +51,22 @@ function projectOrderBy(sort: Sort<ProjectSortAttribute>, p: string): string {
   return sort.attribute === 'id' ? `${p}.id${direction}` : `${PROJECT_SORT_KEYS[sort.attribute](p)}${direction}, ${p}.id`;
 }
 
-const BY_ID: Sort<ProjectSortAttribute> = { attribute: 'id', descending: false };
-
 /**
- * One page of the user's projects, as the selection keeps and sorts them (by id by default),
- * and how many it keeps in all, in one statement. A user's projects are few (hundreds, where
- * tasks are thousands): the primary key (user_id, id) finds them all, and a filter or another
- * sort reads them all. The list without a query is prepared; one with a query is planned for
- * its values.
+ * One page of the user's projects, as the list's query (API-CONTRACT.md §12) keeps and sorts them, and
+ * their total, in one statement. A user's projects are few (hundreds): a filter or a sort reads them all.
+ * The list without a query is prepared; one with a query is planned for its values.
  */
 export async function listProjects(
-  em: SqlEntityManager,
-  userId: number,
-  limit: number,
-  offset: number,
-  selection: ProjectSelection = {},
-  sort: Sort<ProjectSortAttribute> = BY_ID,
-): Promise<{ projects: Array<ProjectFields & { version: number }>; total: number }> {
+  em: SqlEntityManager, userId: number, limit: number, offset: number, query: z.infer<typeof ListProjectsInput>,
+): Promise<{ projects: StoredProject[]; total: number }> {
+  const sort = sortOf(query.sort, 'id');
   const where = new Conditions().add('projects.user_id = ?', userId);
-  if (selection.states) where.add('projects.state = any(?::text[])', textArray(selection.states));
-  if (selection.q !== undefined) where.add(`${foldedText('projects.name')} like ${foldedText('?::text')}`, containsPattern(selection.q));
+  if (query.state) where.add('projects.state = any(?::text[])', textArray(query.state));
+  if (query.q !== undefined) where.add(`${foldedText('projects.name')} like ${foldedText('?::text')}`, containsPattern(query.q));
   // A dueAt of 0 reads as unset: it never matches, as an unset one does not.
-  if (selection.dueFrom || selection.dueUntil) where.add("projects.due_at > 'epoch'::timestamptz");
-  if (selection.dueFrom) where.add('projects.due_at >= ?', selection.dueFrom);
-  if (selection.dueUntil) where.add('projects.due_at < ?', selection.dueUntil);
+  if (query.due_after !== undefined || query.due_before !== undefined) where.add("projects.due_at > 'epoch'::timestamptz");
+  if (query.due_after !== undefined) where.add('projects.due_at >= ?', fromSeconds(query.due_after));
+  if (query.due_before !== undefined) where.add('projects.due_at < ?', fromSeconds(query.due_before));
   const sql = `select c.total, ${PROJECT_COLUMNS('p')}
        from (select count(*)::int as total from projects where ${where.sql}) as c
        left join lateral (
@@ -112,26 +81,14 @@ export async function listProjects(
 }
 
 /** The user's projects with these ids. */
-export async function projectsByIds(
-  em: SqlEntityManager,
-  userId: number,
-  ids: readonly number[],
-): Promise<Array<ProjectFields & { version: number }>> {
+export async function projectsByIds(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<StoredProject[]> {
   if (ids.length === 0) return [];
   const rows = await execute<ProjectRow>(em, `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::bigint[])`, [userId, userId, idArray(ids)]);
   return rows.map(fieldsOf);
 }
 
-/**
- * At most `limit` of the user's projects whose id is above `after`, by id: a keyset page of
- * the account's export (src/users/export-account.ts), through the primary key (user_id, id).
- */
-export async function projectsAfter(
-  em: SqlEntityManager,
-  userId: number,
-  after: number,
-  limit: number,
-): Promise<Array<ProjectFields & { version: number }>> {
+/** At most `limit` of the user's projects whose id is above `after`, by id: a keyset page of the account's export. */
+export async function projectsAfter(em: SqlEntityManager, userId: number, after: number, limit: number): Promise<StoredProject[]> {
   const sql = `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id > ? order by p.id limit ${pageLimit(limit)}`;
   return (await execute<ProjectRow>(em, sql, [userId, userId, after])).map(fieldsOf);
 }

@@ -3,7 +3,7 @@
  * If-Match against its ETag, which covers its listed task ids), its event and its answer.
  */
 import { projectEtagSql } from '../core/conditional.js';
-import { compileOnly } from '../db/sql-builder.js';
+import { compileOnly, sql } from '../db/sql-builder.js';
 import type { InferKyselyDB } from '@mikro-orm/postgresql';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
 import { answerSql, preconditionsSql, notFoundSql } from '../writes/operation-sql.js';
@@ -12,6 +12,10 @@ import { projectDocumentSql } from './project.view.js';
 
 /** Statements over the user's projects, composed as values (src/db/sql-builder.ts), typed from the entity. */
 export const projectSql = compileOnly<InferKyselyDB<typeof ProjectSchema>>();
+
+/** An UPDATE's `set` from SQL expressions, column by column, in their order. */
+export const rawColumns = (columns: Record<string, string>) =>
+  Object.fromEntries(Object.entries(columns).map(([column, value]) => [column, sql.raw(value)]));
 
 /** Declares `v_project` (the project), `v_ids` (its listed tasks) and `v_document` (its document, once written). */
 export const PROJECT_VARIABLES = `v_project projects%rowtype;
@@ -27,10 +31,8 @@ export const READ_PROJECT = `select p.* into v_project from projects p where p.u
   ${preconditionsSql(projectEtagSql('v_project', 'v_ids'))}`;
 
 /**
- * Sets `v_events` to the project's event (`project.<kind>`) as it is now: its listed tasks read
- * again into `v_ids` (a write may have moved them), its document written once into `v_document`,
- * which the answer reuses (read back out of the event, a project of thousands of tasks would be
- * parsed again).
+ * Sets `v_events` to the project's event (`project.<kind>`) as it is now (its tasks read again into
+ * `v_ids`); its document, in `v_document`, is the answer too, not parsed back out of the event.
  */
 export const projectEventSql = (kind: 'created' | 'updated') => `v_ids := ${listedTaskIdsOf('v_project', 'p_user')};
   v_document := ${projectDocumentSql('v_project', 'v_ids')};

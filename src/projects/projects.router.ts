@@ -1,7 +1,6 @@
 /**
- * Projects of the current user (SPEC.md 4.1–4.4, API-CONTRACT.md §4 and §6): a table of
- * procedures. Each row names its REST route and documentation, its input and output schemas,
- * and the use case that serves it (one file each, beside this one); no logic lives here.
+ * Projects of the current user (SPEC.md 4.1–4.4, API-CONTRACT.md §4 and §6): a table of procedures,
+ * each its route, documentation, schemas and use case (a file beside this one); no logic lives here.
  */
 import { z } from 'zod';
 import { authedProcedure, keepDroppedMembers, routesUnder } from '../core/procedures.js';

@@ -1,9 +1,7 @@
 /**
- * PATCH /api/projects/{id} (SPEC.md 4.3, API-CONTRACT.md §4 "Project edits"): the operation's
- * function. Under the user's lock (docs/design/writes.md): the project (404), If-Match (412),
- * then every problem at once: the name another project's (`taken`), `due_at` changed outside
- * DUE_AT_EDITABLE_IN (`cannot_be_set`) or to before the start (`cannot_be_before_started_at`);
- * else one UPDATE and its event. The version moves only when a column changes.
+ * PATCH /api/projects/{id} (SPEC.md 4.3, API-CONTRACT.md §4 "Project edits"): the operation's function.
+ * The project (404), If-Match (412), then every problem at once (`taken`, `due_at`'s rules); else one
+ * UPDATE, whose version moves only when a column changes, and its event.
  */
 import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { refusalJsonSql, refusalsSql, text, type WriteOperation } from '../writes/write-functions.js';
