@@ -227,23 +227,28 @@ function closeServedIdle(server: Server): void {
 
 /**
  * Winds down the connections of a stopping `server`: from now on each answer closes its
- * connection, and idle ones are closed at once; then every `sweepMs`, those no answer holds
- * (ones that have sent nothing, or part of a request's headers: Node counts them busy, so a
- * stop would wait its whole timeout for a client that never sends) and those whose request's
- * body has made no progress to its end since the sweep before (nothing has run for it). One
- * whose request is on its way within a sweep is served.
+ * connection, and idle ones are closed at once; then every `sweepMs`, those no answer has held
+ * at two sweeps in a row (ones that have sent nothing, or part of a request's headers: Node
+ * counts them busy, so a stop would wait its whole timeout for a client that never sends) and
+ * those whose request's body has made no progress to its end since the sweep before (nothing
+ * has run for it). Two sweeps, not one: a process that was not scheduled for a sweep's length
+ * runs its timers before it reads its sockets, so a request that arrived meanwhile is read
+ * after the first sweep that sees its connection quiet, and served.
  */
 export function closeQuietConnections(server: Server, sweepMs = 1_000): void {
   stoppingServers.add(server);
   closeServedIdle(server);
   const incomplete = new WeakSet<object>();
+  const quiet = new WeakSet<object>();
   const sweep = setInterval(() => {
     const open = openSockets.get(server);
     if (!open || open.size === 0) return void clearInterval(sweep);
     for (const socket of open) {
       const res = answering(socket);
-      if (!res) socket.destroy();
-      else if (!res.headersSent && !res.req.complete) {
+      if (!res) {
+        if (quiet.has(socket)) socket.destroy();
+        else quiet.add(socket);
+      } else if (!res.headersSent && !res.req.complete) {
         if (incomplete.has(res)) socket.destroy();
         else incomplete.add(res);
       }

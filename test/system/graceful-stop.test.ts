@@ -114,4 +114,32 @@ describe('graceful stop', () => {
     expect(answers).toMatch(/^HTTP\/1\.1 200 /);
     expect(answers).toMatch(/\r\nConnection: close\r\n/i);
   });
+
+  it('serves a request that arrived during the stop while the process was not scheduled for longer than a sweep', async () => {
+    const databaseUrl = await createTestDatabase();
+    const config = { ...loadConfig({}), databaseUrl, port: 0, host: '127.0.0.1', shutdownTimeoutMs: 10_000 };
+    const service = await startService({ config, logger: createLogger('silent') });
+    const busy = net.connect(Number(new URL(service.url).port), '127.0.0.1');
+    await new Promise((resolve) => busy.once('connect', resolve));
+    let answers = '';
+    busy.on('data', (chunk) => (answers += chunk.toString()));
+    busy.on('error', () => undefined);
+    const closed = new Promise((resolve) => busy.once('close', resolve));
+    const stopped = service.stop();
+    await eventually(() => !service.server.listening, { message: 'the server stopped listening', interval: 1 });
+    // The request is sent, then the process (service and client alike) stalls past the first
+    // sweep, as one that a loaded machine does not schedule. Stalled in the loop's check phase,
+    // the next round of the loop runs the due sweep before it reads the request's bytes.
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        busy.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1_300);
+        resolve();
+      }),
+    );
+    await stopped;
+    await closed;
+    expect(answers).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answers).toMatch(/\r\nConnection: close\r\n/i);
+  });
 });
