@@ -1,4 +1,5 @@
 /** Stopping under load: requests in flight complete, nothing new is accepted. */
+import type { Server } from 'node:http';
 import net from 'node:net';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -8,6 +9,16 @@ import { createLogger } from '../../src/core/logger.js';
 import { startService } from '../../src/server.js';
 import { eventually } from '../helpers/eventually.js';
 import { createTestDatabase } from '../helpers/test-app.js';
+
+/**
+ * Waits until the server has accepted `n` connections. A client's `connect` only says the kernel
+ * completed the handshake: a connection the server has not yet taken from its backlog when it
+ * stops listening is reset, unanswered, which is no graceful stop's to prevent.
+ */
+async function acceptedAll(server: Server, n: number): Promise<void> {
+  const connections = () => new Promise<number>((resolve, reject) => server.getConnections((e, count) => (e ? reject(e) : resolve(count))));
+  await eventually(async () => (await connections()) === n, { message: `the server accepted ${n} connections`, interval: 1 });
+}
 
 describe('graceful stop', () => {
   it('finishes in-flight requests and refuses new connections', async () => {
@@ -95,6 +106,7 @@ describe('graceful stop', () => {
     const busy = net.connect(Number(port), '127.0.0.1');
     const sockets = [quiet, partial, halfBody, busy];
     await Promise.all(sockets.map((s) => new Promise((resolve) => s.once('connect', resolve))));
+    await acceptedAll(service.server, sockets.length);
     partial.write('GET /api/users/me HTTP/1.1\r\nHost: x\r\n');
     halfBody.write('POST /api/users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60\r\n\r\n{"user"');
     let answers = '';
@@ -121,6 +133,7 @@ describe('graceful stop', () => {
     const service = await startService({ config, logger: createLogger('silent') });
     const busy = net.connect(Number(new URL(service.url).port), '127.0.0.1');
     await new Promise((resolve) => busy.once('connect', resolve));
+    await acceptedAll(service.server, 1);
     let answers = '';
     busy.on('data', (chunk) => (answers += chunk.toString()));
     busy.on('error', () => undefined);
