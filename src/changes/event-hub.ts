@@ -176,7 +176,7 @@ export class EventHub implements LiveEvents {
   #retry: NodeJS.Timeout | undefined;
   #renewTimer: NodeJS.Timeout | undefined;
   #renewing = false;
-  /** Leases of closed streams not yet deleted, and the deletion under way. */
+  /** Leases of closed streams not yet deleted (`#toRelease`), the deletion under way and the leases it deletes. */
   #toRelease: Lease[] = [];
   #releasing: Promise<void> | undefined;
   #inRelease: Lease[] = [];
