@@ -14,28 +14,15 @@ import type { ProjectFields } from './project.view.js';
 
 type StoredProject = ProjectFields & { version: number };
 
-/** A row of PROJECT_COLUMNS; `total`: the list's. */
-interface ProjectRow extends Pick<ProjectFields, 'id' | 'name' | 'slug' | 'description' | 'state'> {
-  total?: number;
-  user_id: number;
-  started_at: number;
-  due_at: number;
-  paused_at: number;
-  finished_at: number;
-  version: number;
-  task_ids: number[];
-}
-
-/** A project's columns as presented, its listed tasks' ids last: their user is the statement's first value (`?`). */
+/**
+ * A project's columns as its fields (`StoredProject`, named so), its listed tasks' ids last: their
+ * user is the statement's first value (`?`).
+ */
 const PROJECT_COLUMNS = (p: string) =>
-  `${p}.id, ${p}.user_id, ${p}.name, ${p}.slug, ${p}.description, ${p}.state, ${p}.version,
-   ${secondsOf(`${p}.started_at`)} as started_at, ${secondsOf(`${p}.due_at`)} as due_at,
-   ${secondsOf(`${p}.paused_at`)} as paused_at, ${secondsOf(`${p}.finished_at`)} as finished_at,
-   ${listedTaskIdsOf(p, '?')} as task_ids`;
-
-function fieldsOf({ user_id, started_at, due_at, paused_at, finished_at, task_ids, total: _, ...row }: ProjectRow): StoredProject {
-  return { ...row, userId: user_id, startedAt: started_at, dueAt: due_at, pausedAt: paused_at, finishedAt: finished_at, taskIds: task_ids };
-}
+  `${p}.id, ${p}.user_id as "userId", ${p}.name, ${p}.slug, ${p}.description, ${p}.state, ${p}.version,
+   ${secondsOf(`${p}.started_at`)} as "startedAt", ${secondsOf(`${p}.due_at`)} as "dueAt",
+   ${secondsOf(`${p}.paused_at`)} as "pausedAt", ${secondsOf(`${p}.finished_at`)} as "finishedAt",
+   ${listedTaskIdsOf(p, '?')} as "taskIds"`;
 
 type ProjectSortAttribute = (typeof PROJECT_SORTS)[number];
 
@@ -75,20 +62,21 @@ export async function listProjects(
       order by ${projectOrderBy(sort, 'p')}`;
   const params = [userId, ...where.params, ...where.params, offset];
   const plain = where.parts.length === 1 && sort.attribute === 'id' && !sort.descending;
-  const rows = plain ? await execute<ProjectRow>(em, sql, params) : await em.execute<ProjectRow[]>(sql, params);
+  type Row = StoredProject & { total: number };
+  const rows = plain ? await execute<Row>(em, sql, params) : await em.execute<Row[]>(sql, params);
   // An empty page is one row carrying the total, with no project.
-  return { projects: rows.filter((row) => row.id !== null).map(fieldsOf), total: Number(rows[0]?.total ?? 0) };
+  return { projects: rows.filter((row) => row.id !== null).map(({ total: _, ...project }) => project), total: Number(rows[0]?.total ?? 0) };
 }
 
 /** The user's projects with these ids. */
 export async function projectsByIds(em: SqlEntityManager, userId: number, ids: readonly number[]): Promise<StoredProject[]> {
   if (ids.length === 0) return [];
-  const rows = await execute<ProjectRow>(em, `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::bigint[])`, [userId, userId, idArray(ids)]);
-  return rows.map(fieldsOf);
+  const sql = `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id = any(?::bigint[])`;
+  return execute<StoredProject>(em, sql, [userId, userId, idArray(ids)]);
 }
 
 /** At most `limit` of the user's projects whose id is above `after`, by id: a keyset page of the account's export. */
 export async function projectsAfter(em: SqlEntityManager, userId: number, after: number, limit: number): Promise<StoredProject[]> {
   const sql = `select ${PROJECT_COLUMNS('p')} from projects p where p.user_id = ? and p.id > ? order by p.id limit ${pageLimit(limit)}`;
-  return (await execute<ProjectRow>(em, sql, [userId, userId, after])).map(fieldsOf);
+  return execute<StoredProject>(em, sql, [userId, userId, after]);
 }

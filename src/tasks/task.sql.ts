@@ -32,11 +32,11 @@ export const LISTED = (t: string) => `${t}.state <> 'abandoned'`;
 export const listedTaskIdsOf = (p: string, user: string) =>
   `array(select t.id from tasks t where t.user_id = ${user} and t.project_id = ${p}.id and ${LISTED('t')} order by t."order", t.id)`;
 
-/** A task's columns as presented (`TaskFields`), timestamps in seconds. */
+/** A task's columns as its fields (`TaskFields`, named so), timestamps in seconds. */
 export const TASK_COLUMNS = (t: string) =>
-  `${t}.id, ${t}.user_id, ${t}.project_id, ${t}.label, ${t}."order", ${t}.planned_count, ${t}.state,
-   ${secondsOf(`${t}.started_at`)} as started_at, ${secondsOf(`${t}.planned_at`)} as planned_at,
-   ${secondsOf(`${t}.finished_at`)} as finished_at, ${secondsOf(`${t}.abandoned_at`)} as abandoned_at`;
+  `${t}.id, ${t}.user_id as "userId", ${t}.project_id as "projectId", ${t}.label, ${t}."order", ${t}.planned_count as "plannedCount",
+   ${t}.state, ${secondsOf(`${t}.started_at`)} as "startedAt", ${secondsOf(`${t}.planned_at`)} as "plannedAt",
+   ${secondsOf(`${t}.finished_at`)} as "finishedAt", ${secondsOf(`${t}.abandoned_at`)} as "abandonedAt"`;
 
 /** A task's columns as presented, with its version (for the ETag). */
 export const presentedTaskColumns = (t: string) => `${TASK_COLUMNS(t)}, ${t}.version`;

@@ -13,51 +13,15 @@ import { execute } from '../db/prepared.js';
 
 /** One of the user's tasks as presented, with its version; null when the user has none with this id. */
 export async function ownedTask(em: SqlEntityManager, userId: number, id: number): Promise<(TaskFields & { version: number }) | null> {
-  const [row] = await execute(em, `select ${presentedTaskColumns('t')} from tasks t where t.id = ? and t.user_id = ?`, [id, userId]);
-  return row ? presentedTaskOf(row) : null;
-}
-
-/** A row of `presentedTaskColumns` as fields, with the version. */
-export function presentedTaskOf(row: Record<string, unknown>): TaskFields & { version: number } {
-  const listed = row as unknown as ListedTaskRow & { version: number };
-  return { ...taskFieldsOf(listed), version: listed.version };
+  const sql = `select ${presentedTaskColumns('t')} from tasks t where t.id = ? and t.user_id = ?`;
+  const [row] = await execute<TaskFields & { version: number }>(em, sql, [id, userId]);
+  return row ?? null;
 }
 
 /** At most `limit` of the user's tasks above id `after`, by id, listed or not: a keyset page of the account's export. */
 export async function tasksAfter(em: SqlEntityManager, userId: number, after: number, limit: number): Promise<TaskFields[]> {
   const sql = `select ${TASK_COLUMNS('t')} from tasks t where t.user_id = ? and t.id > ? order by t.id limit ${pageLimit(limit)}`;
-  return (await execute<ListedTaskRow>(em, sql, [userId, after])).map(taskFieldsOf);
-}
-
-interface ListedTaskRow {
-  total?: number;
-  id: number;
-  user_id: number;
-  project_id: number | null;
-  label: string;
-  order: number;
-  planned_count: number;
-  state: TaskFields['state'];
-  started_at: number;
-  planned_at: number;
-  finished_at: number;
-  abandoned_at: number;
-}
-
-function taskFieldsOf(row: ListedTaskRow): TaskFields {
-  return {
-    id: row.id,
-    userId: row.user_id,
-    projectId: row.project_id,
-    label: row.label,
-    order: row.order,
-    plannedCount: row.planned_count,
-    state: row.state,
-    startedAt: row.started_at,
-    plannedAt: row.planned_at,
-    finishedAt: row.finished_at,
-    abandonedAt: row.abandoned_at,
-  };
+  return execute<TaskFields>(em, sql, [userId, after]);
 }
 
 /** What a task list keeps (API-CONTRACT.md §12), as instants and values; absent members keep everything. */
@@ -102,9 +66,10 @@ export async function listTasks(
   ...page: Parameters<typeof taskPageStatement>
 ): Promise<{ tasks: TaskFields[]; total: number }> {
   const { sql, params, prepare } = taskPageStatement(...page);
-  const rows = prepare ? await execute<ListedTaskRow>(em, sql, params) : await em.execute<ListedTaskRow[]>(sql, params);
+  type Row = TaskFields & { total: number };
+  const rows = prepare ? await execute<Row>(em, sql, params) : await em.execute<Row[]>(sql, params);
   // An empty page is one row carrying the total, with no task.
-  const tasks = rows.filter((row) => row.id !== null).map(taskFieldsOf);
+  const tasks = rows.filter((row) => row.id !== null).map(({ total: _, ...task }) => task);
   return { tasks, total: Number(rows[0]?.total ?? 0) };
 }
 

@@ -23,7 +23,7 @@ where
 
 select
   p.id,
-  p.user_id,
+  p.user_id as "userId",
   p.name,
   p.slug,
   p.description,
@@ -38,7 +38,7 @@ select
       )
     ),
     0
-  )::float8 as started_at,
+  )::float8 as "startedAt",
   coalesce(
     floor(
       extract(
@@ -48,7 +48,7 @@ select
       )
     ),
     0
-  )::float8 as due_at,
+  )::float8 as "dueAt",
   coalesce(
     floor(
       extract(
@@ -58,7 +58,7 @@ select
       )
     ),
     0
-  )::float8 as paused_at,
+  )::float8 as "pausedAt",
   coalesce(
     floor(
       extract(
@@ -68,7 +68,7 @@ select
       )
     ),
     0
-  )::float8 as finished_at,
+  )::float8 as "finishedAt",
   array(
     select
       t.id
@@ -81,7 +81,7 @@ select
     order by
       t."order",
       t.id
-  ) as task_ids
+  ) as "taskIds"
 from
   projects p
 where

@@ -24,7 +24,7 @@ where
 select
   c.total,
   p.id,
-  p.user_id,
+  p.user_id as "userId",
   p.name,
   p.slug,
   p.description,
@@ -39,7 +39,7 @@ select
       )
     ),
     0
-  )::float8 as started_at,
+  )::float8 as "startedAt",
   coalesce(
     floor(
       extract(
@@ -49,7 +49,7 @@ select
       )
     ),
     0
-  )::float8 as due_at,
+  )::float8 as "dueAt",
   coalesce(
     floor(
       extract(
@@ -59,7 +59,7 @@ select
       )
     ),
     0
-  )::float8 as paused_at,
+  )::float8 as "pausedAt",
   coalesce(
     floor(
       extract(
@@ -69,7 +69,7 @@ select
       )
     ),
     0
-  )::float8 as finished_at,
+  )::float8 as "finishedAt",
   array(
     select
       t.id
@@ -82,7 +82,7 @@ select
     order by
       t."order",
       t.id
-  ) as task_ids
+  ) as "taskIds"
 from
   (
     select

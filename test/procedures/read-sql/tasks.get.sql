@@ -23,11 +23,11 @@ where
 
 select
   t.id,
-  t.user_id,
-  t.project_id,
+  t.user_id as "userId",
+  t.project_id as "projectId",
   t.label,
   t."order",
-  t.planned_count,
+  t.planned_count as "plannedCount",
   t.state,
   coalesce(
     floor(
@@ -38,7 +38,7 @@ select
       )
     ),
     0
-  )::float8 as started_at,
+  )::float8 as "startedAt",
   coalesce(
     floor(
       extract(
@@ -48,7 +48,7 @@ select
       )
     ),
     0
-  )::float8 as planned_at,
+  )::float8 as "plannedAt",
   coalesce(
     floor(
       extract(
@@ -58,7 +58,7 @@ select
       )
     ),
     0
-  )::float8 as finished_at,
+  )::float8 as "finishedAt",
   coalesce(
     floor(
       extract(
@@ -68,7 +68,7 @@ select
       )
     ),
     0
-  )::float8 as abandoned_at,
+  )::float8 as "abandonedAt",
   t.version
 from
   tasks t

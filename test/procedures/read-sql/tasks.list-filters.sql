@@ -24,11 +24,11 @@ where
 select
   c.total,
   t.id,
-  t.user_id,
-  t.project_id,
+  t.user_id as "userId",
+  t.project_id as "projectId",
   t.label,
   t."order",
-  t.planned_count,
+  t.planned_count as "plannedCount",
   t.state,
   coalesce(
     floor(
@@ -39,7 +39,7 @@ select
       )
     ),
     0
-  )::float8 as started_at,
+  )::float8 as "startedAt",
   coalesce(
     floor(
       extract(
@@ -49,7 +49,7 @@ select
       )
     ),
     0
-  )::float8 as planned_at,
+  )::float8 as "plannedAt",
   coalesce(
     floor(
       extract(
@@ -59,7 +59,7 @@ select
       )
     ),
     0
-  )::float8 as finished_at,
+  )::float8 as "finishedAt",
   coalesce(
     floor(
       extract(
@@ -69,7 +69,7 @@ select
       )
     ),
     0
-  )::float8 as abandoned_at
+  )::float8 as "abandonedAt"
 from
   (
     select

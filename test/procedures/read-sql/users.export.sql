@@ -25,7 +25,7 @@ start transaction isolation level repeatable read read only
 
 select
   p.id,
-  p.user_id,
+  p.user_id as "userId",
   p.name,
   p.slug,
   p.description,
@@ -40,7 +40,7 @@ select
       )
     ),
     0
-  )::float8 as started_at,
+  )::float8 as "startedAt",
   coalesce(
     floor(
       extract(
@@ -50,7 +50,7 @@ select
       )
     ),
     0
-  )::float8 as due_at,
+  )::float8 as "dueAt",
   coalesce(
     floor(
       extract(
@@ -60,7 +60,7 @@ select
       )
     ),
     0
-  )::float8 as paused_at,
+  )::float8 as "pausedAt",
   coalesce(
     floor(
       extract(
@@ -70,7 +70,7 @@ select
       )
     ),
     0
-  )::float8 as finished_at,
+  )::float8 as "finishedAt",
   array(
     select
       t.id
@@ -83,7 +83,7 @@ select
     order by
       t."order",
       t.id
-  ) as task_ids
+  ) as "taskIds"
 from
   projects p
 where
@@ -96,11 +96,11 @@ limit
 
 select
   t.id,
-  t.user_id,
-  t.project_id,
+  t.user_id as "userId",
+  t.project_id as "projectId",
   t.label,
   t."order",
-  t.planned_count,
+  t.planned_count as "plannedCount",
   t.state,
   coalesce(
     floor(
@@ -111,7 +111,7 @@ select
       )
     ),
     0
-  )::float8 as started_at,
+  )::float8 as "startedAt",
   coalesce(
     floor(
       extract(
@@ -121,7 +121,7 @@ select
       )
     ),
     0
-  )::float8 as planned_at,
+  )::float8 as "plannedAt",
   coalesce(
     floor(
       extract(
@@ -131,7 +131,7 @@ select
       )
     ),
     0
-  )::float8 as finished_at,
+  )::float8 as "finishedAt",
   coalesce(
     floor(
       extract(
@@ -141,7 +141,7 @@ select
       )
     ),
     0
-  )::float8 as abandoned_at
+  )::float8 as "abandonedAt"
 from
   tasks t
 where
