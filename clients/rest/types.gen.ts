@@ -2823,7 +2823,7 @@ export type WebhooksCreateData = {
     body: {
         webhook: {
             /**
-             * 1 to 2048 characters (Unicode code points); no NUL character, no unpaired surrogate. An absolute `https:` URL without user info and without a backslash, as WHATWG URL parsers read it, and kept as their serialization (the `url` answered: scheme and host in lower case, a default port dropped, tabs and newlines removed, dot segments resolved, what a URL may not hold as is percent-encoded, an international host name in punycode); its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 `invalid`. Checked again at every attempt.
+             * 1 to 2048 characters (Unicode code points); no NUL character, no unpaired surrogate. An absolute `https:` URL written `https://host…` (two slashes before its host), without user info and without a backslash, as WHATWG URL parsers read it, and kept as their serialization (the `url` answered: scheme and host in lower case, a default port dropped, tabs and newlines removed, dot segments resolved, what a URL may not hold as is percent-encoded, an international host name in punycode); its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 `invalid`. Checked again at every attempt.
              */
             url: string;
             /**
@@ -3053,7 +3053,7 @@ export type WebhooksUpdateData = {
     body: {
         webhook: {
             /**
-             * 1 to 2048 characters (Unicode code points); no NUL character, no unpaired surrogate. An absolute `https:` URL without user info and without a backslash, as WHATWG URL parsers read it, and kept as their serialization (the `url` answered: scheme and host in lower case, a default port dropped, tabs and newlines removed, dot segments resolved, what a URL may not hold as is percent-encoded, an international host name in punycode); its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 `invalid`. Checked again at every attempt.
+             * 1 to 2048 characters (Unicode code points); no NUL character, no unpaired surrogate. An absolute `https:` URL written `https://host…` (two slashes before its host), without user info and without a backslash, as WHATWG URL parsers read it, and kept as their serialization (the `url` answered: scheme and host in lower case, a default port dropped, tabs and newlines removed, dot segments resolved, what a URL may not hold as is percent-encoded, an international host name in punycode); its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 `invalid`. Checked again at every attempt.
              */
             url?: string;
             /**

@@ -186,6 +186,11 @@ export function checkUrlShape(raw: string, allowPrivate: boolean, { kept = false
   if (url.username !== '' || url.password !== '' || authorityHasAt(raw)) {
     return { refused: 'The URL must not hold a user name or password.' };
   }
+  // A WHATWG parser finds the host of `https:host/`, `https:/host/` and `https:///host/` too, where
+  // other common parsers find none (or an empty one): only `scheme://host` names it to all of them.
+  if (!/^https?:\/\/[^/]/i.test(raw.replace(/[\t\n\r]/g, ''))) {
+    return { refused: 'The URL must be written scheme://host, with two slashes: parsers disagree on the host of other forms.' };
+  }
   if (url.hostname === '') return { refused: 'The URL has no host.' };
   const host = bare(url.hostname);
   if (!allowPrivate && net.isIP(host) !== 0) {

@@ -38,7 +38,7 @@ const urlForm = urlText.superRefine((value, ctx) => {
 });
 const url = urlForm.meta({
   // What every text says (its length, no NUL, no unpaired surrogate), then what a webhook URL adds.
-  description: `${z.globalRegistry.get(urlText)?.description} An absolute \`https:\` URL without user info and without a backslash, as WHATWG URL parsers read it, and kept as their serialization (the \`url\` answered: scheme and host in lower case, a default port dropped, tabs and newlines removed, dot segments resolved, what a URL may not hold as is percent-encoded, an international host name in punycode); its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 \`invalid\`. Checked again at every attempt.`,
+  description: `${z.globalRegistry.get(urlText)?.description} An absolute \`https:\` URL written \`https://host…\` (two slashes before its host), without user info and without a backslash, as WHATWG URL parsers read it, and kept as their serialization (the \`url\` answered: scheme and host in lower case, a default port dropped, tabs and newlines removed, dot segments resolved, what a URL may not hold as is percent-encoded, an international host name in punycode); its host must resolve to public addresses only (not loopback, private, link-local, CGNAT, multicast, unspecified, IPv6 unique-local or IPv4-mapped). Otherwise 422 \`invalid\`. Checked again at every attempt.`,
   example: 'https://hooks.example.com/planning',
 });
 const events = z

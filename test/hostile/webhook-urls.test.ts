@@ -33,6 +33,7 @@ const { app, db } = useTestAppWithSql({
 const TAKEN: Array<{ what: string; url: string; kept: string; host: string | null }> = [
   { what: 'upper-case scheme and host, the default port, a dot segment', url: 'HTTPS://HOOKS.Example.COM:443/Path/../In?Q=1#Frag', kept: 'https://hooks.example.com/In?Q=1#Frag', host: 'hooks.example.com' },
   { what: 'a tab in the host and a newline in the path (WHATWG drops them)', url: 'https://hooks.exa\tmple.com/in\n/x\r/y', kept: 'https://hooks.example.com/in/x/y', host: 'hooks.example.com' },
+  { what: 'a tab between the two slashes (WHATWG drops it, as other parsers do)', url: 'https:/\t/hooks.example.com/', kept: 'https://hooks.example.com/', host: 'hooks.example.com' },
   { what: 'a percent-encoded host', url: 'https://hooks%2Eexample%2ECOM/', kept: 'https://hooks.example.com/', host: 'hooks.example.com' },
   { what: 'full-width letters in the host, a letter outside ASCII and a space in the path', url: 'https://ｈｏｏｋｓ.example.com/ü a', kept: 'https://hooks.example.com/%C3%BC%20a', host: 'hooks.example.com' },
   { what: 'an IPv6 literal with the default port', url: 'https://[2606:4700:4700:0::1111]:443/hook', kept: 'https://[2606:4700:4700::1111]/hook', host: null },
@@ -57,6 +58,11 @@ const REFUSED: Array<{ what: string; url: string }> = [
   { what: 'user info', url: 'https://user@hooks.example.com/' },
   { what: 'an empty user info', url: 'https://@hooks.example.com/' },
   { what: 'an @ percent-encoded in the host', url: 'https://hooks.example.com%40loopback.private.test/' },
+  // WHATWG finds a host in these; other common parsers (Python's urlsplit, Go's net/url) find none.
+  { what: 'no slash after the scheme', url: 'https:hooks.example.com/' },
+  { what: 'no slash after the scheme, an IPv4 host', url: 'https:93.184.215.14/' },
+  { what: 'one slash after the scheme', url: 'https:/hooks.example.com/' },
+  { what: 'three slashes after the scheme', url: 'https:///hooks.example.com/' },
 ];
 
 type Door = 'rest' | 'trpc';

@@ -137,6 +137,8 @@ function surelyPublicHost(hostname: string): boolean {
  */
 function parsedUrl(raw: unknown): URL | undefined {
   if (typeof raw !== 'string' || raw.includes('\u0000') || raw.includes('\\') || !raw.isWellFormed() || [...raw].length > 2_048) return undefined;
+  // Only `https://host…` names the host to every common parser (API-CONTRACT.md §14; tabs and newlines dropped first).
+  if (!/^https:\/\/[^/]/i.test(raw.replace(/[\t\n\r]/g, ''))) return undefined;
   try {
     const url = new URL(raw);
     return url.protocol === 'https:' && url.username === '' && url.password === '' ? url : undefined;
