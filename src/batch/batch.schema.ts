@@ -85,9 +85,10 @@ function checkShape(operations: unknown, invalid: (message: string, path: Proper
 
 /** If-Match and If-None-Match on a batch are `400 invalid` on the header, on both doors (API-CONTRACT.md §15). */
 export function conditionalHeader(header: (name: string) => string | undefined): DomainError | undefined {
-  const name = (['If-Match', 'If-None-Match'] as const).find((n) => header(n) !== undefined);
-  const detail = `${name} does not apply to a batch: give each operation its own if_match.`;
-  return name === undefined ? undefined : DomainError.of('invalid', { status: 400, header: name, detail });
+  const names = (['If-Match', 'If-None-Match'] as const).filter((n) => header(n) !== undefined);
+  const detail = (name: string) => `${name} does not apply to a batch: give each operation its own if_match.`;
+  const errors = names.flatMap((name) => DomainError.of('invalid', { status: 400, header: name, detail: detail(name) }).errors);
+  return errors.length === 0 ? undefined : new DomainError(errors);
 }
 
 /** Over MAX_OPERATIONS is refused on the length alone: 100 KiB of zeros are 50,000 operations, each with its errors. */

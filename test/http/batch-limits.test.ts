@@ -146,6 +146,16 @@ describe.each(DOORS)('If-Match and If-None-Match on a batch, through %s', (door)
     expect((await db.query('select label from tasks where user_id = $1', [id])).rows).toEqual([{ label: 'ran 0' }]);
   });
 
+  it('both headers at once are both reported, If-Match first (API-CONTRACT.md §2: every validation error of a request)', async () => {
+    const { token } = await app.register();
+    const refused = await send(app, door, token, creates(1, 'never'), { 'If-None-Match': '*', 'If-Match': '"x"' });
+    expect(refused.status).toBe(400);
+    expect(refused.errors.map((e) => [e.code, e.source])).toEqual([
+      ['invalid', { header: 'If-Match' }],
+      ['invalid', { header: 'If-None-Match' }],
+    ]);
+  });
+
   it('an operation\'s if_match stays the way to give a precondition', async () => {
     const { token } = await app.register();
     const project = await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Guarded' } } });
