@@ -171,7 +171,7 @@ declare
 begin
   -- The key is claimed outside the block too, so that it holds while a refusal is kept (a lock held twice is released once).
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
+    return ${schema}.key_busy(p_user, p_key, p_key_since);
   end if;
   -- The user's row locked and updated in one (sub)transaction: no MultiXact (docs/design/writes.md).
   begin
@@ -290,7 +290,8 @@ $$`;
 /**
  * The first step of every write of a user and the keeping of its key's outcome (API-CONTRACT.md
  * §11), for `apply` and for src/writes/user-write.ts `plainWrite` alike. `key_open`: the key's
- * advisory lock, never waited for (held: `request_in_progress`); the user's lock (no row: the
+ * advisory lock, never waited for (held: the kept outcome's replay if there is one — another replay holds it —,
+ * else `request_in_progress`); the user's lock (no row: the
  * user was deleted meanwhile, `unauthorized`); the key's record younger than `p_key_since`
  * (`{"replay"}`); else `{"last", "next_order"}` from the user's row. `key_keep` stores an outcome.
  */
@@ -304,7 +305,7 @@ declare
   v_setting text;
 begin
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
+    return ${schema}.key_busy(p_user, p_key, p_key_since);
   end if;
   v_setting := set_config('lock_timeout', '5000ms', true);
   select u.last_event_seq, u.next_task_order into v_last, v_next_order from users u where u.id = p_user for no key update;
@@ -312,15 +313,23 @@ begin
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));
   end if;
   if p_key is not null then
-    select json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag) into v_record
-      from idempotency_keys k
-     where k.user_id = p_user and k.key = p_key and k.created_at > p_key_since;
+    v_record := ${schema}.key_replay(p_user, p_key, p_key_since);
     if v_record is not null then
-      return json_build_object('replay', v_record);
+      return v_record;
     end if;
   end if;
   return json_build_object('last', v_last, 'next_order', v_next_order);
 end
+$$`,
+    // The key's outcome to replay, if one is kept (else null).
+    `create function ${schema}.key_replay(p_user bigint, p_key text, p_key_since timestamptz) returns json language sql stable as $$
+  select json_build_object('replay', json_build_object('fingerprint', k.fingerprint, 'status', k.status, 'body', k.body, 'etag', k.etag))
+    from idempotency_keys k
+   where k.user_id = p_user and k.key = p_key and k.created_at > p_key_since
+$$`,
+    // The key's lock is held by another request: a replay of a kept outcome (another replay holds it while it reads), else in progress.
+    `create function ${schema}.key_busy(p_user bigint, p_key text, p_key_since timestamptz) returns json language sql stable as $$
+  select coalesce(${schema}.key_replay(p_user, p_key, p_key_since), json_build_object('refusal', json_build_object('code', 'request_in_progress')))
 $$`,
     `create function ${schema}.key_keep(p_user bigint, p_key text, p_fingerprint text, p_status int, p_body json, p_etag text, p_now timestamptz) returns void language sql volatile as $$
   insert into idempotency_keys as k (user_id, key, fingerprint, status, body, etag, created_at)

@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { keyLock } from '../../src/writes/idempotency.js';
 import { eventually } from '../helpers/eventually.js';
 import { DAY, T0, onlyError, seconds, useTestAppWithSql } from '../helpers/test-app.js';
 
@@ -55,6 +56,32 @@ describe('REST: a retry with the same key', () => {
     expect(second.text).toBe('');
     // Without the key, the project is gone.
     expect((await app.request('DELETE', `/api/projects/${project.body.data.id}`, { token })).status).toBe(404);
+  });
+
+  it('replays a finished request while another retry of it holds the key (only a running first is 409), on both doors', async () => {
+    const { id, token } = await app.register();
+    const k = key();
+    const body = { task: { label: 'Once' } };
+    const first = await app.request('POST', '/api/users/me/tasks', { token, body, headers: { 'Idempotency-Key': k } });
+    expect(first.status).toBe(201);
+    // Another replay reading the kept outcome holds the key's lock meanwhile: here, a session of the test holds it.
+    const lock = keyLock(id, k);
+    await db.query('select pg_advisory_lock($1::bigint)', [lock]);
+    try {
+      const replays = await Promise.all(Array.from({ length: 5 }, () => app.request('POST', '/api/users/me/tasks', { token, body, headers: { 'Idempotency-Key': k } })));
+      for (const replay of replays) {
+        expect([replay.status, replay.headers.get('idempotent-replayed')], replay.text).toEqual([201, 'true']);
+        expect(replay.text).toBe(first.text);
+      }
+      const trpc = await app.trpc(token).tasks.create.mutate(body, { context: { headers: { 'Idempotency-Key': k } } });
+      expect(trpc).toEqual(first.body);
+      // Another request with the key is still told so, not made to wait.
+      const other = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Other' } }, headers: { 'Idempotency-Key': k } });
+      expect([other.status, onlyError(other.body).code]).toEqual([422, 'idempotency_key_reused']);
+    } finally {
+      await db.query('select pg_advisory_unlock($1::bigint)', [lock]);
+    }
+    expect(await tasksOf(id)).toBe(1);
   });
 
   it('keys are per user: two users may use the same key', async () => {

@@ -27,8 +27,10 @@ describe('the write functions', () => {
     ['json_put', "sets a batch's refs in an operation's input"],
     ['key_open', "every write's first step: its key, the user's lock, the key's record"],
     ['key_keep', "keeps a write's outcome under its key"],
+    ['key_replay', "the outcome kept under a key, to replay"],
+    ['key_busy', "a key another request holds: its kept outcome, or in progress"],
   ])('%s: %s', async (fn) => {
-    const text = writeFunctionSet.statements.find((s) => s.includes(`.${fn}(`))!;
+    const text = writeFunctionSet.statements.find((s) => s.includes(`function ${writeFunctionSet.schema}.${fn}(`))!;
     await expect(`-- ${fn}\n\n${await formatFunction(text.replaceAll(writeFunctionSet.schema, 'w'))}\n`).toMatchFileSnapshot(`./write-sql/functions/${fn}.sql`);
   });
 
@@ -37,6 +39,6 @@ describe('the write functions', () => {
       `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = ? order by 1`,
       [writeFunctionSet.schema],
     );
-    expect(rows.map((r) => r.name)).toEqual(['apply', 'json_put', 'key_keep', 'key_open', ...writeOperations.map((o) => o.fn)].sort());
+    expect(rows.map((r) => r.name)).toEqual(['apply', 'json_put', 'key_busy', 'key_keep', 'key_open', 'key_replay', ...writeOperations.map((o) => o.fn)].sort());
   });
 });

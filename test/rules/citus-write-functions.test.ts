@@ -152,7 +152,7 @@ const crafted = (name: string, body: string) =>
 
 describe('the write functions keep Citus’s rule on CASE and COALESCE in a modification', () => {
   it('reads every write function, and in each its statements', () => {
-    expect(FUNCTIONS.map((f) => f.name).sort()).toEqual(['apply', 'json_put', 'key_keep', 'key_open', ...writeOperations.map((o) => o.fn)].sort());
+    expect(FUNCTIONS.map((f) => f.name).sort()).toEqual(['apply', 'json_put', 'key_busy', 'key_keep', 'key_open', 'key_replay', ...writeOperations.map((o) => o.fn)].sort());
     for (const operation of writeOperations) {
       const fn = FUNCTIONS.find((f) => f.name === operation.fn)!;
       expect(fn.statements.some((sql) => /^(insert|update|delete|with)\b/i.test(sql)), operation.fn).toBe(true);

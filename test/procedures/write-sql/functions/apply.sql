@@ -50,7 +50,7 @@ declare
 begin
   -- The key is claimed outside the block too, so that it holds while a refusal is kept (a lock held twice is released once).
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
+    return w.key_busy(p_user, p_key, p_key_since);
   end if;
   -- The user's row locked and updated in one (sub)transaction: no MultiXact (docs/design/writes.md).
   begin

@@ -13,7 +13,7 @@ declare
   v_setting text;
 begin
   if p_key is not null and not pg_try_advisory_xact_lock(p_key_lock) then
-    return json_build_object('refusal', json_build_object('code', 'request_in_progress'));
+    return w.key_busy(p_user, p_key, p_key_since);
   end if;
   v_setting := set_config('lock_timeout', '5000ms', true);
   select u.last_event_seq, u.next_task_order into v_last, v_next_order from users u where u.id = p_user for no key update;
@@ -21,25 +21,9 @@ begin
     return json_build_object('refusal', json_build_object('code', 'unauthorized'));
   end if;
   if p_key is not null then
-    select
-      json_build_object(
-        'fingerprint',
-        k.fingerprint,
-        'status',
-        k.status,
-        'body',
-        k.body,
-        'etag',
-        k.etag
-      ) into v_record
-    from
-      idempotency_keys k
-    where
-      k.user_id = p_user
-      and k.key = p_key
-      and k.created_at > p_key_since;
+    v_record := w.key_replay(p_user, p_key, p_key_since);
     if v_record is not null then
-      return json_build_object('replay', v_record);
+      return v_record;
     end if;
   end if;
   return json_build_object('last', v_last, 'next_order', v_next_order);
