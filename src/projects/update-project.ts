@@ -1,7 +1,7 @@
 /**
  * PATCH /api/projects/{id} (SPEC.md 4.3, API-CONTRACT.md §4 "Project edits"): the operation's function.
  * The project (404), If-Match (412), then every problem at once (`taken`, `due_at`'s rules); else one
- * UPDATE, whose version moves only when a column changes, and its event.
+ * UPDATE, whose version moves only when a column changes, and its event (none when nothing changed).
  */
 import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { refusalJsonSql, refusalsSql, text, type WriteOperation } from '../writes/write-functions.js';
@@ -35,8 +35,10 @@ export function updateProjectOperation(): WriteOperation {
   v_due_changes boolean := false;
   v_errors json[] := '{}';
   v_events json[];
+  v_version int;
 begin
   ${READ_PROJECT}
+  v_version := v_project.version;
   -- Two conditions, not one joined by "and": a query behind a test of the input is planned again at
   -- every call (its custom plan, the test folded away, beats the generic one).
   if v_name is not null then
@@ -56,6 +58,10 @@ begin
   ${refusalsSql('v_errors')}
   ${compileStatement(update, projectSql)} into v_project;
   ${projectEventSql('updated')}
+  -- An edit that changes nothing (the version stays) appends nothing.
+  if v_project.version = v_version then
+    v_events := '{}';
+  end if;
   ${RETURN_PROJECT}
 end`,
   };

@@ -1,7 +1,8 @@
 /**
  * PATCH /api/tasks/{id} (SPEC.md 4.7, API-CONTRACT.md §5), its write function (docs/design/writes.md): the task
  * (404), If-Match (412), the project it joins (422), then label, project and the state PROJECT_SYNC_RULES gives in
- * one UPDATE (the version moves only when a column changes). Events: the project left, the one joined, the task.
+ * one UPDATE (the version moves only when a column changes). Events: the project left, the one joined, the task
+ * (none when nothing changed).
  */
 import { taskEtagSql } from '../core/conditional.js';
 import { answerSql, projectUpdatedSql } from '../writes/operation-sql.js';
@@ -29,9 +30,12 @@ export function updateTaskOperation(): WriteOperation {
   v_moving boolean := (p_input->'task'->'project_id') is not null;
   v_target bigint := (p_input->'task'->>'project_id')::bigint;
   v_action text;
+  v_version int;
+  v_document json;
   v_events json[] := '{}';
 begin
   ${READ_TASK}
+  v_version := v_task.version;
   ${readLinkedProjectSql('v_target', 'v_joined')}
   v_left := v_task.project_id;
   if v_moving then
@@ -42,8 +46,12 @@ begin
     v_events := array(select ${projectUpdatedSql('p.id')} from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
                        order by p.id = v_task.project_id);
   end if;
-  v_events := v_events || json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('v_task')});
-  return json_build_object('answer', ${answerSql(`v_events[cardinality(v_events)]->'data'`)}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
+  v_document := ${taskDocumentSql('v_task')};
+  -- An edit that changes nothing (the version stays) appends nothing.
+  if v_task.version <> v_version then
+    v_events := v_events || json_build_object('type', 'task.updated', 'data', v_document);
+  end if;
+  return json_build_object('answer', ${answerSql('v_document')}, 'etag', ${taskEtagSql('v_task')}, 'events', array_to_json(v_events));
 end`,
   };
 }

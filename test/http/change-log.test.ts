@@ -91,17 +91,18 @@ describe('what each write appends', () => {
     expect(afterMove[1].data.relationships.tasks.data).toEqual([{ type: 'task', id: two.id }, { type: 'task', id: three.id }]);
     expect(afterMove[2].data).toEqual((await ok('GET', `/api/tasks/${two.id}`, u.token)).data);
 
-    // A reorder: the moved tasks by order, each project after its first moved task, listing its tasks in their new order.
+    // A reorder: the moved tasks by order, and the task's project, whose tasks it passed, after its first moved task,
+    // listing its tasks in their new order.
     const beforeReorder = await newestId(u);
     await ok('PUT', `/api/tasks/${three.id}/order`, u.token, { task: { order: 1 } });
     const afterReorder = await eventsAfter(u, beforeReorder);
     expect(summary(afterReorder)).toEqual([
       ['task.updated', 'task', three.id], ['project.updated', 'project', b.id],
-      // A still holds the abandoned task, which moved (A lists none).
-      ['task.updated', 'task', one.id], ['project.updated', 'project', a.id],
+      // A still holds the abandoned task, which moved: A lists none, its document is the same.
+      ['task.updated', 'task', one.id],
       ['task.updated', 'task', two.id],
     ]);
-    expect([afterReorder[0], afterReorder[2], afterReorder[4]].map((e) => e!.data.attributes.order)).toEqual([1, 2, 3]);
+    expect([afterReorder[0], afterReorder[2], afterReorder[3]].map((e) => e!.data.attributes.order)).toEqual([1, 2, 3]);
     expect(afterReorder[1].data.relationships.tasks.data).toEqual([{ type: 'task', id: three.id }, { type: 'task', id: two.id }]);
     expect(afterReorder[1].data).toEqual((await ok('GET', `/api/projects/${b.id}`, u.token)).data);
   });
@@ -132,8 +133,7 @@ describe('what each write appends', () => {
       ['task.updated', 'task', alone.id], // label
       ['task.updated', 'task', alone.id], // planned
       ['task.updated', 'task', alone.id], // moved to 1
-      ['task.updated', 'task', inProject.id], // shifted to 2
-      ['project.updated', 'project', project.id], // its task list is by order
+      ['task.updated', 'task', inProject.id], // shifted to 2; its project's document is the same (a)
       ['project.updated', 'project', project.id], // description
       ['project.deleted', 'project', project.id],
       ['task.updated', 'task', inProject.id], // released: abandoned, detached
@@ -177,6 +177,61 @@ describe('what each write appends', () => {
       return i < 3 ? [...created, ['project.updated', 'project', expect.any(Number)]] : created;
     }));
     expect(await eventsAfter(u, start)).toHaveLength(events.length + 1);
+  });
+
+  it('an edit that changes nothing appends nothing and keeps the ETag, on both doors; one that changes something appends its event', async () => {
+    const u = await app.register();
+    const project = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'Same' } })).data;
+    await ok('PATCH', `/api/projects/${project.id}`, u.token, { project: { description: 'd' } });
+    const task = (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'same', project_id: project.id } })).data;
+    const before = await newestId(u);
+    const tags = [
+      (await app.request('GET', `/api/projects/${project.id}`, { token: u.token })).headers.get('etag'),
+      (await app.request('GET', `/api/tasks/${task.id}`, { token: u.token })).headers.get('etag'),
+    ];
+    const unchanged = [
+      ['PATCH', `/api/projects/${project.id}`, { project: {} }],
+      ['PATCH', `/api/projects/${project.id}`, { project: { name: 'Same' } }],
+      ['PATCH', `/api/projects/${project.id}`, { project: { description: 'd' } }],
+      ['PATCH', `/api/projects/${project.id}`, { project: { due_at: 0 } }],
+      ['PATCH', `/api/tasks/${task.id}`, { task: {} }],
+      ['PATCH', `/api/tasks/${task.id}`, { task: { label: 'same', project_id: project.id } }],
+    ] as const;
+    for (const [method, path, body] of unchanged) {
+      const res = await app.request(method, path, { token: u.token, body });
+      expect(res.status, res.text).toBe(200);
+      expect(res.headers.get('etag')).toBe(tags[path.includes('projects') ? 0 : 1]);
+    }
+    await app.trpc(u.token).projects.update.mutate({ id: project.id, project: { name: 'Same' } });
+    await app.trpc(u.token).tasks.update.mutate({ id: task.id, task: { label: 'same' } });
+    expect(await eventsAfter(u, before)).toEqual([]);
+    await ok('PATCH', `/api/tasks/${task.id}`, u.token, { task: { label: 'changed' } });
+    await ok('PATCH', `/api/projects/${project.id}`, u.token, { project: { name: 'same' } });
+    expect(summary(await eventsAfter(u, before))).toEqual([['task.updated', 'task', task.id], ['project.updated', 'project', project.id]]);
+  });
+
+  it('a reorder gives an event per moved task, and its project\'s only when the task passed another of that project', async () => {
+    const u = await app.register();
+    const p = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'Kept' } })).data;
+    const q = (await ok('POST', '/api/users/me/projects', u.token, { project: { name: 'Other' } })).data;
+    const [a, b] = [(await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'a', project_id: p.id } })).data,
+      (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'b', project_id: p.id } })).data];
+    const alone = (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'alone' } })).data;
+    const c = (await ok('POST', '/api/users/me/tasks', u.token, { task: { label: 'c', project_id: q.id } })).data;
+    // alone passes a and b: their project's task list keeps its order, and its document.
+    let before = await newestId(u);
+    const tag = (await app.request('GET', `/api/projects/${p.id}`, { token: u.token })).headers.get('etag')!;
+    await ok('PUT', `/api/tasks/${alone.id}/order`, u.token, { task: { order: 1 } });
+    expect(summary(await eventsAfter(u, before))).toEqual([['task.updated', 'task', alone.id], ['task.updated', 'task', a.id], ['task.updated', 'task', b.id]]);
+    expect((await app.request('GET', `/api/projects/${p.id}`, { token: u.token, headers: { 'If-None-Match': tag } })).status).toBe(304);
+    // b passes a: p's task list is b, a now (after b, where the first of its moved tasks stands); c moves alone in q.
+    before = await newestId(u);
+    await ok('PUT', `/api/tasks/${b.id}/order`, u.token, { task: { order: 2 } });
+    expect(summary(await eventsAfter(u, before))).toEqual([['task.updated', 'task', b.id], ['project.updated', 'project', p.id], ['task.updated', 'task', a.id]]);
+    expect((await ok('GET', `/api/projects/${p.id}`, u.token)).data.relationships.tasks.data.map((t: { id: number }) => t.id)).toEqual([b.id, a.id]);
+    before = await newestId(u);
+    await ok('PUT', `/api/tasks/${c.id}/order`, u.token, { task: { order: 1 } });
+    expect(summary(await eventsAfter(u, before))).toEqual([['task.updated', 'task', c.id], ['task.updated', 'task', alone.id], ['task.updated', 'task', b.id], ['task.updated', 'task', a.id]]);
   });
 
   it('notifies with the events when they fit in the payload, else with their numbers only', async () => {

@@ -20,6 +20,7 @@ declare
   v_due_changes boolean := false;
   v_errors json[] := '{}';
   v_events json[];
+  v_version int;
 begin
   select p.* into v_project from projects p where p.user_id = p_user and p.id = (p_input->>'id')::bigint;
   if not found then
@@ -99,6 +100,7 @@ begin
         'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
+  v_version := v_project.version;
   -- Two conditions, not one joined by "and": a query behind a test of the input is planned again at
   -- every call (its custom plan, the test folded away, beats the generic one).
   if v_name is not null then
@@ -278,6 +280,10 @@ begin
       ) || ']}}}'
     )::json;
   v_events := array[json_build_object('type', 'project.updated', 'data', v_document)];
+  -- An edit that changes nothing (the version stays) appends nothing.
+  if v_project.version = v_version then
+    v_events := '{}';
+  end if;
   return
     json_build_object(
       'answer',

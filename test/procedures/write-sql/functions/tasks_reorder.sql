@@ -232,9 +232,11 @@ begin
               where
                 t.user_id = p_user
                 and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)
-                and t.project_id is not null
+                and t.project_id = v_task.project_id
               group by
                 t.project_id
+              having
+                count(*) > 1
             ) as f
             join projects p on p.user_id = p_user
             and p.id = f.project_id

@@ -17,6 +17,8 @@ declare
   v_moving boolean := (p_input->'task'->'project_id') is not null;
   v_target bigint := (p_input->'task'->>'project_id')::bigint;
   v_action text;
+  v_version int;
+  v_document json;
   v_events json[] := '{}';
 begin
   select t.* into v_task from tasks t where t.user_id = p_user and t.id = (p_input->>'id')::bigint;
@@ -63,6 +65,7 @@ begin
         'The resource is still at a version named by If-None-Match.'
       )::text;
   end if;
+  v_version := v_task.version;
   if v_target is not null then
     select p.* into v_joined from projects p where p.user_id = p_user and p.id = v_target;
     if not found then
@@ -169,95 +172,94 @@ begin
           p.id = v_task.project_id
       );
   end if;
-  v_events :=
-    v_events || json_build_object(
+  v_document :=
+    json_build_object(
       'type',
-      'task.updated',
-      'data',
+      'task',
+      'id',
+      v_task.id,
+      'attributes',
       json_build_object(
-        'type',
-        'task',
-        'id',
-        v_task.id,
-        'attributes',
-        json_build_object(
-          'label',
-          v_task.label,
-          'order',
-          v_task."order",
-          'plannedCount',
-          v_task.planned_count,
-          'state',
-          v_task.state,
-          'startedAt',
-          coalesce(
-            floor(
-              extract(
-                epoch
-                from
-                  v_task.started_at
-              )
-            ),
-            0
-          )::float8::bigint,
-          'plannedAt',
-          coalesce(
-            floor(
-              extract(
-                epoch
-                from
-                  v_task.planned_at
-              )
-            ),
-            0
-          )::float8::bigint,
-          'finishedAt',
-          coalesce(
-            floor(
-              extract(
-                epoch
-                from
-                  v_task.finished_at
-              )
-            ),
-            0
-          )::float8::bigint,
-          'abandonedAt',
-          coalesce(
-            floor(
-              extract(
-                epoch
-                from
-                  v_task.abandoned_at
-              )
-            ),
-            0
-          )::float8::bigint
-        ),
-        'relationships',
-        json_build_object(
-          'user',
-          json_build_object(
-            'data',
-            json_build_object('type', 'user', 'id', v_task.user_id)
+        'label',
+        v_task.label,
+        'order',
+        v_task."order",
+        'plannedCount',
+        v_task.planned_count,
+        'state',
+        v_task.state,
+        'startedAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_task.started_at
+            )
           ),
-          'project',
-          json_build_object(
-            'data',
-            case
-              when v_task.project_id is null then null
-              else json_build_object('type', 'project', 'id', v_task.project_id)
-            end
-          )
+          0
+        )::float8::bigint,
+        'plannedAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_task.planned_at
+            )
+          ),
+          0
+        )::float8::bigint,
+        'finishedAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_task.finished_at
+            )
+          ),
+          0
+        )::float8::bigint,
+        'abandonedAt',
+        coalesce(
+          floor(
+            extract(
+              epoch
+              from
+                v_task.abandoned_at
+            )
+          ),
+          0
+        )::float8::bigint
+      ),
+      'relationships',
+      json_build_object(
+        'user',
+        json_build_object(
+          'data',
+          json_build_object('type', 'user', 'id', v_task.user_id)
+        ),
+        'project',
+        json_build_object(
+          'data',
+          case
+            when v_task.project_id is null then null
+            else json_build_object('type', 'project', 'id', v_task.project_id)
+          end
         )
       )
     );
+  -- An edit that changes nothing (the version stays) appends nothing.
+  if v_task.version <> v_version then
+    v_events := v_events || json_build_object('type', 'task.updated', 'data', v_document);
+  end if;
   return
     json_build_object(
       'answer',
       json_build_object(
         'data',
-        v_events[cardinality(v_events)] -> 'data',
+        v_document,
         'meta',
         json_build_object(
           'stability',
