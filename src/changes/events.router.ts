@@ -11,9 +11,9 @@
  */
 import { createHash } from 'node:crypto';
 import { tracked } from '@trpc/server';
-import { z } from 'zod';
 import { toSeconds } from '../core/clock.js';
 import { DomainError } from '../core/errors.js';
+import { noInput } from '../core/fields.js';
 import { authedProcedure, routesUnder } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { followEvents, startCursor } from './event-feed.js';
@@ -94,7 +94,7 @@ export const eventsRouter = router({
     summary: 'A ticket for a browser\'s event stream',
     description: `A single-use ticket, valid ${TICKET_SECONDS} s, that opens one event stream as \`GET ${EVENTS_PATH}?ticket=...\` with \`Accept: text/event-stream\` (a browser's EventSource cannot send an Authorization header; the access token never goes in a URL). The stream ends when the token it was issued from is revoked or expires.`,
   }, { successStatus: 201, keyed: true })
-    .input(z.void())
+    .input(noInput)
     .output(StreamTicketDocument)
     // A write of the user (src/writes/user-write.ts): with an Idempotency-Key, a retry gets the same ticket.
     .mutation(({ ctx }) => plainWrite(ctx, async (em) => {

@@ -129,3 +129,11 @@ export function inputObject<S extends z.ZodRawShape>(shape: S): z.ZodObject<S> {
   // declared type stays the object's, so a typed client must still send the input.
   return z.object(shape).prefault({} as z.input<z.ZodObject<S>>) as unknown as z.ZodObject<S>;
 }
+
+/**
+ * The input of an operation that takes none: whatever a call sends is ignored, as REST ignores a
+ * body or query sent to it (API-CONTRACT.md §8: the same input on both doors). Typed as `void`, so
+ * that the typed client takes no argument; openapi.json sees `void` (trpc-to-openapi reads the
+ * schema past the preprocess).
+ */
+export const noInput = z.preprocess(() => undefined, z.void()) as unknown as z.ZodVoid;

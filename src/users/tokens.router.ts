@@ -3,6 +3,7 @@
  * procedures, each served by manage-tokens.ts; no logic lives here.
  */
 import { z } from 'zod';
+import { noInput } from '../core/fields.js';
 import { authedProcedure, routesUnder } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import { TOKENS_PATH, createToken, currentToken, getToken, listTokens, revokeTokenById, tokenInputRules } from './manage-tokens.js';
@@ -42,7 +43,7 @@ export const tokensRouter = router({
     .query(({ ctx, input }) => listTokens(ctx, input)),
 
   current: route({ method: 'GET', path: `${TOKENS_PATH}/current`, summary: 'The token in use', description: 'The token that made this request; any token may read itself.' })
-    .input(z.void())
+    .input(noInput)
     .output(TokenDocument)
     .query(({ ctx }) => currentToken(ctx)),
 

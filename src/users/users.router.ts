@@ -5,6 +5,7 @@
  * of the features above this folder (src/app/account-export.ts).
  */
 import { z } from 'zod';
+import { noInput } from '../core/fields.js';
 import { authedProcedure, routesUnder } from '../core/procedures.js';
 import type { AccountSections } from '../core/account-export.js';
 import { router } from '../core/trpc.js';
@@ -41,7 +42,7 @@ export const usersRouter = (sections: AccountSections) => router({
     .mutation(({ ctx, input }) => logIn(ctx, input)),
 
   me: route({ method: 'GET', path: '/api/users/me', summary: 'The current user' })
-    .input(z.void())
+    .input(noInput)
     .output(UserDocument)
     .query(({ ctx }) => ({ data: presentUser(ctx.user) })),
 
@@ -77,7 +78,7 @@ export const usersRouter = (sections: AccountSections) => router({
     summary: 'Log out',
     description: 'Revokes the access token used for this request. Other tokens of the user stay valid. An `Idempotency-Key` is held to its form (422 `invalid`) but nothing is kept under it: a retry is 401, the token gone.',
   }, { successStatus: 204, errorCodes: ['invalid'] })
-    .input(z.void())
+    .input(noInput)
     .output(z.void())
     .mutation(({ ctx }) => revokeToken(ctx)),
 
@@ -91,7 +92,7 @@ export const usersRouter = (sections: AccountSections) => router({
       'On /trpc (`users.export`, called alone) the same JSON document, streamed too, inside tRPC\'s envelope.',
     ].join('\n\n'),
   })
-    .input(z.void())
+    .input(noInput)
     .output(accountExportSchema(sections))
     .query(({ ctx }) => exportAccount(ctx, sections)),
 });

@@ -3,6 +3,7 @@
  * delivery itself runs beside the server (deliverer.ts), never in a request.
  */
 import { z } from 'zod';
+import { noInput } from '../core/fields.js';
 import { authedProcedure, routesUnder } from '../core/procedures.js';
 import { router } from '../core/trpc.js';
 import {
@@ -34,7 +35,7 @@ export const webhooksRouter = router({
     .mutation(({ ctx, input }) => createWebhook(ctx, input)),
 
   list: route({ method: 'GET', path: WEBHOOKS_PATH, summary: 'Your webhooks', description: 'Every webhook of yours, oldest first.' })
-    .input(z.void())
+    .input(noInput)
     .output(WebhookListDocument)
     .query(({ ctx }) => listUserWebhooks(ctx)),
 

@@ -135,3 +135,27 @@ describe('media type of every answer (API-CONTRACT.md §1)', () => {
     expect(Object.keys((await response.json()) as object)).toEqual(expect.arrayContaining([expect.stringMatching(/^(result|error|0)$/)]));
   });
 });
+
+describe('an operation that takes no input (API-CONTRACT.md §8: the input REST would read)', () => {
+  // REST ignores a body or query sent to these; /trpc ignores any input sent to them alike.
+  const queries = ['users.me', 'tokens.current', 'webhooks.list', 'users.export'];
+  const inputs = ['{"json":{}}', '{"json":{"x":1}}', '{"json":5}', '{"json":null}', '{"json":[1]}'];
+
+  it.each(queries)('query %s answers as with no input whatever input is sent', async (name) => {
+    const bare = await rawRequest(new URL(`/trpc/${name}`, app.baseUrl), 'GET', { Authorization: token }, '');
+    expect(bare.status, bare.text).toBe(200);
+    for (const input of inputs) {
+      const res = await rawRequest(new URL(`/trpc/${name}?input=${encodeURIComponent(input)}`, app.baseUrl), 'GET', { Authorization: token }, '');
+      expect([res.status, res.text], input).toEqual([200, bare.text]);
+    }
+  });
+
+  it.each(['events.ticket', 'users.revoke'])('mutation %s runs with any input sent', async (name) => {
+    for (const input of inputs) {
+      const { token: own } = await app.register();
+      const res = await rawRequest(new URL(`/trpc/${name}`, app.baseUrl), 'POST', { Authorization: own, 'Content-Type': 'application/json' }, input);
+      expect(res.status, `${input}: ${res.text}`).toBe(200);
+      if (name === 'users.revoke') expect((await rawRequest(new URL('/trpc/users.me', app.baseUrl), 'GET', { Authorization: own }, '')).status).toBe(401);
+    }
+  });
+});
