@@ -175,8 +175,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  // A refused configuration says what to change; its stack would say nothing more.
+  // A refused configuration says what to change, and a system call that failed (a folder, a host
+  // name, a port, a database out of reach) what it was: their stacks would say nothing more.
   const message = error instanceof Error ? error.message : '';
-  console.error(message.startsWith('Invalid configuration:') ? message : error);
+  const systemCall = typeof (error as NodeJS.ErrnoException | undefined)?.syscall === 'string';
+  console.error(message.startsWith('Invalid configuration:') ? message : systemCall ? `Could not start: ${message}` : error);
   process.exit(1);
 });

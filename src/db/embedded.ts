@@ -435,12 +435,29 @@ function startPostmaster(launch: Launch, port: number, settings: Record<string, 
   });
 }
 
+/**
+ * `mkdir -p`, one level at a time. Node's recursive mkdir never settles (and spins) when a folder
+ * that exists refuses a new entry with ENOENT, as /proc does: DATA_DIR=/proc/x hung the start.
+ */
+async function makeFolder(dir: string, mode: number): Promise<void> {
+  try {
+    await fs.mkdir(dir, { mode });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && (await fs.stat(dir)).isDirectory()) return;
+    const parent = path.dirname(dir);
+    if (code !== 'ENOENT' || parent === dir || existsSync(parent)) throw error;
+    await makeFolder(parent, mode);
+    await fs.mkdir(dir, { mode });
+  }
+}
+
 export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): Promise<EmbeddedDatabase> {
   const logger: EmbeddedLogger = options.logger ?? { debug() {}, info() {}, warn() {}, error() {} };
   const dataDir = path.resolve(options.dataDir);
   const clusterDir = path.join(dataDir, 'pg');
   const root = process.getuid?.() === 0;
-  await fs.mkdir(dataDir, { recursive: true, mode: 0o755 });
+  await makeFolder(dataDir, 0o755);
   const password = await readOrCreatePassword(dataDir);
   const port = options.port ?? (await freePort());
   const settings: Record<string, string> = {

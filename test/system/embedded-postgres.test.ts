@@ -69,6 +69,19 @@ describe('the embedded PostgreSQL', () => {
     expect(failed).toContain('invalid value for parameter "work_mem"');
   }, 60_000);
 
+  it.each(['/proc/planning-nowhere', '/proc/planning-nowhere/deeper'])('refuses a DATA_DIR it cannot make (%s) at once, saying so in one line', async (dataDir) => {
+    // Node's recursive mkdir spun there for ever, the service neither listening nor exiting.
+    const started = performance.now();
+    const failed = await spawnService({ DATA_DIR: dataDir }).then(
+      () => 'started',
+      (error: Error) => error.message,
+    );
+    expect(failed).toMatch(/service exited with 1 before listening/);
+    expect(failed).toContain("Could not start: ENOENT: no such file or directory, mkdir '/proc/planning-nowhere'");
+    expect(failed).not.toMatch(/\n\s+at /);
+    expect(performance.now() - started).toBeLessThan(15_000);
+  }, 30_000);
+
   it('is watched: its death is logged at error with its last lines, /healthz fails while it is down, and it is restarted', async () => {
     const dataDir = await tempDataDir();
     const lines: Array<Record<string, any>> = [];
