@@ -7,7 +7,12 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 
-const count = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
+/**
+ * A whole number written in decimal digits, then held to `check`: a space, `0x10`, `1e1` or `1.5`
+ * is refused (zod's coercion read " " as 0, which turned a rate limit off without a word).
+ */
+const whole = (check: z.ZodNumber) => z.string().regex(/^[0-9]+$/, 'a whole number, written in decimal digits').transform(Number).pipe(check);
+const count = (fallback: number) => whole(z.number().min(0)).default(fallback);
 
 /** A PostgreSQL connection URL as `pg` reads them: `postgres://`, `postgresql://`, or `socket:` for a Unix socket. */
 const postgresUrl = z
@@ -33,28 +38,28 @@ const trustProxy = z
   );
 
 const EnvSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  PORT: whole(z.number().min(0).max(65535)).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
   DATABASE_URL: postgresUrl.optional(),
   DATABASE_DIRECT_URL: postgresUrl.optional(),
   DATABASE_PREPARED_STATEMENTS: z.enum(['auto', 'on', 'off']).default('auto'),
   DATA_DIR: z.string().min(1).default('./.data'),
-  WEB_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(1),
-  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).optional(),
+  WEB_CONCURRENCY: whole(z.number().min(1).max(64)).default(1),
+  DATABASE_POOL_SIZE: whole(z.number().min(1).max(1000)).optional(),
   TRUST_PROXY: trustProxy.optional(),
   RATE_LIMIT_AUTH_PER_MINUTE: count(30),
   RATE_LIMIT_PER_MINUTE: count(1200),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CORS_ORIGINS: z.string().optional(),
-  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10_000),
-  EVENTS_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
-  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  SHUTDOWN_TIMEOUT_MS: whole(z.number().min(0)).default(10_000),
+  EVENTS_RETENTION_DAYS: whole(z.number().min(1).max(3650)).default(30),
+  METRICS_PORT: whole(z.number().min(0).max(65535)).optional(),
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   WEBHOOK_RETRY_SCHEDULE: z
     .string()
     .regex(/^\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*)*$/, 'a comma list of seconds, such as 5,300,1800')
     .default('5,300,1800,7200,18000,36000,36000'),
-  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(1).max(600_000).default(15_000),
+  WEBHOOK_TIMEOUT_MS: whole(z.number().min(1).max(600_000)).default(15_000),
   WEBHOOK_ALLOW_PRIVATE_URLS: z.enum(['0', '1']).default('0'),
 });
 

@@ -15,6 +15,23 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TRUST_PROXY: value })).toThrow(/^Invalid configuration:\nTRUST_PROXY: true, false, a number of hops/);
   });
 
+  const NUMBERS = ['PORT', 'WEB_CONCURRENCY', 'DATABASE_POOL_SIZE', 'SHUTDOWN_TIMEOUT_MS', 'EVENTS_RETENTION_DAYS', 'METRICS_PORT', 'WEBHOOK_TIMEOUT_MS', 'RATE_LIMIT_AUTH_PER_MINUTE', 'RATE_LIMIT_PER_MINUTE'];
+  it.each(NUMBERS)('refuses %s written other than in decimal digits (a space is not 0, nor 0x10 16)', (name) => {
+    for (const value of [' ', '  ', ' 5', '5 ', '0x10', '1e1', '1.5', '-1', '+5', 'abc', '５']) {
+      expect(() => loadConfig({ [name]: value }), JSON.stringify(value)).toThrow(new RegExp(`^Invalid configuration:\\n${name}: a whole number, written in decimal digits$`));
+    }
+    // Unset or empty: its default; digits: that number.
+    expect(loadConfig({ [name]: '' })).toEqual(loadConfig({}));
+    expect(() => loadConfig({ [name]: '10' })).not.toThrow();
+  });
+
+  it('reads decimal digits as their number, and the defaults of API-CONTRACT.md §9 when unset', () => {
+    const config = loadConfig({ PORT: '8080', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_AUTH_PER_MINUTE: '007', EVENTS_RETENTION_DAYS: '7' });
+    expect([config.port, config.rateLimitPerMinute, config.rateLimitAuthPerMinute, config.eventsRetentionDays]).toEqual([8080, 0, 7, 7]);
+    const defaults = loadConfig({});
+    expect([defaults.port, defaults.rateLimitPerMinute, defaults.rateLimitAuthPerMinute, defaults.eventsRetentionDays]).toEqual([3000, 1200, 30, 30]);
+  });
+
   it('takes TRUST_PROXY as Express does: true, false, hops, names, addresses and subnets', () => {
     expect(loadConfig({ TRUST_PROXY: 'true' }).trustProxy).toBe(true);
     expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
