@@ -10,6 +10,7 @@
  * - `routesUnder(tag, procedure)`, how a router's table gives each of its procedures its meta.
  */
 import type { AppMeta, AuthedContext, Call, Context } from './context.js';
+import { RECORD_TABLES, type PathResource } from './resource.js';
 import { refuseConditionalBatch } from './conditional.js';
 import { BODY_WRAPPERS, DomainError, fromZodError, type ApiError } from './errors.js';
 import { errorHeaders, isDatabaseUnavailable, isZodError, unavailable } from './failures.js';
@@ -235,14 +236,32 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
   // The user was deleted (API-CONTRACT.md §16) after its token was read, and a row of the
   // request's refers to it: refused as the token now is, not a 500.
   if (!result.ok && refersToNoUser(result.error)) throw toTRPCError(DomainError.unauthorized('The access token is unknown, revoked or expired.'));
-  // The input refused by its schema: the rules it cannot hold report theirs beside its own.
-  if (!result.ok && meta?.inputRules && result.error.code === 'BAD_REQUEST' && isZodError(result.error.cause)) {
+  if (!result.ok && result.error.code === 'BAD_REQUEST' && isZodError(result.error.cause) && (meta?.resource || meta?.inputRules)) {
     const rawInput = await getRawInput().catch(() => undefined);
-    const more = await runInputRules(meta.inputRules, { ...ctx, ...authentication, call } as AuthedContext, rawInput);
-    throw toTRPCError(zodRefusal(result.error.cause, meta, rawInput, more));
+    // The input refused by its schema on a path id the user has no record of: 404, as with any
+    // input (the id names what the request is about; a malformed id is the schema's own 404).
+    if (meta.resource && (await pathRecordMissing(ctx, meta.resource, authentication.user.id, rawInput))) throw toTRPCError(DomainError.notFound(meta.resource));
+    // The rules the schema cannot hold report theirs beside its own.
+    if (meta.inputRules) {
+      const more = await runInputRules(meta.inputRules, { ...ctx, ...authentication, call } as AuthedContext, rawInput);
+      throw toTRPCError(zodRefusal(result.error.cause, meta, rawInput, more));
+    }
   }
   return result;
 });
+
+/** Whether a well-formed path id of `rawInput` names no record of the user's (a database out of reach: 503, as the call would). */
+async function pathRecordMissing(ctx: Context, resource: PathResource, userId: number, rawInput: unknown): Promise<boolean> {
+  const table = RECORD_TABLES[resource];
+  const id = isPlainObject(rawInput) ? rawInput.id : undefined;
+  if (table === undefined || typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) return false;
+  try {
+    return (await ctx.em.execute(`select 1 from ${table} where user_id = ? and id = ?`, [userId, id])).length === 0;
+  } catch (error) {
+    if (isDatabaseUnavailable(error)) throw toTRPCError(unavailable(error));
+    throw error;
+  }
+}
 
 /** A foreign-key violation on a reference to `users` (SQLSTATE 23503, PostgreSQL's detail names the table). */
 function refersToNoUser(error: unknown): boolean {
