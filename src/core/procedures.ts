@@ -239,8 +239,11 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
   if (!result.ok && result.error.code === 'BAD_REQUEST' && isZodError(result.error.cause) && (meta?.resource || meta?.inputRules)) {
     const rawInput = await getRawInput().catch(() => undefined);
     // The input refused by its schema on a path id the user has no record of: 404, as with any
-    // input (the id names what the request is about; a malformed id is the schema's own 404).
-    if (meta.resource && (await pathRecordMissing(ctx, meta.resource, authentication.user.id, rawInput))) throw toTRPCError(DomainError.notFound(meta.resource));
+    // input (the id names what the request is about; a malformed id is the schema's own 404). Not
+    // for a batch's operation, read before the batch runs: its id may name what an operation before it makes.
+    if (meta.resource && !ctx.batchStep && (await pathRecordMissing(ctx, meta.resource, authentication.user.id, rawInput))) {
+      throw toTRPCError(DomainError.notFound(meta.resource));
+    }
     // The rules the schema cannot hold report theirs beside its own.
     if (meta.inputRules) {
       const more = await runInputRules(meta.inputRules, { ...ctx, ...authentication, call } as AuthedContext, rawInput);

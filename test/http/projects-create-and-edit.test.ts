@@ -356,9 +356,10 @@ describe('PATCH /api/projects/:id', () => {
         ],
       },
     });
-    // Another user's project, or none, has no rules to add: the schema's errors stand alone.
+    // Another user's project is none of theirs, whatever the body: 404.
     const other = await app.register();
-    expectErrors(await patch(other.token, p.id, { name: 'mine', description: 'd'.repeat(10_001) }), [['too_long', '/project/description']]);
+    const foreign = await patch(other.token, p.id, { name: 'mine', description: 'd'.repeat(10_001) });
+    expect([foreign.status, foreign.body.errors]).toEqual([404, [expect.objectContaining({ code: 'record_not_found', source: { pointer: '/project' } })]]);
     const again = await patch(user.token, p.id, { name: 'taken', description: 'd'.repeat(10_000) });
     expectErrors(again, [['taken', '/project/name']]);
     expect((await getProject(user.token, p.id)).data.attributes).toMatchObject({ name: 'Mine', description: '' });
