@@ -71,7 +71,8 @@ type MiddlewareResult = Awaited<ReturnType<Parameters<Parameters<typeof t.middle
 /** A zod refusal of the input as the contract's errors (with more of them: `inputRules`), refused before the call ran. */
 function zodRefusal(error: Parameters<typeof fromZodError>[0], meta: AppMeta | undefined, rawInput: unknown, more: ApiError[] = []): DomainError {
   const refused = fromZodError(error, { rawInput, resource: meta?.resource, queryParameters: meta?.queryParameters, invalidQueryParameter });
-  return (more.length > 0 ? new DomainError([...refused.errors, ...more]) : refused).refusedBeforeRun();
+  // Beside a 422 of the schema only: a malformed path id is a 404 alone, whatever else the input breaks.
+  return (more.length > 0 && refused.status === 422 ? new DomainError([...refused.errors, ...more]) : refused).refusedBeforeRun();
 }
 
 /** A procedure's input rules; a database that cannot answer them makes the request 503, as it would have made the call. */

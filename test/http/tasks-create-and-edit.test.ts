@@ -212,6 +212,14 @@ describe('POST /api/users/me/tasks', () => {
     }
     // The user's own project is no error: the schema's stand alone.
     expectErrors(await createRes(user.token, { task: { label: '', project_id: own } }), [['invalid', '/task/label']]);
+    // A path id that is no id is a 404 alone, on both doors: no 422 of the project beside it.
+    const malformed = await app.request('PATCH', '/api/tasks/9007199254740992', { token: user.token, body: { task: { project_id: foreign } } });
+    expect([malformed.status, malformed.body.errors.map((e: { status: string; code: string }) => [e.status, e.code])]).toEqual([404, [['404', 'record_not_found']]]);
+    for (const id of [0, 9_007_199_254_740_992]) {
+      await expect(app.trpc(user.token).tasks.update.mutate({ id, task: { project_id: foreign } })).rejects.toMatchObject({
+        data: { code: 'record_not_found', httpStatus: 404, errors: [{ status: '404', code: 'record_not_found', source: { pointer: '/task' } }] },
+      });
+    }
     expect((await app.request('GET', '/api/users/me/tasks', { token: user.token })).body).toEqual(before.body);
   });
 
