@@ -25,7 +25,7 @@ begin
   ${READ_TASK}
   v_action := ${requestedActionSql('v_task.state', 'v_to')};
   if v_action is null then
-    ${refusalSql({ code: 'invalid_transition', pointer: text('/task/state'), detail: `'A ' || v_task.state || ' task cannot become ' || v_to || '.'` })}
+    ${refusalSql({ code: 'invalid_transition', pointer: text('/task/state'), detail: `case when v_task.state = 'abandoned' then 'An ' else 'A ' end || v_task.state || ' task cannot become ' || v_to || '.'` })}
   end if;
   -- A plain expression, not a query, on the path every write takes; the member is named on refusal.
   if (p_input->'task')::jsonb - 'state' <> '{}'::jsonb then

@@ -32,7 +32,7 @@ export class Task extends TaskSchema.class {
   /** Applies a state-change request (SPEC.md 3.2): `invalid_transition` first, then `cannot_be_set` for any other member. */
   changeState(request: { state: string; [other: string]: unknown }, now: Date): TaskAction {
     const action = findTaskAction(this.state, request.state);
-    if (!action) throw DomainError.validation('invalid_transition', '/task/state', `A ${this.state} task cannot become ${request.state}.`);
+    if (!action) throw DomainError.validation('invalid_transition', '/task/state', `${this.state === 'abandoned' ? 'An' : 'A'} ${this.state} task cannot become ${request.state}.`);
     const member = Object.keys(request).find((m) => m !== 'state');
     if (member !== undefined) {
       throw DomainError.validation('cannot_be_set', pointerOf(['task', member]), `${member} cannot be set when changing the state.`);

@@ -108,20 +108,25 @@ describe('a requested state change gives the same answer from the entity and fro
     [...TASK_STATES, 'unknown'].flatMap((to) => [true, false].map((datesSet) => [from, to, datesSet] as const)),
   );
 
-  /** The entity's answer: the task after the change, or the refusal's code and pointer. */
-  function entityAnswer(from: TaskState, to: string, datesSet: boolean): TaskDates | { refused: string; pointer?: string } {
+  /** The entity's answer: the task after the change, or the refusal's code, pointer and detail. */
+  function entityAnswer(from: TaskState, to: string, datesSet: boolean): TaskDates | { refused: string; pointer?: string; detail?: string } {
     const task = Object.assign(new Task(), taskIn(from, datesSet));
     try {
       task.changeState({ state: to }, NOW);
     } catch (error) {
       const [first] = (error as DomainError).errors;
-      return { refused: first!.code, pointer: first!.source?.pointer };
+      return { refused: first!.code, pointer: first!.source?.pointer, detail: first!.detail };
     }
     return { state: task.state, plannedCount: task.plannedCount, ...Object.fromEntries(DATES.map((d) => [d, task[d] ?? null])) } as TaskDates;
   }
 
   /** The state change's own function, as installed. */
   const CHANGE_STATE = `${writeFunctionSet.schema}.${writeOperations.find((o) => o.op === 'tasks.changeState')!.fn}`;
+
+  it('says what it refuses in English: an abandoned task, a started one', () => {
+    expect(entityAnswer('abandoned', 'planned', false)).toMatchObject({ refused: 'invalid_transition', detail: 'An abandoned task cannot become planned.' });
+    expect(entityAnswer('started', 'unknown', false)).toMatchObject({ refused: 'invalid_transition', detail: 'A started task cannot become unknown.' });
+  });
 
   it.each(requests)('%s → %s (dates set: %s)', async (from, to, datesSet) => {
     const id = await insert(taskIn(from, datesSet));
@@ -132,7 +137,7 @@ describe('a requested state change gives the same answer from the entity and fro
       .then(() => null, (error: unknown) => refusalOf(error));
     const expected = entityAnswer(from, to, datesSet);
     if ('refused' in expected) {
-      expect(called).toMatchObject({ code: expected.refused, pointer: expected.pointer });
+      expect(called).toMatchObject({ code: expected.refused, pointer: expected.pointer, detail: expected.detail });
       expect(await read(id)).toEqual(taskIn(from, datesSet));
     } else {
       expect(called).toBeNull();

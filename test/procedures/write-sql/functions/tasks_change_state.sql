@@ -84,7 +84,10 @@ begin
         'pointer',
         '/task/state',
         'detail',
-        'A ' || v_task.state || ' task cannot become ' || v_to || '.'
+        case
+          when v_task.state = 'abandoned' then 'An '
+          else 'A '
+        end || v_task.state || ' task cannot become ' || v_to || '.'
       )::text;
   end if;
   -- A plain expression, not a query, on the path every write takes; the member is named on refusal.
