@@ -198,7 +198,7 @@ const SQL = {
      ), ${appendEvents('$1::int', '$3::timestamptz', '$4::bigint')}
      select doc.id, doc.version, doc.data, (select count(*) from note)::int as notified from doc`,
   reorder: `with target as (
-       select id, project_id, "order" as from_order, least($3::bigint, (select max("order") from tasks where user_id = $1))::int as to_order
+       select id, project_id, state, "order" as from_order, least($3::bigint, (select max("order") from tasks where user_id = $1))::int as to_order
          from tasks where id = $2 and user_id = $1
      ), moved as (
        update tasks set "order" = case when tasks.id = target.id then target.to_order
@@ -210,8 +210,8 @@ const SQL = {
        returning tasks.*
      ), tev as (
        select m.*, row_number() over (order by m."order") as k,
-              row_number() over (partition by m.project_id order by m."order") as nth_of_project,
-              count(*) over (partition by m.project_id) as of_project
+              row_number() over (partition by m.project_id, m.state = 'abandoned' order by m."order") as nth_of_project,
+              count(*) filter (where m.state <> 'abandoned') over (partition by m.project_id) as of_project
          from moved m
      ), refs as (
        -- The task lists of the moved tasks' projects, by the orders after the move (this
@@ -227,7 +227,8 @@ const SQL = {
          select tev.k, 1, 'project.updated', ${projectDoc('p', 'refs.list')}
            from tev join projects p on p.user_id = tev.user_id and p.id = tev.project_id join refs on refs.project_id = p.id
           -- Only the task's project, and only when the task passed another of its tasks: no other list changes order.
-          where tev.nth_of_project = 1 and tev.of_project > 1 and tev.project_id = (select project_id from target)
+          where tev.nth_of_project = 1 and tev.state <> 'abandoned' and tev.of_project > 1 and tev.project_id = (select project_id from target)
+            and (select state from target) <> 'abandoned'
        ) e
      ), ${appendEvents('$1::int', '$4::timestamptz', '$5::bigint')}
      select 'moved' as kind, id, "order" from moved

@@ -1,9 +1,9 @@
 /**
  * PUT /api/tasks/{id}/order (SPEC.md 4.9, API-CONTRACT.md §5), its write function (docs/design/writes.md): the
  * task (404), If-Match (412), the order clamped to the highest, one UPDATE shifting the tasks in between. Events:
- * each moved task by order; the task's project after its first moved task when another of its tasks moved too (its
- * task list's order changed; a project none of whose tasks passed another keeps its document). Answers every task
- * whose order changed.
+ * each moved task by order; the task's project after its first moved task when the task and another of its tasks
+ * are listed (not abandoned) and both moved: its task list's order changed (a project none of whose listed tasks
+ * passed another keeps its document). Answers every task whose order changed.
  */
 import { compileStatement, sql, v } from '../db/sql-builder.js';
 import { STABILITY_META_SQL, projectUpdatedSql } from '../writes/operation-sql.js';
@@ -48,7 +48,8 @@ begin
       select t."order" as at, 0 as after, json_build_object('type', 'task.updated', 'data', ${taskDocumentSql('t')}) as event from ${moved}
       union all
       select f.first, 1, ${projectUpdatedSql('p.id')}
-        from (select t.project_id, min(t."order") as first from ${moved} and t.project_id = v_task.project_id group by t.project_id having count(*) > 1) as f
+        from (select t.project_id, min(t."order") as first from ${moved} and t.project_id = v_task.project_id and t.state <> 'abandoned'
+                and v_task.state <> 'abandoned' group by t.project_id having count(*) > 1) as f
         join projects p on p.user_id = p_user and p.id = f.project_id
     ) as e order by e.at, e.after);
   return json_build_object('answer', json_build_object('data', v_answer, 'meta', ${STABILITY_META_SQL}), 'etag', null, 'events', array_to_json(v_events));

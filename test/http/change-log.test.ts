@@ -232,6 +232,16 @@ describe('what each write appends', () => {
     before = await newestId(u);
     await ok('PUT', `/api/tasks/${c.id}/order`, u.token, { task: { order: 1 } });
     expect(summary(await eventsAfter(u, before))).toEqual([['task.updated', 'task', c.id], ['task.updated', 'task', alone.id], ['task.updated', 'task', b.id], ['task.updated', 'task', a.id]]);
+    // Orders now c, alone, b, a. An abandoned task is in no list: a (abandoned) passing b, or b passing a, changes no document.
+    await ok('PUT', `/api/tasks/${a.id}/state`, u.token, { task: { state: 'abandoned' } });
+    const listed = (await app.request('GET', `/api/projects/${p.id}`, { token: u.token })).headers.get('etag')!;
+    // The moved tasks by their new orders: a to 3 (a, b), a back to 4 (b, a), b to 4 (a, b).
+    for (const [moved, order, events] of [[a, 3, [a, b]], [a, 4, [b, a]], [b, 4, [a, b]]] as const) {
+      before = await newestId(u);
+      await ok('PUT', `/api/tasks/${moved.id}/order`, u.token, { task: { order } });
+      expect(summary(await eventsAfter(u, before)), `${moved.attributes.label} to ${order}`).toEqual(events.map((t) => ['task.updated', 'task', t.id]));
+      expect((await app.request('GET', `/api/projects/${p.id}`, { token: u.token, headers: { 'If-None-Match': listed } })).status).toBe(304);
+    }
   });
 
   it('notifies with the events when they fit in the payload, else with their numbers only', async () => {

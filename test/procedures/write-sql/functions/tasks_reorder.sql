@@ -233,6 +233,8 @@ begin
                 t.user_id = p_user
                 and t."order" between least(v_task."order", v_to) and greatest(v_task."order", v_to)
                 and t.project_id = v_task.project_id
+                and t.state <> 'abandoned'
+                and v_task.state <> 'abandoned'
               group by
                 t.project_id
               having
