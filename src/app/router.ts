@@ -2,6 +2,7 @@
 import { accountSections } from './account-export.js';
 import { batchProcedures } from '../batch/batch.router.js';
 import { eventsRouter } from '../changes/events.router.js';
+import { markNoInput } from '../core/fields.js';
 import { applyOutputChecks, outputChecksFor } from '../core/output-checks.js';
 import { applyAccess } from './scopes.js';
 import { createCallerFactory, router } from '../core/trpc.js';
@@ -23,6 +24,9 @@ export const appRouter = router({
 
 // What each operation needs of a token: the one table (src/app/scopes.ts).
 applyAccess(appRouter._def.procedures as never);
+
+// What an operation that takes no input is sent is no part of the call (src/core/fields.ts).
+markNoInput(appRouter._def.procedures as never);
 
 // Answers are checked against their schemas in tests and development, not in production.
 applyOutputChecks(appRouter, outputChecksFor());

@@ -33,6 +33,8 @@ export interface AppMeta extends OpenApiMeta {
    * their tags) that takes an Idempotency-Key: it runs as `plainWrite` (src/writes/user-write.ts).
    */
   keyed?: true;
+  /** The operation takes no input (src/core/fields.ts `noInput`): what a call sends is no part of it, its key's fingerprint included. Set where the router is made. */
+  noInput?: true;
   /**
    * Rules of the input that zod's schema cannot hold (they read the clock, or a password). When
    * the schema refuses the input of an authenticated call, their refusals join its own

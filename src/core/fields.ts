@@ -137,3 +137,10 @@ export function inputObject<S extends z.ZodRawShape>(shape: S): z.ZodObject<S> {
  * schema past the preprocess).
  */
 export const noInput = z.preprocess(() => undefined, z.void()) as unknown as z.ZodVoid;
+
+/** Marks the procedures whose input is `noInput` (meta `noInput`), once, where the router is made. */
+export function markNoInput(procedures: Record<string, { _def: { inputs: unknown[]; meta?: object } }>): void {
+  for (const procedure of Object.values(procedures)) {
+    if (procedure._def.inputs.includes(noInput)) procedure._def.meta = { ...procedure._def.meta, noInput: true };
+  }
+}

@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { keyLock } from '../../src/writes/idempotency.js';
 import { eventually } from '../helpers/eventually.js';
-import { DAY, T0, onlyError, seconds, useTestAppWithSql } from '../helpers/test-app.js';
+import pg from 'pg';
+import { DAY, T0, directUrlOf, onlyError, seconds, useTestAppWithSql } from '../helpers/test-app.js';
 
 const { app, db } = useTestAppWithSql({ resetClock: true });
 
@@ -64,9 +65,12 @@ describe('REST: a retry with the same key', () => {
     const body = { task: { label: 'Once' } };
     const first = await app.request('POST', '/api/users/me/tasks', { token, body, headers: { 'Idempotency-Key': k } });
     expect(first.status).toBe(201);
-    // Another replay reading the kept outcome holds the key's lock meanwhile: here, a session of the test holds it.
+    // Another replay reading the kept outcome holds the key's lock meanwhile: here, a session of the test
+    // holds it, on the server itself (behind PgBouncer, a session lock could land on a connection a request then takes).
     const lock = keyLock(id, k);
-    await db.query('select pg_advisory_lock($1::bigint)', [lock]);
+    const holder = new pg.Client({ connectionString: directUrlOf(app.databaseUrl) });
+    await holder.connect();
+    await holder.query('select pg_advisory_lock($1::bigint)', [lock]);
     try {
       const replays = await Promise.all(Array.from({ length: 5 }, () => app.request('POST', '/api/users/me/tasks', { token, body, headers: { 'Idempotency-Key': k } })));
       for (const replay of replays) {
@@ -79,9 +83,22 @@ describe('REST: a retry with the same key', () => {
       const other = await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Other' } }, headers: { 'Idempotency-Key': k } });
       expect([other.status, onlyError(other.body).code]).toEqual([422, 'idempotency_key_reused']);
     } finally {
-      await db.query('select pg_advisory_unlock($1::bigint)', [lock]);
+      await holder.end();
     }
     expect(await tasksOf(id)).toBe(1);
+  });
+
+  it('an operation that takes no input replays across doors whatever input each call sent', async () => {
+    const { token } = await app.register();
+    const k = key();
+    const first = await app.request('POST', '/api/users/me/events/tickets', { token, headers: { 'Idempotency-Key': k } });
+    expect(first.status, first.text).toBe(201);
+    for (const input of [{}, { x: 1 }, null]) {
+      const trpc = await app.trpc(token).events.ticket.mutate(input as never, { context: { headers: { 'Idempotency-Key': k } } });
+      expect(trpc, JSON.stringify(input)).toEqual(first.body);
+    }
+    const rest = await app.request('POST', '/api/users/me/events/tickets', { token, body: { x: 1 }, headers: { 'Idempotency-Key': k } });
+    expect([rest.status, rest.headers.get('idempotent-replayed'), rest.text]).toEqual([201, 'true', first.text]);
   });
 
   it('keys are per user: two users may use the same key', async () => {
