@@ -42,7 +42,8 @@ begin
     v_action := ${projectSyncActionSql('v_task.state', "v_target is null or v_joined.state = 'started'")};
   end if;
   ${update} into v_task;
-  if v_left is distinct from v_task.project_id then
+  -- The projects' documents list their tasks that are not abandoned: an abandoned task's move changes neither.
+  if v_left is distinct from v_task.project_id and v_task.state <> 'abandoned' then
     v_events := array(select ${projectUpdatedSql('p.id')} from projects p where p.user_id = p_user and p.id in (v_left, v_task.project_id)
                        order by p.id = v_task.project_id);
   end if;

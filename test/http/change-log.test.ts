@@ -208,6 +208,11 @@ describe('what each write appends', () => {
     await ok('PATCH', `/api/tasks/${task.id}`, u.token, { task: { label: 'changed' } });
     await ok('PATCH', `/api/projects/${project.id}`, u.token, { project: { name: 'same' } });
     expect(summary(await eventsAfter(u, before))).toEqual([['task.updated', 'task', task.id], ['project.updated', 'project', project.id]]);
+    // An abandoned task is in no project's list: it leaving its project changes the task alone.
+    await ok('PUT', `/api/tasks/${task.id}/state`, u.token, { task: { state: 'abandoned' } });
+    const left = await newestId(u);
+    await ok('PATCH', `/api/tasks/${task.id}`, u.token, { task: { project_id: null } });
+    expect(summary(await eventsAfter(u, left))).toEqual([['task.updated', 'task', task.id]]);
   });
 
   it('a reorder gives an event per moved task, and its project\'s only when the task passed another of that project', async () => {

@@ -158,7 +158,8 @@ begin
     and "id" = v_task.id
   returning
     * into v_task;
-  if v_left is distinct from v_task.project_id then
+  -- The projects' documents list their tasks that are not abandoned: an abandoned task's move changes neither.
+  if v_left is distinct from v_task.project_id and v_task.state <> 'abandoned' then
     v_events :=
       array(
         select
