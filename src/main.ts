@@ -178,7 +178,9 @@ main().catch((error: unknown) => {
   // A refused configuration says what to change, and a system call that failed (a folder, a host
   // name, a port, a database out of reach) what it was: their stacks would say nothing more.
   const message = error instanceof Error ? error.message : '';
-  const systemCall = typeof (error as NodeJS.ErrnoException | undefined)?.syscall === 'string';
-  console.error(message.startsWith('Invalid configuration:') ? message : systemCall ? `Could not start: ${message}` : error);
+  // A host name of several addresses fails as an AggregateError of each address's error.
+  const failed = (error instanceof AggregateError ? error.errors[0] : error) as NodeJS.ErrnoException | undefined;
+  const systemCall = typeof failed?.syscall === 'string';
+  console.error(message.startsWith('Invalid configuration:') ? message : systemCall ? `Could not start: ${failed!.message}` : error);
   process.exit(1);
 });

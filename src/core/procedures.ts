@@ -245,7 +245,8 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
     const rawInput = await getRawInput().catch(() => undefined);
     // The input refused by its schema on a path id the user has no record of: 404, as with any
     // input (the id names what the request is about; a malformed id is the schema's own 404). Not
-    // for a batch's operation, read before the batch runs: its id may name what an operation before it makes.
+    // for a batch's operation, read before any runs: its id may name what an operation before it
+    // makes (a ref, or the id a create will take), and it answers what it would alone at its turn.
     if (meta.resource && !ctx.batchStep && (await pathRecordMissing(ctx, meta.resource, authentication.user.id, rawInput))) {
       throw toTRPCError(DomainError.notFound(meta.resource));
     }

@@ -448,7 +448,9 @@ async function makeFolder(dir: string, mode: number): Promise<void> {
     const parent = path.dirname(dir);
     if (code !== 'ENOENT' || parent === dir || existsSync(parent)) throw error;
     await makeFolder(parent, mode);
-    await fs.mkdir(dir, { mode });
+    await fs.mkdir(dir, { mode }).catch((again: NodeJS.ErrnoException) => {
+      if (again.code !== 'EEXIST') throw again;
+    });
   }
 }
 

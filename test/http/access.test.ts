@@ -401,7 +401,7 @@ async function expectRefusedEverywhere(user: Owner, header: string, viewer: Owne
 describe('a body refused on an id the user has no record of', () => {
   // The id names what a request is about: 404 whatever the body, as with a valid one (API-CONTRACT.md §2).
   const bodies = (p: number, t: number): Array<[string, string, unknown, 'project' | 'task' | 'webhook']> => [
-    ['PATCH', `/api/projects/${p}`, { project: {} }, 'project'],
+    ['PATCH', `/api/projects/${p}`, { project: { description: 5 } }, 'project'],
     ['PATCH', `/api/projects/${p}`, { project: { name: 'a b' } }, 'project'],
     ['PUT', `/api/projects/${p}/state`, { project: {} }, 'project'],
     ['PUT', `/api/projects/${p}/state`, { project: { state: 5, due_at: 'x' } }, 'project'],
@@ -411,14 +411,14 @@ describe('a body refused on an id the user has no record of', () => {
     ['PATCH', `/api/webhooks/${p}`, { webhook: { url: 5 } }, 'webhook'],
   ];
 
-  it('is 404 record_not_found for another user\'s id and an unknown one, the body\'s own answer for the owner\'s, changing nothing', async () => {
+  it('is 404 record_not_found for another user\'s id and an unknown one, the body\'s 422 for the owner\'s, changing nothing', async () => {
     const before = await viewOf(a);
     for (const [p, t, owned] of [[a.projectId, a.taskId, false], [999_999, 999_999, false], [b.projectId, b.taskId, true]] as const) {
       for (const [method, path, body, resource] of bodies(p, t)) {
         const res = await app.request(method, path, { token: b.token, body });
         const what = `${method} ${path} ${JSON.stringify(body)}: ${res.text}`;
-        // B has no webhook: its own id is unknown too. Its own project and task: 422 (an empty edit is 200).
-        if (owned && resource !== 'webhook') expect([200, 422], what).toContain(res.status);
+        // B has no webhook: its own id is unknown too. Its own project and task: the body's 422.
+        if (owned && resource !== 'webhook') expect(res.status, what).toBe(422);
         else expect(res.body.errors, what).toEqual([expect.objectContaining({ status: '404', code: 'record_not_found', source: { pointer: `/${resource}` } })]);
       }
     }
@@ -430,9 +430,16 @@ describe('a body refused on an id the user has no record of', () => {
     for (const id of [a.projectId, 999_999]) {
       const refused = await trpcError(trpc.projects.update.mutate({ id, project: { name: 'a b' } }));
       expect(refused).toMatchObject({ code: 'record_not_found', httpStatus: 404 });
+    }
+    for (const id of [a.taskId, 999_999]) {
       expect(await trpcError(trpc.tasks.changeState.mutate({ id, task: {} } as never))).toMatchObject({ code: 'record_not_found', httpStatus: 404 });
     }
     expect(await trpcError(trpc.projects.update.mutate({ id: b.projectId, project: { name: 'a b' } }))).toMatchObject({ code: 'invalid', httpStatus: 422 });
+  });
+
+  it('is not looked up for a batch\'s operation, read before any runs: its id may name what an operation before it makes', async () => {
+    const refused = await app.request('POST', '/api/batch', { token: b.token, body: { operations: [{ op: 'projects.update', input: { id: 999_999, project: { name: 'a b' } } }] } });
+    expect([refused.status, refused.body.errors], refused.text).toEqual([422, [expect.objectContaining({ code: 'invalid', source: { pointer: '/operations/0/project/name' } })]]);
   });
 });
 
