@@ -131,12 +131,11 @@ export function inputObject<S extends z.ZodRawShape>(shape: S): z.ZodObject<S> {
 }
 
 /**
- * The input of an operation that takes none: whatever a call sends is ignored, as REST ignores a
- * body or query sent to it (API-CONTRACT.md §8: the same input on both doors). Typed as `void`, so
- * that the typed client takes no argument; openapi.json sees `void` (trpc-to-openapi reads the
- * schema past the preprocess).
+ * The input of an operation that takes none, and the mark of one (`markNoInput`): whatever a call
+ * sends is ignored, as REST ignores a body or query sent to it (API-CONTRACT.md §8: the same input
+ * on both doors). The door hands such a procedure no input (src/core/procedures.ts).
  */
-export const noInput = z.preprocess(() => undefined, z.void()) as unknown as z.ZodVoid;
+export const noInput = z.void();
 
 /** Marks the procedures whose input is `noInput` (meta `noInput`), once, where the router is made. */
 export function markNoInput(procedures: Record<string, { _def: { inputs: unknown[]; meta?: object } }>): void {
