@@ -44,7 +44,7 @@ export async function applyBatch(ctx: AuthedContext, input: BatchInput): Promise
   // Each operation is a request for the rate limit: the batch's own call counted one.
   await countFurtherRequests(ctx, input.operations.length - 1);
   const operations: Operation[] = [];
-  let refused: { index: number; error: unknown } | undefined;
+  let refused: { index: number; error: unknown; step: BatchInput['operations'][number] } | undefined;
   for (const [index, step] of input.operations.entries()) {
     const [group, name] = step.op.split('.') as [string, string];
     const refs = refsOf(step.op, step.input);
@@ -56,15 +56,29 @@ export async function applyBatch(ctx: AuthedContext, input: BatchInput): Promise
     } catch (error) {
       const cause = error instanceof TRPCError ? error.cause : error;
       if (!(cause instanceof BatchStep)) {
-        refused = { index, error };
+        refused = { index, error, step };
         break;
       }
       operations.push({ ...cause.operation, status: successStatusOf(step.op), ...(step.ref !== undefined ? { ref: step.ref } : {}), ...(refs.length > 0 ? { refs } : {}) });
     }
   }
   // A refused input ends the batch there; the operations before it still run first (one may fail first).
-  if (refused) operations.push(STOP);
+  if (refused) operations.push(stopAt(refused.step));
   return applyWrite<BatchAnswer>(ctx, operations, (refusal, index) => failureAt(index, refusal === 'stop' ? refused!.error : refusal));
+}
+
+/**
+ * The stop of a batch at an operation whose input was refused. Alone, an input refused on an id the
+ * user has no record of is 404 (src/core/procedures.ts): the stop carries a well-formed id (or its
+ * ref) to be looked up at its turn, once the operations before it ran (src/writes/write-functions.ts).
+ */
+function stopAt(step: BatchInput['operations'][number]): Operation {
+  const resource = procedures[step.op]!._def.meta?.resource;
+  const id = valueAt(step.input, ['id']);
+  const ref = isRecord(id) && typeof id.ref === 'string' ? id.ref : undefined;
+  const wellFormed = ref !== undefined || (typeof id === 'number' && Number.isSafeInteger(id) && id >= 1);
+  if ((resource !== 'project' && resource !== 'task') || !wellFormed) return STOP;
+  return { ...STOP, input: { [resource]: ref !== undefined ? MAX_ID : id }, ...(ref !== undefined ? { refs: [{ at: [resource], ref }] } : {}) };
 }
 
 /**

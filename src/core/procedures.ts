@@ -244,9 +244,9 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, met
   if (!result.ok && result.error.code === 'BAD_REQUEST' && isZodError(result.error.cause) && (meta?.resource || meta?.inputRules)) {
     const rawInput = await getRawInput().catch(() => undefined);
     // The input refused by its schema on a path id the user has no record of: 404, as with any
-    // input (the id names what the request is about; a malformed id is the schema's own 404). Not
-    // for a batch's operation, read before any runs: its id may name what an operation before it
-    // makes (a ref, or the id a create will take), and it answers what it would alone at its turn.
+    // input (the id names what the request is about; a malformed id is the schema's own 404). A
+    // batch's operation is read before any runs, and its id may name what an operation before it
+    // makes: the batch looks it up at its turn (src/batch/apply-batch.ts `stopAt`).
     if (meta.resource && !ctx.batchStep && (await pathRecordMissing(ctx, meta.resource, authentication.user.id, rawInput))) {
       throw toTRPCError(DomainError.notFound(meta.resource));
     }

@@ -6,6 +6,7 @@
  * service can run against one database during a deploy.
  */
 import { createHash } from 'node:crypto';
+import type { Resource } from '../core/resource.js';
 
 /** The arguments every operation's function takes, in this order. */
 export const OPERATION_ARGUMENTS = 'p_user bigint, p_now timestamptz, p_day json, p_input json, p_if_match text[], p_if_none_match text[], p_next_order bigint';
@@ -106,6 +107,21 @@ export interface WriteFunctions {
  * `{"body", "etag", "notify"}`, `notify` the NOTIFY's payload (src/writes/announcer.ts):
  * `<user>:<first>:<last>`, then `:` and the events as the log serves them when they fit in PAYLOAD_BYTES.
  */
+/**
+ * The stop of a batch (its next input refused): a `task` or `project` id in its input that names
+ * no record of the user's, once the operations before it ran, is 404 as that operation alone
+ * (src/core/procedures.ts); not kept under the key, like every refusal of an input.
+ */
+function stopSql(indent: string): string {
+  const missing = (resource: Resource, table: string) =>
+    `if v_input->>'${resource}' is not null and not exists (select 1 from ${table} r where r.user_id = p_user and r.id = (v_input->>'${resource}')::bigint) then
+  ${refusalSql({ code: 'record_not_found', validation: true, pointer: text(`/${resource}`), detail: text(`No ${resource} with this id exists for the current user.`) })}
+end if;`;
+  return [missing('task', 'tasks'), missing('project', 'projects'), `raise exception using errcode = '${REFUSAL_STATE}', message = '{"stop": true}';`]
+    .join('\n')
+    .replaceAll('\n', `\n${indent}`);
+}
+
 function applySql(schema: string, operations: readonly WriteOperation[], projectDocument: (p: string) => string): string {
   // The documents of the projects the events name, all in one statement (a reorder names dozens).
   const documents = (indent: string) =>
@@ -184,19 +200,19 @@ begin
     v_next_order := (v_opened->>'next_order')::bigint;
     v_first_order := v_next_order;
     for v_op in select value from json_array_elements(p_ops) loop
-      if v_op->>'op' = 'stop' then
-        raise exception using errcode = '${REFUSAL_STATE}', message = '{"stop": true}';
-      end if;
-      ${deleting.length ? `if v_op->>'op' in (${deleting.join(', ')}) then
-        ${documents('        ')}
-      end if;
-      ` : ''}v_input := v_op->'input';
+      v_input := v_op->'input';
       if v_op->'refs' is not null then
         for v_at in select value from json_array_elements(v_op->'refs') loop
           v_input := ${schema}.json_put(v_input, array(select json_array_elements_text(v_at->'at')), (v_refs->(v_at->>'ref'))::json);
         end loop;
       end if;
-      ${tags('if_match')}
+      if v_op->>'op' = 'stop' then
+        ${stopSql('        ')}
+      end if;
+      ${deleting.length ? `if v_op->>'op' in (${deleting.join(', ')}) then
+        ${documents('        ')}
+      end if;
+      ` : ''}      ${tags('if_match')}
       ${tags('if_none_match')}
       v_result := case v_op->>'op'
         ${dispatch}

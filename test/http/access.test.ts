@@ -437,9 +437,14 @@ describe('a body refused on an id the user has no record of', () => {
     expect(await trpcError(trpc.projects.update.mutate({ id: b.projectId, project: { name: 'a b' } }))).toMatchObject({ code: 'invalid', httpStatus: 422 });
   });
 
-  it('is not looked up for a batch\'s operation, read before any runs: its id may name what an operation before it makes', async () => {
-    const refused = await app.request('POST', '/api/batch', { token: b.token, body: { operations: [{ op: 'projects.update', input: { id: 999_999, project: { name: 'a b' } } }] } });
-    expect([refused.status, refused.body.errors], refused.text).toEqual([422, [expect.objectContaining({ code: 'invalid', source: { pointer: '/operations/0/project/name' } })]]);
+  it('is looked up for a batch\'s operation at its turn, once the operations before it ran, on both doors', async () => {
+    const operations = [{ op: 'projects.update', input: { id: a.projectId, project: { name: 'a b' } } }];
+    const refused = await app.request('POST', '/api/batch', { token: b.token, body: { operations } });
+    expect([refused.status, refused.body.errors], refused.text).toEqual([404, [expect.objectContaining({ code: 'record_not_found', source: { pointer: '/operations/0/project' } })]]);
+    expect(await trpcError(app.trpc(b.token).batch.apply.mutate({ operations } as never))).toMatchObject({ code: 'record_not_found', httpStatus: 404 });
+    // Its own project: the body's refusal.
+    const own = await app.request('POST', '/api/batch', { token: b.token, body: { operations: [{ ...operations[0], input: { id: b.projectId, project: { name: 'a b' } } }] } });
+    expect([own.status, own.body.errors], own.text).toEqual([422, [expect.objectContaining({ code: 'invalid', source: { pointer: '/operations/0/project/name' } })]]);
   });
 });
 

@@ -314,6 +314,38 @@ describe('a batch that fails', () => {
     expect(fixed.headers.get('idempotent-replayed')).toBeNull();
     expect(fixed.body.data.map((d: { status: number }) => d.status)).toEqual([201, 201]);
   });
+
+  it('answers 404 for an operation whose input is refused on an id that names no record at its turn, as that request alone', async () => {
+    const { id, token } = await app.register();
+    const task = (await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'Kept' } } })).body.data.id;
+    const badEdit = (target: unknown) => ({ op: 'tasks.update', input: { id: target, task: { label: '' } } });
+    const alone = await app.request('PATCH', '/api/tasks/999999', { token, body: { task: { label: '' } } });
+    expect(alone.status).toBe(404);
+    const project = (await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Gone' } } })).body.data.id;
+    const before = await snapshot(id);
+    const unknown = await batch(token, [{ op: 'tasks.create', input: { task: { label: 'x' } } }, badEdit(999_999)]);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.errors).toEqual(alone.body.errors.map((e: any) => ({ ...e, source: { pointer: '/operations/1/task' } })));
+    // Deleted by an earlier operation: gone at its turn.
+    const gone = await batch(token, [
+      { op: 'projects.delete', input: { id: project } },
+      { op: 'projects.changeState', input: { id: project, project: { state: 'nonsense' } } },
+    ]);
+    expect(gone.status).toBe(404);
+    expect(onlyError(gone.body)).toMatchObject({ code: 'record_not_found', source: { pointer: '/operations/1/project' } });
+    // A record that exists at its turn (the user's own, or one made by ref before it): its input's refusal.
+    for (const target of [task, { ref: 't' }]) {
+      const refused = await batch(token, [{ op: 'tasks.create', ref: 't', input: { task: { label: 'new' } } }, badEdit(target)]);
+      expect(refused.status).toBe(422);
+      expect(onlyError(refused.body)).toMatchObject({ code: 'invalid', source: { pointer: '/operations/1/task/label' } });
+    }
+    expect(await snapshot(id)).toEqual(before);
+    // Nothing kept under a key either: the request alone would keep nothing.
+    const key = randomUUID();
+    expect((await batch(token, [badEdit(999_999)], { 'Idempotency-Key': key })).status).toBe(404);
+    expect((await batch(token, [{ op: 'tasks.update', input: { id: task, task: { label: 'Edited' } } }], { 'Idempotency-Key': key })).status).toBe(200);
+    expect((await snapshot(id)).tasks.map((t: any) => t.label)).toEqual(['Edited']);
+  });
 });
 
 describe('the shape of a batch', () => {

@@ -63,7 +63,69 @@ begin
     v_next_order := (v_opened->>'next_order')::bigint;
     v_first_order := v_next_order;
     for v_op in select value from json_array_elements(p_ops) loop
+      v_input := v_op->'input';
+      if v_op->'refs' is not null then
+        for v_at in select value from json_array_elements(v_op->'refs') loop
+          v_input :=
+            w.json_put (
+              v_input,
+              array(
+                select
+                  json_array_elements_text(v_at -> 'at')
+              ),
+              (v_refs -> (v_at ->> 'ref'))::json
+            );
+        end loop;
+      end if;
       if v_op->>'op' = 'stop' then
+        if
+          v_input ->> 'task' is not null
+          and not exists (
+            select
+              1
+            from
+              tasks r
+            where
+              r.user_id = p_user
+              and r.id = (v_input ->> 'task')::bigint
+          )
+        then
+          raise exception using errcode = 'PX000', message =
+            json_build_object(
+              'code',
+              'record_not_found',
+              'validation',
+              true,
+              'pointer',
+              '/task',
+              'detail',
+              'No task with this id exists for the current user.'
+            )::text;
+        end if;
+        if
+          v_input ->> 'project' is not null
+          and not exists (
+            select
+              1
+            from
+              projects r
+            where
+              r.user_id = p_user
+              and r.id = (v_input ->> 'project')::bigint
+          )
+        then
+          raise exception using errcode = 'PX000', message =
+            json_build_object(
+              'code',
+              'record_not_found',
+              'validation',
+              true,
+              'pointer',
+              '/project',
+              'detail',
+              'No project with this id exists for the current user.'
+            )::text;
+        end if;
         raise exception using errcode = 'PX000', message = '{"stop": true}';
       end if;
       if v_op->>'op' in ('projects.delete') then
@@ -164,21 +226,7 @@ begin
           end loop;
         end if;
       end if;
-      v_input := v_op->'input';
-      if v_op->'refs' is not null then
-        for v_at in select value from json_array_elements(v_op->'refs') loop
-          v_input :=
-            w.json_put (
-              v_input,
-              array(
-                select
-                  json_array_elements_text(v_at -> 'at')
-              ),
-              (v_refs -> (v_at ->> 'ref'))::json
-            );
-        end loop;
-      end if;
-      v_if_match := null;
+            v_if_match := null;
       if json_typeof(v_op->'if_match') = 'array' then
         v_if_match := array(select json_array_elements_text(v_op->'if_match'));
       end if;
