@@ -290,16 +290,12 @@ export class WebhookDeliverer {
   /** Attempts a leased webhook's test event, then its events in order, until none is left, one fails, or the lease is lost. */
   async #deliver(webhook: ClaimedWebhook): Promise<void> {
     const base = { userId: webhook.user_id, id: webhook.id, owner: webhook.lease_owner, generation: webhook.generation };
-    const retired = retiredSecretsOf(webhook);
-    // At each attempt, the current secret and, newest first, those retired that still sign then:
-    // a retired secret stops at its time, also in the middle of a lease.
-    const secrets = (at: Date) => [webhook.secret, ...stillSigning(retired, at).map((r) => r.secret).reverse()];
     const lease = () => new Date(this.#now() + this.#leaseMs);
 
     for (const test of webhook.test_events) {
       if (this.#stopped) return;
       const body = JSON.stringify({ id: test.id, type: 'webhook.test', data: { type: 'webhook', id: webhook.id }, at: test.at });
-      const attempt = await this.#attempt(webhook, secrets, test.id, 'webhook.test', body, 1);
+      const attempt = await this.#attempt(webhook, test.id, 'webhook.test', body, 1);
       if (!attempt || this.#cutOff(attempt)) return;
       // A test is attempted once, whatever its outcome: it shows the receiver works, and plans nothing.
       const { retryAfterSeconds: _unused, ...logged } = attempt;
@@ -338,7 +334,7 @@ export class WebhookDeliverer {
       const body = JSON.stringify({ id: next.id, type: next.type, data: next.data, at: Math.floor(next.at) });
       const heardAt = this.#takeHeard(webhook.user_id, BigInt(next.id));
       if (heardAt !== undefined) this.#options.observer?.firstAttempt(Math.max(0, this.#now() - heardAt) / 1000);
-      const attempt = await this.#attempt(webhook, secrets, next.id, next.type, body, attempts + 1);
+      const attempt = await this.#attempt(webhook, next.id, next.type, body, attempts + 1);
       if (!attempt || this.#cutOff(attempt)) return;
       if (attempt.outcome === 'delivered') {
         const rest = pending.slice(pending.indexOf(next) + 1);
@@ -446,14 +442,17 @@ export class WebhookDeliverer {
    * event is attempted again once the lease expires.
    */
   async #attempt(
-    webhook: ClaimedWebhook, secrets: (at: Date) => string[], eventId: string, eventType: string, body: string, number: number,
+    webhook: ClaimedWebhook, eventId: string, eventType: string, body: string, number: number,
   ): Promise<(Attempt & { retryAfterSeconds: number | null }) | null> {
     const marking = performance.now();
     const until = new Date(this.#now() + this.#options.config.timeoutMs + SENDING_MARGIN_MS);
     const marked = await markSending(this.#options.em(), webhook.user_id, webhook.id, webhook.lease_owner, until);
     if (!marked || performance.now() - marking > SENDING_MARGIN_MS) return null;
     const at = new Date(this.#now());
-    const headers = signedHeaders(eventId, Math.floor(at.getTime() / 1000), body, secrets(at));
+    // The current secret and, newest first, those retired that still sign now: a retired secret
+    // stops at its time, also in the middle of a lease; a rotation signs from the next request.
+    const secrets = [marked.secret, ...stillSigning(retiredSecretsOf(marked), at).map((r) => r.secret).reverse()];
+    const headers = signedHeaders(eventId, Math.floor(at.getTime() / 1000), body, secrets);
     const result: OutboundResult = await postOnce(webhook.url, headers, body, {
       timeoutMs: this.#options.config.timeoutMs,
       allowPrivate: this.#options.config.allowPrivateUrls,

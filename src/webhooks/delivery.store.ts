@@ -9,6 +9,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { LogEvent } from '../core/context.js';
 import { execute } from '../db/prepared.js';
+import type { RetiredSecretColumns } from './webhook.store.js';
 
 /** Events read per webhook at a time. */
 export const EVENTS_IN_HAND = 20;
@@ -18,10 +19,6 @@ export interface ClaimedWebhook {
   id: number;
   url: string;
   events: string[];
-  secret: string;
-  /** The secrets rotations retired, oldest first, and when each stops signing (webhook.store.ts `retiredSecretsOf`). */
-  retired_secrets: string[];
-  retired_until: Array<Date | string>;
   cursor: string;
   attempt: number;
   generation: number;
@@ -101,10 +98,10 @@ async function claimOfUser(
      ), claimed as (
        update webhooks w set lease_owner = ?, lease_until = ?
          from due where w.user_id = ? and w.id = due.id
-       returning w.user_id, w.id, w.url, w.events, w.state, w.secret, w.retired_secrets, w.retired_until,
+       returning w.user_id, w.id, w.url, w.events, w.state,
                  w.cursor, w.attempt, w.generation, w.test_events, w.next_attempt_at, w.lease_owner
      )
-     select c.user_id, c.id, c.url, c.events, c.secret, c.retired_secrets, c.retired_until, c.cursor::text as cursor,
+     select c.user_id, c.id, c.url, c.events, c.cursor::text as cursor,
             c.attempt, c.generation, c.test_events, (c.state = 'enabled' and c.next_attempt_at <= ?) as log_due, c.lease_owner,
             (select u.events_pruned_through::text from users u where u.id = ?) as pruned,
             ${EVENTS_AFTER('?', 'c.cursor')} as pending
@@ -163,8 +160,9 @@ export interface Step {
  * or plans the retry, clears a sent test event, renews or gives back the lease. One UPDATE
  * whose only condition is the claim's lease: PostgreSQL evaluates every column on the newest
  * row (after waiting for an edit that holds it), so a webhook its owner changed since the claim
- * (`generation`: a replay, a new URL or events, disabled, a new secret) is never half-recorded
- * nor left leased: its place stays, and its lease goes back.
+ * (`generation`: a replay, a new URL or events, disabled) is never half-recorded nor left
+ * leased: its place stays, and its lease goes back. A test event sent is cleared all the same:
+ * it is attempted once.
  */
 export async function recordStep(em: SqlEntityManager, step: Step): Promise<Recorded> {
   const a = step.attempt;
@@ -181,7 +179,7 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
                                 when p.lease_until is null then p.now else w.next_attempt_at end,
          state = case when w.generation = p.gen and p.disable is not null then 'disabled' else w.state end,
          disabled_reason = case when w.generation = p.gen and p.disable is not null then p.disable else w.disabled_reason end,
-         test_events = case when w.generation = p.gen and p.test_id is not null
+         test_events = case when p.test_id is not null
                             then coalesce((select jsonb_agg(t order by n) from jsonb_array_elements(w.test_events) with ordinality as x(t, n)
                                             where t->>'id' is distinct from p.test_id), '[]'::jsonb)
                             else w.test_events end,
@@ -219,22 +217,23 @@ export async function recordStep(em: SqlEntityManager, step: Step): Promise<Reco
 
 /**
  * Marks a leased webhook as sending a request until `until` (the end of the request's time
- * limit), just before the request: one statement that also takes a key-share lock on the
+ * limit), just before the request, and reads the secrets that sign it then (a rotation since
+ * the claim signs this request already): one statement that also takes a key-share lock on the
  * user's row. A deletion of the user holds that row's lock (`for update`) from before it looks
  * for marks until its commit (src/users/delete-user.ts), so a mark is either made before that
  * look (and waited for), or waits for the deletion and then finds no row: no request is sent.
- * False when nothing was marked (the user or the webhook is gone, or the lease is another
+ * Null when nothing was marked (the user or the webhook is gone, or the lease is another
  * claim's): then the request is not sent.
  */
-export async function markSending(em: SqlEntityManager, userId: number, id: number, owner: string, until: Date): Promise<boolean> {
-  const rows = await em.execute<Array<{ id: number }>>(
+export async function markSending(em: SqlEntityManager, userId: number, id: number, owner: string, until: Date): Promise<RetiredSecretColumns & { secret: string } | null> {
+  const rows = await em.execute<Array<RetiredSecretColumns & { secret: string }>>(
     `with u as (select id from users where id = ? for key share)
      update webhooks w set sending_until = ?
        from u where w.user_id = ? and u.id = ? and w.id = ? and w.lease_owner = ?
-     returning w.id`,
+     returning w.secret, w.retired_secrets, w.retired_until`,
     [userId, until, userId, userId, id, owner],
   );
-  return rows.length > 0;
+  return rows[0] ?? null;
 }
 
 /** Gives back the lease of one claim on one webhook (a loop the database cut off); nothing when the lease is another's. */

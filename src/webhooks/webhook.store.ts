@@ -250,8 +250,9 @@ export function retiredSecretsOf(row: RetiredSecretColumns): RetiredSecret[] {
  * A new signing secret. The one it replaces signs beside it until `retiredUntil`, and so does
  * every secret retired before that still signs; those no longer signing are dropped. Run
  * under the owner's lock (`plainWrite`), as every rotation: the read and the write see no
- * other rotation between them. The generation moves: a delivery under way stops signing with
- * the secrets it read.
+ * other rotation between them. A delivery under way reads the secrets again before each
+ * request (delivery.store.ts `markSending`): its next request is signed with the new one too,
+ * and what it has sent stays delivered (the secrets it signed with still sign).
  */
 export async function rotateSecret(em: SqlEntityManager, userId: number, id: number, secret: string, now: Date, retiredUntil: Date): Promise<WebhookRow> {
   const [current] = await em.execute<Array<RetiredSecretColumns & { secret: string }>>(
@@ -268,7 +269,7 @@ export async function rotateSecret(em: SqlEntityManager, userId: number, id: num
   }
   const retired = [...signing, { secret: current.secret, until: retiredUntil }];
   const [row] = await em.execute<WebhookRow[]>(
-    answering(`update webhooks w set retired_secrets = ?::text[], retired_until = ?::timestamptz[], secret = ?, updated_at = ?, generation = w.generation + 1
+    answering(`update webhooks w set retired_secrets = ?::text[], retired_until = ?::timestamptz[], secret = ?, updated_at = ?
       where w.user_id = ? and w.id = ?`),
     [textArray(retired.map((r) => r.secret)), textArray(retired.map((r) => r.until.toISOString())), secret, now, userId, id],
   );

@@ -78,6 +78,14 @@ async function delivery(token: string, id: number): Promise<Received> {
   return got;
 }
 
+/** Waits until the webhook's place is its user's newest event and no claim holds it: every attempt is made and recorded. */
+async function settled(id: number): Promise<void> {
+  await eventually(async () => {
+    const [row] = (await db.query('select w.cursor = u.last_event_seq and w.lease_owner is null and w.test_events = \'[]\' as done from webhooks w join users u on u.id = w.user_id where w.id = $1', [id])).rows;
+    return row?.done === true;
+  }, { message: 'the webhook delivered everything and gave its lease back' });
+}
+
 const signaturesOf = (r: Received) => String(r.headers['webhook-signature']).split(' ');
 
 /** What `standardwebhooks` makes of a delivery with `secret`, at the clock's time: the payload, or its error. */
@@ -177,6 +185,76 @@ describe('rotating the secret', () => {
     expectSignedBy(first!, [s1, s0], []);
     app.clock.set(T0 + 24 * HOUR_MS);
     expectSignedBy(second!, [s1], [s0]);
+  });
+
+  it('a rotation while an event is being delivered: that event is delivered once, and the next request is signed with the new secret too', async () => {
+    const { token } = await app.register();
+    const { id, secret: s0 } = await createdWebhook(token);
+    const before = receiver.received.length;
+    let s1: string | undefined;
+    // The first request is answered once the secret has been rotated meanwhile.
+    receiver.respond(async (_request, res) => {
+      s1 ??= await rotated(token, id, 'trpc');
+      res.writeHead(204).end();
+    });
+    try {
+      for (const label of ['first', 'second']) {
+        expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label } } })).status).toBe(201);
+      }
+      deliverer!.wake(null);
+      await eventually(async () => (await app.request('GET', `${ONE(id)}/deliveries`, { token })).body.data?.length >= 2, {
+        message: 'both attempts were recorded',
+      });
+    } finally {
+      receiver.respond((_request, res) => {
+        res.writeHead(204).end();
+      });
+    }
+    await settled(id);
+    const attempts = (await app.request('GET', `${ONE(id)}/deliveries`, { token })).body.data;
+    expect(attempts.map((a: any) => [a.attributes.eventType, a.attributes.attempt, a.attributes.outcome])).toEqual([
+      ['task.created', 1, 'delivered'],
+      ['task.created', 1, 'delivered'],
+    ]);
+    const got = receiver.received.slice(before);
+    expect(got.map((r) => (r.json as any).data.attributes.label)).toEqual(['first', 'second']);
+    expectSignedBy(got[0]!, [s0], []);
+    expectSignedBy(got[1]!, [s1!, s0], []);
+  });
+
+  it('a test event under way when a replay is asked for is delivered once', async () => {
+    const { token } = await app.register();
+    const { id } = await createdWebhook(token);
+    expect((await app.request('POST', '/api/users/me/tasks', { token, body: { task: { label: 'kept' } } })).status).toBe(201);
+    const newest = (await app.request('GET', '/api/users/me/events', { token })).body.meta.last_event_id as string;
+    const before = receiver.received.length;
+    let replayed = false;
+    receiver.respond(async (request, res) => {
+      if (request.json.type === 'webhook.test' && !replayed) {
+        replayed = true;
+        const replay = await app.request('POST', `${ONE(id)}/replay`, { token, body: { replay: { after: newest } } });
+        expect(replay.status, replay.text).toBe(202);
+      }
+      res.writeHead(204).end();
+    });
+    try {
+      expect((await app.request('POST', `${ONE(id)}/test`, { token, body: {} })).status).toBe(202);
+      await eventually(async () => (await app.request('GET', `${ONE(id)}/deliveries`, { token })).body.data?.some((a: any) => a.attributes.eventType === 'webhook.test'), {
+        message: 'the test event\'s attempt was recorded',
+      });
+      deliverer!.wake(null);
+      await eventually(async () => (await app.request('GET', `${ONE(id)}/deliveries`, { token })).body.data?.length >= 2, {
+        message: 'the logged event was delivered too',
+      });
+    } finally {
+      receiver.respond((_request, res) => {
+        res.writeHead(204).end();
+      });
+    }
+    await settled(id);
+    const types = receiver.received.slice(before).map((r) => r.json.type);
+    expect(types.filter((t) => t === 'webhook.test')).toHaveLength(1);
+    expect((await app.request('GET', `${ONE(id)}/deliveries`, { token })).body.data.filter((a: any) => a.attributes.eventType === 'webhook.test')).toHaveLength(1);
   });
 
   it('ten retired secrets may sign at once; an eleventh rotation is 429 rate_limited until the oldest stops, on both doors', async () => {

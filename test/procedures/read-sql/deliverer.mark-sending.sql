@@ -21,4 +21,6 @@ where
   and w.id = ?
   and w.lease_owner = ?
 returning
-  w.id
+  w.secret,
+  w.retired_secrets,
+  w.retired_until

@@ -45,8 +45,7 @@ with
         else w.disabled_reason
       end,
       test_events = case
-        when w.generation = p.gen
-        and p.test_id is not null then coalesce(
+        when p.test_id is not null then coalesce(
           (
             select
               jsonb_agg(

@@ -43,8 +43,7 @@ with
       retired_secrets = ?::text[],
       retired_until = ?::timestamptz[],
       secret = ?,
-      updated_at = ?,
-      generation = w.generation + 1
+      updated_at = ?
     where
       w.user_id = ?
       and w.id = ?
