@@ -47,12 +47,13 @@ export async function changePassword(ctx: AuthedContext, input: z.infer<typeof C
   // A write of the user (src/writes/user-write.ts): under its lock, with its Idempotency-Key,
   // so a retry of a change that was made replays its 204 instead of finding the password changed.
   await plainWrite(ctx, async (em) => {
-    if ('refusal' in checked) throw checked.refusal;
+    // A wrong password is a refusal of the input, as the deletion's: nothing is kept under the key (§11).
+    if ('refusal' in checked) throw checked.refusal.refusedBeforeRun();
     // Only over the hash that was checked: changed since, the current password given is no longer it.
     const changed = await em.execute<Array<{ id: number }>>('update users set password_hash = ? where id = ? and password_hash = ? returning id', [
       passwordHash, ctx.user.id, checked.hash,
     ]);
-    if (changed.length === 0) throw DomainError.validation('invalid', '/user/current_password', 'The password is wrong.');
+    if (changed.length === 0) throw DomainError.validation('invalid', '/user/current_password', 'The password is wrong.').refusedBeforeRun();
     // By the user: on a database split by user, one node.
     const rows = await em.execute<Array<{ token_hash: string }>>(
       `delete from access_tokens where user_id = ? and kind = 'session' and token_hash <> ? returning token_hash`,

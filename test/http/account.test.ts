@@ -155,6 +155,16 @@ describe('PUT /api/users/me/password', () => {
     expect(await me(app, other)).toBe(200);
   });
 
+  it('a wrong current password keeps nothing under the Idempotency-Key, as a wrong password of a deletion: the right one with the same key runs', async () => {
+    const door = 'rest';
+    const user = await app.register();
+    const key = { 'Idempotency-Key': `wrong-first-${door}-${user.id}` };
+    const wrong = await changePassword(app, door, user.token, { user: { current_password: 'wrong horse', password: 'battery staple' } }, key);
+    expect(onlyError(wrong as any)).toMatchObject({ status: '422', code: 'invalid', source: { pointer: '/user/current_password' } });
+    expect(await changePassword(app, door, user.token, { user: { current_password: 'correct horse', password: 'battery staple' } }, key)).toMatchObject({ status: 204 });
+    expect((await login(app, user.username, 'battery staple')).status).toBe(201);
+  });
+
   it.each(DOORS)('%s: the new password follows §3 (too_short, too_long, counted in code points)', async (door) => {
     const user = await app.register();
     for (const [password, code] of [['short', 'too_short'], ['🔑🔑🔑🔑🔑🔑🔑', 'too_short'], ['p'.repeat(201), 'too_long']] as const) {
