@@ -48,3 +48,9 @@ export class Conditions {
 
 /** Texts as one PostgreSQL array literal, each quoted (for values a schema has limited to words). */
 export const textArray = (values: readonly string[]) => `{${values.map((v) => `"${v.replace(/["\\]/g, (c) => `\\${c}`)}"`).join(',')}}`;
+
+/**
+ * The user's change-log number, read by a list's own statement (its parameter: the user's id), so
+ * the list's ETag names the snapshot its page was read in, even when a write lands after the token's read.
+ */
+export const LIST_VERSION = '(select last_event_seq::text from users where id = ?)';

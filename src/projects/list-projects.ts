@@ -1,10 +1,11 @@
 /**
  * GET /api/users/me/projects (SPEC.md 4.2, API-CONTRACT.md §12): a page of the user's projects.
  * The ETag is known before the page is read: a matching If-None-Match is 304 after the token's statement alone.
+ * The tag sent with a page is the page's own (src/tasks/list-tasks.ts).
  */
 import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
-import { listEtag, notModified } from '../core/conditional.js';
+import { listEtag, notModified, sendEtag } from '../core/conditional.js';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { linkQuery } from '../core/list-query.js';
 import { PROJECT_PAGE_SIZE, type ListProjectsInput, type ProjectListDocument } from './project.schema.js';
@@ -21,8 +22,9 @@ export async function listProjects(
   const { page, size, offset } = pageOf(input.page, input.page_size ?? PROJECT_PAGE_SIZE);
   const query = await linkQuery(ctx, input, PARAMETERS);
   const links = (total: number) => pageLinks(ctx.baseUrl, PROJECTS_PATH, page, size, total, query);
-  const etag = listEtag(['projects', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query(0)]);
-  if (notModified(ctx, etag)) return { data: [], links: links(0), meta: STABILITY_META };
-  const { projects, total } = await readProjectPage(ctx.em, ctx.user.id, size, offset, input);
+  const etag = (seq: string) => listEtag(['projects', ctx.user.id, seq, page, ctx.baseUrl, query(0)]);
+  if (notModified(ctx, etag(ctx.lastEventSeq))) return { data: [], links: links(0), meta: STABILITY_META };
+  const { projects, total, seq } = await readProjectPage(ctx.em, ctx.user.id, size, offset, input);
+  if (seq !== ctx.lastEventSeq) sendEtag(ctx, etag(seq));
   return { data: projects.map(presentProjectFields), links: links(total), meta: STABILITY_META };
 }

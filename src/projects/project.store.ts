@@ -5,7 +5,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { z } from 'zod';
 import { fromSeconds } from '../core/clock.js';
-import { Conditions, containsPattern, foldedText, idArray, pageLimit, secondsOf, textArray } from '../db/sql-fragments.js';
+import { Conditions, LIST_VERSION, containsPattern, foldedText, idArray, pageLimit, secondsOf, textArray } from '../db/sql-fragments.js';
 import { sortOf, type Sort } from '../core/list-query.js';
 import { execute } from '../db/prepared.js';
 import { listedTaskIdsOf } from '../tasks/task.sql.js';
@@ -45,7 +45,7 @@ function projectOrderBy(sort: Sort<ProjectSortAttribute>, p: string): string {
  */
 export async function listProjects(
   em: SqlEntityManager, userId: number, limit: number, offset: number, query: z.infer<typeof ListProjectsInput>,
-): Promise<{ projects: StoredProject[]; total: number }> {
+): Promise<{ projects: StoredProject[]; total: number; seq: string }> {
   const sort = sortOf(query.sort, 'id');
   const where = new Conditions().add('projects.user_id = ?', userId);
   if (query.state) where.add('projects.state = any(?::text[])', textArray(query.state));
@@ -54,18 +54,19 @@ export async function listProjects(
   if (query.due_after !== undefined || query.due_before !== undefined) where.add("projects.due_at > 'epoch'::timestamptz");
   if (query.due_after !== undefined) where.add('projects.due_at >= ?', fromSeconds(query.due_after));
   if (query.due_before !== undefined) where.add('projects.due_at < ?', fromSeconds(query.due_before));
-  const sql = `select c.total, ${PROJECT_COLUMNS('p')}
-       from (select count(*)::int as total from projects where ${where.sql}) as c
+  const sql = `select c.total, c.seq, ${PROJECT_COLUMNS('p')}
+       from (select count(*)::int as total, ${LIST_VERSION} as seq from projects where ${where.sql}) as c
        left join lateral (
          select * from projects where ${where.sql} order by ${projectOrderBy(sort, 'projects')} limit ${pageLimit(limit)} offset ?
        ) as p on true
       order by ${projectOrderBy(sort, 'p')}`;
-  const params = [userId, ...where.params, ...where.params, offset];
+  const params = [userId, userId, ...where.params, ...where.params, offset];
   const plain = where.parts.length === 1 && sort.attribute === 'id' && !sort.descending;
-  type Row = StoredProject & { total: number };
+  type Row = StoredProject & { total: number; seq: string };
   const rows = plain ? await execute<Row>(em, sql, params) : await em.execute<Row[]>(sql, params);
-  // An empty page is one row carrying the total, with no project.
-  return { projects: rows.filter((row) => row.id !== null).map(({ total: _, ...project }) => project), total: Number(rows[0]?.total ?? 0) };
+  // An empty page is one row carrying the total and the version, with no project.
+  const projects = rows.filter((row) => row.id !== null).map(({ total: _, seq: __, ...project }) => project);
+  return { projects, total: Number(rows[0]!.total), seq: rows[0]!.seq };
 }
 
 /** The user's projects with these ids. */

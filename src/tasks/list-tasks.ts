@@ -2,13 +2,14 @@
  * GET /api/users/me/tasks (SPEC.md 4.6, API-CONTRACT.md §12): a page of the user's listed tasks, as
  * the query filters and sorts them; every "day" is the user's (src/core/user-day.ts). The ETag
  * (src/core/conditional.ts) is known before the page is read: a matching If-None-Match answers 304 unread.
- * Its change-log number is read before the page, so a write in between never makes a stale 304.
+ * Its change-log number is read with the token; the page's statement reads it again, and the tag
+ * sent is the page's: a write in between never makes a stale 304, nor a tag of another page.
  */
 import type { z } from 'zod';
 import type { AuthedContext } from '../core/context.js';
 import { fromSeconds } from '../core/clock.js';
 import { MAX_TIMESTAMP } from '../core/fields.js';
-import { listEtag, notModified } from '../core/conditional.js';
+import { listEtag, notModified, sendEtag } from '../core/conditional.js';
 import { STABILITY_META, pageLinks, pageOf } from '../core/envelope.js';
 import { linkQuery, sortOf } from '../core/list-query.js';
 import { addDays, daysAgo, parseLocalDate, startOfDate, userDay, type UserDay } from '../core/user-day.js';
@@ -67,11 +68,12 @@ export async function listTasks(ctx: AuthedContext, input: Query): Promise<z.inf
   const selection = taskSelection(input, today);
   const query = await linkQuery(ctx, input, TASK_LIST_PARAMETERS);
   const links = (total: number) => pageLinks(ctx.baseUrl, TASKS_PATH, page, size, total, query);
-  const etag = listEtag([
-    'tasks', ctx.user.id, ctx.lastEventSeq, page, ctx.baseUrl, query(0),
+  const etag = (seq: string) => listEtag([
+    'tasks', ctx.user.id, seq, page, ctx.baseUrl, query(0),
     selection.finishedSince.toISOString(), selection.plannedFrom?.toISOString() ?? '', selection.plannedUntil?.toISOString() ?? '',
   ]);
-  if (notModified(ctx, etag)) return { data: [], links: links(0), meta: STABILITY_META };
-  const { tasks, total } = await readTaskPage(ctx.em, ctx.user.id, selection, size, offset, sortOf(input.sort, 'order'));
+  if (notModified(ctx, etag(ctx.lastEventSeq))) return { data: [], links: links(0), meta: STABILITY_META };
+  const { tasks, total, seq } = await readTaskPage(ctx.em, ctx.user.id, selection, size, offset, sortOf(input.sort, 'order'));
+  if (seq !== ctx.lastEventSeq) sendEtag(ctx, etag(seq));
   return { data: tasks.map(presentTaskFields), links: links(total), meta: STABILITY_META };
 }

@@ -4,7 +4,7 @@
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { TaskFields } from './task.view.js';
-import { Conditions, containsPattern, foldedText, idArray, pageLimit, textArray } from '../db/sql-fragments.js';
+import { Conditions, LIST_VERSION, containsPattern, foldedText, idArray, pageLimit, textArray } from '../db/sql-fragments.js';
 import type { Sort } from '../core/list-query.js';
 import { MAX_ID } from '../core/fields.js';
 import type { TASK_SORTS } from './task.schema.js';
@@ -64,13 +64,13 @@ function taskOrderBy(sort: Sort<TaskSortAttribute>, t: string): string {
 export async function listTasks(
   em: SqlEntityManager,
   ...page: Parameters<typeof taskPageStatement>
-): Promise<{ tasks: TaskFields[]; total: number }> {
+): Promise<{ tasks: TaskFields[]; total: number; seq: string }> {
   const { sql, params, prepare } = taskPageStatement(...page);
-  type Row = TaskFields & { total: number };
+  type Row = TaskFields & { total: number; seq: string };
   const rows = prepare ? await execute<Row>(em, sql, params) : await em.execute<Row[]>(sql, params);
-  // An empty page is one row carrying the total, with no task.
-  const tasks = rows.filter((row) => row.id !== null).map(({ total: _, ...task }) => task);
-  return { tasks, total: Number(rows[0]?.total ?? 0) };
+  // An empty page is one row carrying the total and the version, with no task.
+  const tasks = rows.filter((row) => row.id !== null).map(({ total: _, seq: __, ...task }) => task);
+  return { tasks, total: Number(rows[0]!.total), seq: rows[0]!.seq };
 }
 
 /**
@@ -123,8 +123,8 @@ export function taskPageStatement(
         + (select count(*) from tasks where user_id = ? and state = 'finished' and finished_at >= ?))::int`
     : `(select count(*) from tasks where ${where.sql})::int`;
   const totalParams = all ? [userId, userId, selection.finishedSince] : where.params;
-  const sql = `select c.total, ${TASK_COLUMNS('t')}
-       from (select ${total} as total) as c
+  const sql = `select c.total, c.seq, ${TASK_COLUMNS('t')}
+       from (select ${total} as total, ${LIST_VERSION} as seq) as c
        left join lateral (
          select one.* from (
            select tasks.id from tasks
@@ -134,7 +134,7 @@ export function taskPageStatement(
          ) as page cross join lateral (select tasks.* from tasks where tasks.user_id = ? and tasks.id = page.id limit 1) as one
        ) as t on true
       order by ${taskOrderBy(sort, 't')}`;
-  const params = [...totalParams, ...where.params, offset, userId];
+  const params = [...totalParams, userId, ...where.params, offset, userId];
   const byOrder = sort.attribute === 'order' && !sort.descending;
   return { sql, params, prepare: all && byOrder };
 }

@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { callOptions, withEtag } from '../../src/client.js';
+import { eventually } from '../helpers/eventually.js';
 import { DAY, T0, onlyError, seconds, useTestAppWithSql } from '../helpers/test-app.js';
 
 const { app, db } = useTestAppWithSql({ resetClock: true });
@@ -117,6 +118,31 @@ describe('If-None-Match', () => {
     await take('/api/users/me/projects');
     await app.request('POST', '/api/users/me/projects', { token, body: { project: { name: 'Q' } } });
     await take('/api/users/me/projects');
+  });
+
+  it("a list's ETag names the page it comes with, also when a write lands between the token's read and the page's", async () => {
+    const { id, token, projectId, taskId } = await setup();
+    const lists = [
+      { path: '/api/users/me/tasks', table: 'tasks', change: ['update tasks set label = $1, version = version + 1 where id = $2', taskId] },
+      { path: '/api/users/me/projects', table: 'projects', change: ['update projects set name = $1, version = version + 1 where id = $2', projectId] },
+    ] as const;
+    for (const [i, { path, table, change }] of lists.entries()) {
+      // The page's table is held while the request reads the token (and the list's version),
+      // and a write lands before the page is read: the page shows it, so its tag must name it.
+      await db.query('begin');
+      await db.query(`lock table ${table} in access exclusive mode`);
+      const raced = app.request('GET', path, { token });
+      await eventually(async () => (await db.query('select 1 from pg_locks where relation = $1::regclass and not granted', [table])).rowCount, { message: `the list waited on ${table}`, timeout: 30_000 });
+      await db.query(change[0], [`landed ${i}`, change[1]]);
+      await db.query('update users set last_event_seq = last_event_seq + 1 where id = $1', [id]);
+      await db.query('commit');
+      const first = await raced;
+      expect(JSON.stringify(first.body.data), path).toContain(`landed ${i}`);
+      const again = await app.request('GET', path, { token });
+      expect(again.body, path).toEqual(first.body);
+      expect(first.headers.get('etag'), path).toBe(again.headers.get('etag'));
+      expect((await app.request('GET', path, { token, headers: { 'If-None-Match': first.headers.get('etag')! } })).status, path).toBe(304);
+    }
   });
 
   it("the task list's ETag moves at UTC midnight, when finished tasks may leave its window with no write", async () => {

@@ -23,6 +23,7 @@ where
 
 select
   c.total,
+  c.seq,
   p.id,
   p.user_id as "userId",
   p.name,
@@ -86,7 +87,15 @@ select
 from
   (
     select
-      count(*)::int as total
+      count(*)::int as total,
+      (
+        select
+          last_event_seq::text
+        from
+          users
+        where
+          id = ?
+      ) as seq
     from
       projects
     where

@@ -23,6 +23,7 @@ where
 
 select
   c.total,
+  c.seq,
   t.id,
   t.user_id as "userId",
   t.project_id as "projectId",
@@ -90,7 +91,15 @@ from
           and tasks.planned_at > 'epoch'::timestamptz
           and coalesce(tasks.planned_at, 'epoch'::timestamptz) >= ?
           and coalesce(tasks.planned_at, 'epoch'::timestamptz) < ?
-      )::int as total
+      )::int as total,
+      (
+        select
+          last_event_seq::text
+        from
+          users
+        where
+          id = ?
+      ) as seq
   ) as c
   left join lateral (
     select

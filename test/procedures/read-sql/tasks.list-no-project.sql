@@ -23,6 +23,7 @@ where
 
 select
   c.total,
+  c.seq,
   t.id,
   t.user_id as "userId",
   t.project_id as "projectId",
@@ -86,7 +87,15 @@ from
             or tasks.finished_at >= ?
           )
           and tasks.project_id is null
-      )::int as total
+      )::int as total,
+      (
+        select
+          last_event_seq::text
+        from
+          users
+        where
+          id = ?
+      ) as seq
   ) as c
   left join lateral (
     select

@@ -23,6 +23,7 @@ where
 
 select
   c.total,
+  c.seq,
   t.id,
   t.user_id as "userId",
   t.project_id as "projectId",
@@ -91,7 +92,15 @@ from
             and state = 'finished'
             and finished_at >= ?
         )
-      )::int as total
+      )::int as total,
+      (
+        select
+          last_event_seq::text
+        from
+          users
+        where
+          id = ?
+      ) as seq
   ) as c
   left join lateral (
     select
